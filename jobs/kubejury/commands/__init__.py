@@ -1,0 +1,1 @@
+"""Subcommands of the ``kubejury`` CLI, one module each (see ``kubejury.cli``)."""
