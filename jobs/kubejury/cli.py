@@ -21,7 +21,10 @@ from kubejury.errors import KubejuryError
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("kubejury.commands.run", "run a whole EvalRun locally (no cluster): generate, judge, report"),
     "generate": ("kubejury.commands.stages", "generation stage: ask one model every question of one series"),
-    "judge": ("kubejury.commands.stages", "judging stage: one judge scores the anonymized answers of one series"),
+    "judge": (
+        "kubejury.commands.stages",
+        "judging stage: one judge scores the anonymized answers of one series",
+    ),
     "aggregate": ("kubejury.commands.stages", "aggregation stage: compute the report from stored judgments"),
     "report": ("kubejury.commands.report", "compute report.json/.md/.html from benchmark and judgment files"),
     "plan": ("kubejury.commands.plan", "dry run of GPU placement: what the operator would deploy, per model"),
@@ -30,7 +33,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 class _CommandModule(Protocol):
-    def add_parser(self, subparsers: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None: ...
+    def add_parser(
+        self, subparsers: argparse._SubParsersAction[argparse.ArgumentParser], name: str
+    ) -> None: ...
 
     def run(self, args: argparse.Namespace) -> int: ...
 
@@ -45,10 +50,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"kubejury {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (_, help_text) in COMMANDS.items():
-        if only is not None and name != only:
+        if name == only:
+            _load(name).add_parser(subparsers, name)
+        else:
+            # Only the chosen command's module is imported; the others just appear in --help.
             subparsers.add_parser(name, help=help_text)
-            continue
-        _load(name).add_parser(subparsers, name)
     return parser
 
 

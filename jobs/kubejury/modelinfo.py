@@ -10,7 +10,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_SIZE = re.compile(r"^\s*(?P<total>\d+(?:\.\d+)?)\s*(?P<unit>[KMBT])\s*(?:-?\s*A(?P<active>\d+(?:\.\d+)?)\s*(?P<aunit>[KMBT])?)?\s*$", re.I)
+_SIZE = re.compile(
+    r"^\s*(?P<total>\d+(?:\.\d+)?)\s*(?P<unit>[KMBT])\s*(?:-?\s*A(?P<active>\d+(?:\.\d+)?)\s*(?P<aunit>[KMBT])?)?\s*$",
+    re.I,
+)
 _UNIT = {"K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}
 
 
@@ -27,7 +30,9 @@ def parse_parameters(text: str | float | int | None) -> float | None:
         return float(text)
     match = _SIZE.match(text)
     if not match:
-        raise ValueError(f"cannot read parameter count {text!r}: write e.g. '27B', '0.27B', '270M' or '26B-A4B'")
+        raise ValueError(
+            f"cannot read parameter count {text!r}: write e.g. '27B', '0.27B', '270M' or '26B-A4B'"
+        )
     return float(match["total"]) * _UNIT[match["unit"].upper()]
 
 
