@@ -1,0 +1,835 @@
+"""Pure builders of every Kubernetes object the operator creates for an EvalRun.
+
+Why this module exists: the shape of a Deployment, Service or Job is the operator's most
+reviewable output, so it is built here by plain functions from plain inputs — no API calls, no
+clock, no randomness — and every object is validated against the Kubernetes OpenAPI schemas in
+the unit tests. The reconcile planner decides *which* objects should exist; this module decides
+*what they look like*; ``gateway.py`` sends them.
+
+Objects per run (all carry an owner reference to the EvalRun, so deleting the run deletes them):
+
+* ``kj-<run>-spec`` ConfigMap: the EvalRun (apiVersion/kind/metadata.name/spec) as YAML, mounted
+  read-only into every Job at ``/etc/kubejury/evalrun.yaml``. A ConfigMap, not an env variable:
+  specs carry prompt templates and system prompts that can exceed what env comfortably holds, a
+  file is what ``kubejury`` reads locally too, and one object per run keeps the Jobs identical
+  across restarts.
+* ``kj-<run>-job`` ServiceAccount for the Jobs' pods: no RBAC binding and
+  ``automountServiceAccountToken: false`` — Job pods have no Kubernetes API access at all; they
+  report progress through storage.
+* per in-cluster model or judge: a Deployment + Service (vLLM, llama.cpp or Ollama). ``openai``
+  endpoints get no workload.
+* Jobs running ``kubejury generate|judge|aggregate`` (see :func:`generation_job`,
+  :func:`judge_job`, :func:`aggregation_job` for the exact command lines).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import yaml
+
+Manifest = dict[str, Any]
+
+API_GROUP = "kubejury.io"
+API_VERSION = "v1alpha1"
+EVALRUN_API_VERSION = f"{API_GROUP}/{API_VERSION}"
+EVALRUN_KIND = "EvalRun"
+
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+LABEL_PART_OF = "app.kubernetes.io/part-of"
+LABEL_RUN = "kubejury.io/run"
+LABEL_COMPONENT = "kubejury.io/component"
+LABEL_ENDPOINT = "kubejury.io/endpoint"
+LABEL_SERIES = "kubejury.io/series"
+MANAGED_BY = "kubejury-operator"
+
+SPEC_MOUNT_DIR = "/etc/kubejury"
+SPEC_FILE = "evalrun.yaml"
+SPEC_PATH = f"{SPEC_MOUNT_DIR}/{SPEC_FILE}"
+SERVING_PORT = 8000
+API_KEY_ENV = "KUBEJURY_API_KEY"
+
+# Quantizations that need no ``--quantization`` flag in vLLM: either unquantized, or vLLM reads
+# the format from the checkpoint's own config (pre-quantized FP8/NVFP4/MXFP4/AWQ/GPTQ).
+_NO_FLAG = frozenset({"", "auto", "none", "bf16", "fp16", "float16", "bfloat16"})
+GGUF_RUNTIMES = frozenset({"llamacpp", "ollama"})
+IN_CLUSTER_RUNTIMES = frozenset({"vllm", "llamacpp", "ollama"})
+
+
+class PlacementView(Protocol):
+    """What the builders need from a placement decision (``placement.Placement`` satisfies it)."""
+
+    @property
+    def runtime(self) -> str: ...
+
+    @property
+    def quantization(self) -> str: ...
+
+    @property
+    def tensor_parallel_size(self) -> int: ...
+
+    @property
+    def node_selector(self) -> Mapping[str, str]: ...
+
+    @property
+    def tolerations(self) -> Sequence[Mapping[str, Any]]: ...
+
+    @property
+    def vllm_args(self) -> Sequence[str]: ...
+
+
+@dataclass(frozen=True)
+class WorkloadSettings:
+    """Cluster-wide knobs (from the operator's environment, set by the Helm chart)."""
+
+    job_image: str = "ghcr.io/kubejury/kubejury:0.1.0"
+    image_pull_policy: str = "IfNotPresent"
+    vllm_image: str = "vllm/vllm-openai:v0.11.0"
+    llamacpp_image: str = "ghcr.io/ggml-org/llama.cpp:server-b6700"
+    ollama_image: str = "ollama/ollama:0.12.3"
+    gpu_resource: str = "nvidia.com/gpu"
+    model_cache_pvc: str | None = None  # shared HF/GGUF cache; None = emptyDir per pod
+    model_cache_size_limit: str = "200Gi"  # emptyDir fallback size limit
+    hf_token_secret: str | None = "hf-token"  # Secret with key HF_TOKEN (optional reference)
+    hf_token_key: str = "HF_TOKEN"
+    startup_budget_seconds: int = 1800  # how long a model may take to load before kubelet restarts it
+    gpu_memory_utilization: float = 0.90
+    default_max_model_len: int = 8192
+    job_backoff_limit: int = 3
+    generation_deadline_seconds: int = 172800
+    judging_deadline_seconds: int = 172800
+    aggregation_deadline_seconds: int = 7200
+    job_service_account: str | None = None  # None: the operator creates kj-<run>-job per run
+    job_uid: int = 65532
+    results_pvc: str | None = None  # mounted at the file:// storage path for in-cluster file storage
+    storage_secret: str | None = None  # Secret with S3 credentials (AWS_* keys), envFrom into Jobs
+    extra_tolerations: tuple[Mapping[str, Any], ...] = ()
+    job_resources: Mapping[str, Mapping[str, str]] = field(
+        default_factory=lambda: {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "2Gi"}}
+    )
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> WorkloadSettings:
+        """Settings from ``KUBEJURY_*`` variables; unset ones keep their defaults."""
+        base = cls()
+
+        def text(key: str, default: str | None) -> str | None:
+            value = env.get(key)
+            if value is None:
+                return default
+            return value or None
+
+        def number(key: str, default: int) -> int:
+            value = env.get(key)
+            return int(value) if value else default
+
+        return cls(
+            job_image=text("KUBEJURY_JOB_IMAGE", base.job_image) or base.job_image,
+            image_pull_policy=text("KUBEJURY_IMAGE_PULL_POLICY", base.image_pull_policy)
+            or base.image_pull_policy,
+            vllm_image=text("KUBEJURY_VLLM_IMAGE", base.vllm_image) or base.vllm_image,
+            llamacpp_image=text("KUBEJURY_LLAMACPP_IMAGE", base.llamacpp_image) or base.llamacpp_image,
+            ollama_image=text("KUBEJURY_OLLAMA_IMAGE", base.ollama_image) or base.ollama_image,
+            model_cache_pvc=text("KUBEJURY_MODEL_CACHE_PVC", base.model_cache_pvc),
+            hf_token_secret=text("KUBEJURY_HF_TOKEN_SECRET", base.hf_token_secret),
+            startup_budget_seconds=number("KUBEJURY_STARTUP_BUDGET_SECONDS", base.startup_budget_seconds),
+            gpu_memory_utilization=float(
+                env.get("KUBEJURY_GPU_MEMORY_UTILIZATION") or base.gpu_memory_utilization
+            ),
+            default_max_model_len=number("KUBEJURY_MAX_MODEL_LEN", base.default_max_model_len),
+            job_backoff_limit=number("KUBEJURY_JOB_BACKOFF_LIMIT", base.job_backoff_limit),
+            generation_deadline_seconds=number(
+                "KUBEJURY_GENERATION_DEADLINE_SECONDS", base.generation_deadline_seconds
+            ),
+            judging_deadline_seconds=number(
+                "KUBEJURY_JUDGING_DEADLINE_SECONDS", base.judging_deadline_seconds
+            ),
+            aggregation_deadline_seconds=number(
+                "KUBEJURY_AGGREGATION_DEADLINE_SECONDS", base.aggregation_deadline_seconds
+            ),
+            job_service_account=text("KUBEJURY_JOB_SERVICE_ACCOUNT", base.job_service_account),
+            results_pvc=text("KUBEJURY_RESULTS_PVC", base.results_pvc),
+            storage_secret=text("KUBEJURY_STORAGE_SECRET", base.storage_secret),
+        )
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """The EvalRun that owns the objects: name, namespace and uid (for owner references)."""
+
+    name: str
+    namespace: str
+    uid: str
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One model or judge as the operator serves it.
+
+    ``key`` is the deployment identity (``m-<model>`` or ``j-<judge>``); a judge that is the same
+    model as an evaluated one (``sameAs`` with the same source and runtime) shares its key and
+    therefore its Deployment. ``placement`` is ``None`` for ``runtime: openai``.
+    """
+
+    key: str
+    name: str
+    source: str
+    served_model: str
+    runtime: str
+    checkpoint: str | None = None
+    placement: PlacementView | None = None
+    api_key_secret: str | None = None  # Secret name; key below
+    api_key_key: str = "api-key"
+    max_model_len: int | None = None
+    cpu: str | None = None
+    memory: str | None = None
+    extra_args: tuple[str, ...] = ()
+
+    @property
+    def in_cluster(self) -> bool:
+        return self.runtime in IN_CLUSTER_RUNTIMES
+
+
+# ----------------------------------------------------------------------------------------- names
+
+
+_INVALID = re.compile(r"[^a-z0-9-]+")
+
+
+def dns_label(*parts: str, limit: int = 63) -> str:
+    """A deterministic DNS-1123 label from ``parts`` (lower case, ``-``-joined, ≤ ``limit``).
+
+    Over-long names are cut and suffixed with a short hash of the full name, so two long names
+    that share a prefix stay distinct and the same input always gives the same name.
+    """
+    full = "-".join(parts)
+    cleaned = _INVALID.sub("-", full.lower()).strip("-")
+    cleaned = re.sub(r"-{2,}", "-", cleaned) or "x"
+    if len(cleaned) <= limit and cleaned == full:
+        return cleaned
+    digest = hashlib.sha256(full.encode()).hexdigest()[:8]
+    if len(cleaned) + 9 <= limit:
+        return f"{cleaned}-{digest}"
+    return f"{cleaned[: limit - 9].rstrip('-')}-{digest}"
+
+
+def label_value(text: str) -> str:
+    """A valid label value for ``text`` (≤ 63, alphanumeric at both ends)."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", text)[:63].strip("-._")
+    return cleaned or "x"
+
+
+def spec_configmap_name(run: str) -> str:
+    return dns_label("kj", run, "spec")
+
+
+def job_service_account_name(run: str) -> str:
+    return dns_label("kj", run, "job")
+
+
+def endpoint_key(role: str, name: str) -> str:
+    """``m-<model>`` or ``j-<judge>``: the deployment identity of a model or judge."""
+    return f"{'m' if role == 'model' else 'j'}-{name}"
+
+
+def workload_name(run: str, key: str) -> str:
+    """Deployment and Service name of an endpoint (a DNS-1035 label: starts with a letter)."""
+    return dns_label("kj", run, key, limit=52)
+
+
+def generation_job_name(run: str, model: str, series: str) -> str:
+    return dns_label("kj", run, "gen", model, series)
+
+
+def judge_job_name(run: str, judge: str, series: str) -> str:
+    return dns_label("kj", run, "judge", judge, series)
+
+
+def aggregation_job_name(run: str) -> str:
+    return dns_label("kj", run, "aggregate")
+
+
+def service_url(run: RunRef, key: str) -> str:
+    """The OpenAI-compatible base URL of an in-cluster endpoint."""
+    return f"http://{workload_name(run.name, key)}.{run.namespace}.svc:{SERVING_PORT}/v1"
+
+
+def endpoint_url(run: RunRef, endpoint: Endpoint) -> str:
+    """Where the Jobs send requests: the Service for in-cluster runtimes, ``source`` for openai."""
+    return service_url(run, endpoint.key) if endpoint.in_cluster else endpoint.source
+
+
+# --------------------------------------------------------------------------------------- helpers
+
+
+def labels(run: str, component: str, **extra: str) -> dict[str, str]:
+    result = {
+        LABEL_MANAGED_BY: MANAGED_BY,
+        LABEL_PART_OF: "kubejury",
+        LABEL_RUN: label_value(run),
+        LABEL_COMPONENT: component,
+    }
+    for key, value in extra.items():
+        result[f"kubejury.io/{key}"] = label_value(value)
+    return result
+
+
+def owner_reference(run: RunRef) -> dict[str, Any]:
+    return {
+        "apiVersion": EVALRUN_API_VERSION,
+        "kind": EVALRUN_KIND,
+        "name": run.name,
+        "uid": run.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _metadata(run: RunRef, name: str, object_labels: Mapping[str, str]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "namespace": run.namespace,
+        "labels": dict(object_labels),
+        "ownerReferences": [owner_reference(run)],
+    }
+
+
+def restricted_container_security() -> dict[str, Any]:
+    """Pod Security Standard "restricted" for a container, plus a read-only root filesystem."""
+    return {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def restricted_pod_security(uid: int) -> dict[str, Any]:
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": uid,
+        "runAsGroup": uid,
+        "fsGroup": uid,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def _gpu_tolerations(settings: WorkloadSettings, placement: PlacementView | None) -> list[dict[str, Any]]:
+    result: list[dict[str, Any]] = [
+        {"key": settings.gpu_resource, "operator": "Exists", "effect": "NoSchedule"},
+    ]
+    extra: list[Mapping[str, Any]] = list(settings.extra_tolerations)
+    if placement is not None:
+        extra.extend(placement.tolerations)
+    for tol in extra:
+        item = dict(tol)
+        if item not in result:
+            result.append(item)
+    return result
+
+
+def _uses_gpu(placement: PlacementView | None, settings: WorkloadSettings) -> bool:
+    """GPU workloads are those placed on GPU nodes (node selector names an NVIDIA label)."""
+    if placement is None or placement.tensor_parallel_size <= 0:
+        return False
+    return any(key.startswith("nvidia.com/") for key in placement.node_selector)
+
+
+def _hf_model_id(source: str) -> str:
+    return source.removeprefix("hf://")
+
+
+def _source_volume(source: str) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
+    """Model path as the server sees it, plus volumes and mounts needed to get there.
+
+    ``pvc://claim/sub/path`` mounts the claim read-only at ``/models/src``; ``hf://org/repo`` is
+    downloaded by the server into the cache; anything else (``s3://``, a plain path) is passed on.
+    """
+    if source.startswith("pvc://"):
+        rest = source.removeprefix("pvc://")
+        claim, _, sub = rest.partition("/")
+        volumes = [{"name": "model-source", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}]
+        mounts = [{"name": "model-source", "mountPath": "/models/src", "readOnly": True}]
+        return f"/models/src/{sub}".rstrip("/"), volumes, mounts
+    return _hf_model_id(source), [], []
+
+
+def _cache_volume(settings: WorkloadSettings) -> dict[str, Any]:
+    if settings.model_cache_pvc:
+        return {"name": "model-cache", "persistentVolumeClaim": {"claimName": settings.model_cache_pvc}}
+    return {"name": "model-cache", "emptyDir": {"sizeLimit": settings.model_cache_size_limit}}
+
+
+def _hf_token_env(settings: WorkloadSettings) -> list[dict[str, Any]]:
+    if not settings.hf_token_secret:
+        return []
+    return [
+        {
+            "name": "HF_TOKEN",
+            "valueFrom": {
+                "secretKeyRef": {
+                    "name": settings.hf_token_secret,
+                    "key": settings.hf_token_key,
+                    "optional": True,
+                }
+            },
+        }
+    ]
+
+
+def _probes(path: str, settings: WorkloadSettings) -> dict[str, Any]:
+    period = 10
+    http = {"path": path, "port": "http"}
+    return {
+        # Large models take many minutes to download and load: the startup probe's budget
+        # (failureThreshold × period) is configurable; liveness only starts after it passes.
+        "startupProbe": {
+            "httpGet": http,
+            "periodSeconds": period,
+            "timeoutSeconds": 5,
+            "failureThreshold": max(1, -(-settings.startup_budget_seconds // period)),
+        },
+        "readinessProbe": {
+            "httpGet": http,
+            "periodSeconds": period,
+            "timeoutSeconds": 5,
+            "failureThreshold": 3,
+        },
+        "livenessProbe": {"httpGet": http, "periodSeconds": 30, "timeoutSeconds": 10, "failureThreshold": 5},
+    }
+
+
+def vllm_args(
+    endpoint: Endpoint, placement: PlacementView, model_path: str, settings: WorkloadSettings
+) -> list[str]:
+    """Command-line arguments of ``vllm serve`` for one endpoint."""
+    args = [
+        "--model",
+        model_path,
+        "--served-model-name",
+        endpoint.served_model,
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(SERVING_PORT),
+        "--tensor-parallel-size",
+        str(max(1, placement.tensor_parallel_size)),
+        "--max-model-len",
+        str(endpoint.max_model_len or settings.default_max_model_len),
+        "--gpu-memory-utilization",
+        f"{settings.gpu_memory_utilization:g}",
+        # The model's own generation_config.json must not override the series' sampling.
+        "--generation-config",
+        "vllm",
+    ]
+    if endpoint.source.startswith("s3://"):
+        args += ["--load-format", "runai_streamer"]
+    extra = list(placement.vllm_args)
+    quant = (placement.quantization or "").lower()
+    checkpoint = (endpoint.checkpoint or "").lower()
+    if "--quantization" not in extra and quant not in _NO_FLAG and quant != checkpoint:
+        args += ["--quantization", quant]
+    return args + extra + list(endpoint.extra_args)
+
+
+def _resources(endpoint: Endpoint, gpus: int, settings: WorkloadSettings) -> dict[str, Any]:
+    requests: dict[str, str] = {}
+    limits: dict[str, str] = {}
+    if endpoint.cpu:
+        requests["cpu"] = endpoint.cpu
+    if endpoint.memory:
+        requests["memory"] = endpoint.memory
+        limits["memory"] = endpoint.memory
+    if gpus:
+        requests[settings.gpu_resource] = str(gpus)
+        limits[settings.gpu_resource] = str(gpus)
+    result: dict[str, Any] = {}
+    if requests:
+        result["requests"] = requests
+    if limits:
+        result["limits"] = limits
+    return result
+
+
+def _server_container(
+    run: RunRef, endpoint: Endpoint, settings: WorkloadSettings
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The serving container and its pod volumes for the endpoint's runtime."""
+    placement = endpoint.placement
+    if placement is None:
+        raise ValueError(f"endpoint {endpoint.name!r} (runtime {endpoint.runtime}) has no placement")
+    gpus = max(1, placement.tensor_parallel_size) if _uses_gpu(placement, settings) else 0
+    model_path, volumes, mounts = _source_volume(endpoint.source)
+    volumes = [*volumes, _cache_volume(settings), {"name": "tmp", "emptyDir": {}}]
+    mounts = [
+        *mounts,
+        {"name": "model-cache", "mountPath": "/models/cache"},
+        {"name": "tmp", "mountPath": "/tmp"},
+    ]
+    env: list[dict[str, Any]] = [
+        {"name": "HOME", "value": "/tmp"},
+        {"name": "HF_HOME", "value": "/models/cache/huggingface"},
+        *_hf_token_env(settings),
+    ]
+    security = restricted_container_security()
+    if endpoint.runtime == "vllm":
+        image = settings.vllm_image
+        command: list[str] | None = ["vllm", "serve"]
+        args = vllm_args(endpoint, placement, model_path, settings)
+        # vLLM writes compile caches under $HOME and /tmp (emptyDir) and needs /dev/shm for
+        # tensor-parallel workers; it runs fine as non-root with a read-only root filesystem then.
+        volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}})
+        mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
+        env.append({"name": "VLLM_CACHE_ROOT", "value": "/models/cache/vllm"})
+        health = "/health"
+    elif endpoint.runtime == "llamacpp":
+        image = settings.llamacpp_image
+        command = None  # the image's entrypoint is llama-server
+        if endpoint.source.startswith("hf://"):
+            repo = _hf_model_id(endpoint.source)
+            quant = (placement.quantization or "").upper()
+            model_args = ["--hf-repo", f"{repo}:{quant}" if quant and ":" not in repo else repo]
+        else:
+            model_args = ["--model", model_path]
+        args = [
+            *model_args,
+            "--alias",
+            endpoint.served_model,
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(SERVING_PORT),
+            "--ctx-size",
+            str(endpoint.max_model_len or settings.default_max_model_len),
+            "--jinja",
+        ]
+        if gpus:
+            args += ["--n-gpu-layers", "999"]
+        args += list(endpoint.extra_args)
+        env.append({"name": "LLAMA_CACHE", "value": "/models/cache/llama.cpp"})
+        health = "/health"
+    elif endpoint.runtime == "ollama":
+        image = settings.ollama_image
+        # Ollama serves first, then pulls the model; the readiness probe (below) passes once the
+        # model is present, so the Service only routes to a pod that can answer.
+        command = ["/bin/sh", "-c"]
+        args = [
+            "ollama serve & pid=$!; until ollama list >/dev/null 2>&1; do sleep 1; done; "
+            'ollama pull "$KUBEJURY_OLLAMA_MODEL" || exit 1; wait "$pid"'
+        ]
+        env += [
+            {"name": "OLLAMA_HOST", "value": f"0.0.0.0:{SERVING_PORT}"},
+            {"name": "OLLAMA_MODELS", "value": "/models/cache/ollama"},
+            {"name": "KUBEJURY_OLLAMA_MODEL", "value": endpoint.served_model},
+        ]
+        health = "/"
+    else:
+        raise ValueError(f"runtime {endpoint.runtime!r} has no in-cluster workload")
+
+    container: dict[str, Any] = {
+        "name": "server",
+        "image": image,
+        "imagePullPolicy": settings.image_pull_policy,
+        "args": args,
+        "ports": [{"name": "http", "containerPort": SERVING_PORT, "protocol": "TCP"}],
+        "env": env,
+        "volumeMounts": mounts,
+        "resources": _resources(endpoint, gpus, settings),
+        "securityContext": security,
+        **_probes(health, settings),
+    }
+    if command is not None:
+        container["command"] = command
+    if endpoint.runtime == "ollama":
+        container["readinessProbe"] = {
+            "exec": {"command": ["/bin/sh", "-c", 'ollama show "$KUBEJURY_OLLAMA_MODEL" >/dev/null']},
+            "periodSeconds": 10,
+            "timeoutSeconds": 5,
+            "failureThreshold": 3,
+        }
+    return container, volumes
+
+
+def model_deployment(run: RunRef, endpoint: Endpoint, replicas: int, settings: WorkloadSettings) -> Manifest:
+    """The serving Deployment of one in-cluster model or judge (``replicas`` 0 or 1)."""
+    name = workload_name(run.name, endpoint.key)
+    object_labels = labels(run.name, "server", endpoint=endpoint.key)
+    selector = {LABEL_RUN: object_labels[LABEL_RUN], LABEL_ENDPOINT: object_labels[LABEL_ENDPOINT]}
+    container, volumes = _server_container(run, endpoint, settings)
+    placement = endpoint.placement
+    assert placement is not None  # checked by _server_container
+    pod_spec: dict[str, Any] = {
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": 1000,
+            "runAsGroup": 1000,
+            "fsGroup": 1000,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [container],
+        "volumes": volumes,
+        "terminationGracePeriodSeconds": 30,
+    }
+    if placement.node_selector:
+        pod_spec["nodeSelector"] = dict(placement.node_selector)
+    if _uses_gpu(placement, settings):
+        pod_spec["tolerations"] = _gpu_tolerations(settings, placement)
+    elif placement.tolerations:
+        pod_spec["tolerations"] = [dict(t) for t in placement.tolerations]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _metadata(run, name, object_labels),
+        "spec": {
+            "replicas": replicas,
+            # One model server holds whole GPUs: never run old and new side by side.
+            "strategy": {"type": "Recreate"},
+            # Pods that cannot start (no node, image pull, OOM) show up as ProgressDeadlineExceeded.
+            "progressDeadlineSeconds": settings.startup_budget_seconds + 600,
+            "selector": {"matchLabels": selector},
+            "template": {"metadata": {"labels": object_labels}, "spec": pod_spec},
+        },
+    }
+
+
+def model_service(run: RunRef, endpoint: Endpoint) -> Manifest:
+    name = workload_name(run.name, endpoint.key)
+    object_labels = labels(run.name, "server", endpoint=endpoint.key)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(run, name, object_labels),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": {LABEL_RUN: object_labels[LABEL_RUN], LABEL_ENDPOINT: object_labels[LABEL_ENDPOINT]},
+            "ports": [{"name": "http", "port": SERVING_PORT, "targetPort": "http", "protocol": "TCP"}],
+        },
+    }
+
+
+def spec_configmap(run: RunRef, evalrun: Mapping[str, Any]) -> Manifest:
+    """The run's spec as a file for the Jobs; only apiVersion, kind, name, namespace and spec."""
+    document = {
+        "apiVersion": EVALRUN_API_VERSION,
+        "kind": EVALRUN_KIND,
+        "metadata": {"name": run.name, "namespace": run.namespace},
+        "spec": dict(evalrun.get("spec", {})),
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _metadata(run, spec_configmap_name(run.name), labels(run.name, "spec")),
+        "data": {SPEC_FILE: yaml.safe_dump(document, sort_keys=False, allow_unicode=True)},
+    }
+
+
+def job_service_account(run: RunRef) -> Manifest:
+    """The Jobs' ServiceAccount: bound to no Role, and its token is never mounted."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": _metadata(run, job_service_account_name(run.name), labels(run.name, "job-identity")),
+        "automountServiceAccountToken": False,
+    }
+
+
+@dataclass(frozen=True)
+class JobStorage:
+    """How Job pods reach the run's storage."""
+
+    uri: str
+    credentials_secret: str | None = None  # envFrom: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, ...
+
+
+def _job(
+    run: RunRef,
+    name: str,
+    component: str,
+    stage_args: list[str],
+    settings: WorkloadSettings,
+    storage: JobStorage,
+    deadline: int,
+    *,
+    api_key: tuple[str, str] | None = None,
+    shards: int = 1,
+    extra_labels: Mapping[str, str] | None = None,
+) -> Manifest:
+    object_labels = labels(run.name, component, **dict(extra_labels or {}))
+    env: list[dict[str, Any]] = [
+        {"name": "HOME", "value": "/tmp"},
+        {"name": "KUBEJURY_RUN", "value": run.name},
+        {"name": "PYTHONUNBUFFERED", "value": "1"},
+    ]
+    if api_key is not None:
+        secret, key = api_key
+        env.append({"name": API_KEY_ENV, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}})
+    volumes: list[dict[str, Any]] = [
+        {"name": "spec", "configMap": {"name": spec_configmap_name(run.name)}},
+        {"name": "tmp", "emptyDir": {}},
+    ]
+    mounts: list[dict[str, Any]] = [
+        {"name": "spec", "mountPath": SPEC_MOUNT_DIR, "readOnly": True},
+        {"name": "tmp", "mountPath": "/tmp"},
+    ]
+    if storage.uri.startswith("file://") and settings.results_pvc:
+        volumes.append({"name": "results", "persistentVolumeClaim": {"claimName": settings.results_pvc}})
+        mounts.append(
+            {"name": "results", "mountPath": storage.uri.removeprefix("file://").rstrip("/") or "/"}
+        )
+    args = list(stage_args)
+    if shards > 1:
+        env.append(
+            {
+                "name": "JOB_COMPLETION_INDEX",
+                "valueFrom": {
+                    "fieldRef": {
+                        "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+                    }
+                },
+            }
+        )
+        args += ["--shards", str(shards), "--shard-index", "$(JOB_COMPLETION_INDEX)"]
+    container: dict[str, Any] = {
+        "name": "stage",
+        "image": settings.job_image,
+        "imagePullPolicy": settings.image_pull_policy,
+        "command": ["kubejury"],
+        "args": args,
+        "env": env,
+        "volumeMounts": mounts,
+        "resources": {k: dict(v) for k, v in settings.job_resources.items()},
+        "securityContext": restricted_container_security(),
+    }
+    storage_secret = storage.credentials_secret or settings.storage_secret
+    if storage_secret:
+        container["envFrom"] = [{"secretRef": {"name": storage_secret}}]
+    spec: dict[str, Any] = {
+        "backoffLimit": settings.job_backoff_limit,
+        "activeDeadlineSeconds": deadline,
+        "template": {
+            "metadata": {"labels": object_labels},
+            "spec": {
+                "serviceAccountName": settings.job_service_account or job_service_account_name(run.name),
+                "automountServiceAccountToken": False,
+                "enableServiceLinks": False,
+                "restartPolicy": "Never",
+                "securityContext": restricted_pod_security(settings.job_uid),
+                "containers": [container],
+                "volumes": volumes,
+            },
+        },
+    }
+    if shards > 1:
+        spec.update({"completionMode": "Indexed", "completions": shards, "parallelism": shards})
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _metadata(run, name, object_labels),
+        "spec": spec,
+    }
+
+
+def _api_key(endpoint: Endpoint) -> tuple[str, str] | None:
+    return (endpoint.api_key_secret, endpoint.api_key_key) if endpoint.api_key_secret else None
+
+
+def generation_args(run: RunRef, model: Endpoint, series: str) -> list[str]:
+    """``kubejury generate`` arguments (without sharding flags)."""
+    args = [
+        "generate",
+        "--spec",
+        SPEC_PATH,
+        "--series",
+        series,
+        "--model",
+        model.name,
+        "--endpoint",
+        endpoint_url(run, model),
+    ]
+    if model.api_key_secret:
+        args += ["--api-key-env", API_KEY_ENV]
+    return args
+
+
+def judge_args(run: RunRef, judge: Endpoint, series: str) -> list[str]:
+    """``kubejury judge`` arguments: ``--follow`` judges answers as they appear (pipelining) and
+    exits once every model's generation of the series is complete and judged."""
+    args = [
+        "judge",
+        "--spec",
+        SPEC_PATH,
+        "--series",
+        series,
+        "--judge",
+        judge.name,
+        "--endpoint",
+        endpoint_url(run, judge),
+        "--follow",
+    ]
+    if judge.api_key_secret:
+        args += ["--api-key-env", API_KEY_ENV]
+    return args
+
+
+def aggregation_args() -> list[str]:
+    return ["aggregate", "--spec", SPEC_PATH]
+
+
+def generation_job(
+    run: RunRef,
+    model: Endpoint,
+    series: str,
+    settings: WorkloadSettings,
+    storage: JobStorage,
+    shards: int = 1,
+) -> Manifest:
+    """One generation Job: ``model`` answers every question of ``series`` (Indexed when sharded)."""
+    return _job(
+        run,
+        generation_job_name(run.name, model.name, series),
+        "generate",
+        generation_args(run, model, series),
+        settings,
+        storage,
+        settings.generation_deadline_seconds,
+        api_key=_api_key(model),
+        shards=shards,
+        extra_labels={"endpoint": model.key, "series": series},
+    )
+
+
+def judge_job(
+    run: RunRef, judge: Endpoint, series: str, settings: WorkloadSettings, storage: JobStorage
+) -> Manifest:
+    """One judge Job: ``judge`` scores the anonymized answers of ``series``."""
+    return _job(
+        run,
+        judge_job_name(run.name, judge.name, series),
+        "judge",
+        judge_args(run, judge, series),
+        settings,
+        storage,
+        settings.judging_deadline_seconds,
+        api_key=_api_key(judge),
+        extra_labels={"endpoint": judge.key, "series": series},
+    )
+
+
+def aggregation_job(run: RunRef, settings: WorkloadSettings, storage: JobStorage) -> Manifest:
+    """The aggregation Job: report and summary from every series' judgments."""
+    return _job(
+        run,
+        aggregation_job_name(run.name),
+        "aggregate",
+        aggregation_args(),
+        settings,
+        storage,
+        settings.aggregation_deadline_seconds,
+    )

@@ -1,0 +1,324 @@
+"""Every object the operator builds is valid Kubernetes, and carries what the issue requires.
+
+Validation uses the real OpenAPI-derived JSON schemas shipped by ``kubernetes-validate`` (strict
+mode: unknown fields are errors) for the oldest and newest Kubernetes versions we support.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from kubejury_operator import manifests as m
+
+OLDEST_K8S = "1.29"
+NEWEST_K8S = kubernetes_validate.latest_version()
+RUN = m.RunRef(name="study", namespace="evals", uid="0b7c7a4e-1111-2222-3333-444455556666")
+SETTINGS = m.WorkloadSettings(model_cache_pvc="model-cache", storage_secret="s3-creds")
+STORAGE = m.JobStorage(uri="s3://bucket/runs")
+
+
+@dataclass(frozen=True)
+class FakePlacement:
+    """Stands in for placement.Placement (same attribute names)."""
+
+    runtime: str = "vllm"
+    quantization: str = "fp8"
+    tensor_parallel_size: int = 2
+    node_selector: Mapping[str, str] = field(
+        default_factory=lambda: {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    )
+    tolerations: Sequence[Mapping[str, Any]] = ()
+    vllm_args: Sequence[str] = ()
+
+
+VLLM = m.Endpoint(
+    key="m-qwen3-27b",
+    name="qwen3-27b",
+    source="hf://Qwen/Qwen3.5-27B",
+    served_model="qwen3-27b",
+    runtime="vllm",
+    checkpoint="bf16",
+    placement=FakePlacement(),
+    max_model_len=16384,
+)
+GPT_OSS = m.Endpoint(
+    key="m-gpt-oss-120b",
+    name="gpt-oss-120b",
+    source="pvc://weights/openai/gpt-oss-120b",
+    served_model="openai/gpt-oss-120b",
+    runtime="vllm",
+    checkpoint="mxfp4",
+    placement=FakePlacement(quantization="mxfp4", tensor_parallel_size=1),
+)
+LLAMACPP_GPU = m.Endpoint(
+    key="m-qwq-32b-gguf",
+    name="qwq-32b-gguf",
+    source="hf://Qwen/QwQ-32B-GGUF",
+    served_model="qwq",
+    runtime="llamacpp",
+    checkpoint="gguf",
+    placement=FakePlacement(
+        runtime="llamacpp",
+        quantization="q4_k_m",
+        tensor_parallel_size=1,
+        node_selector={"nvidia.com/gpu.product": "NVIDIA-L4"},
+    ),
+)
+LLAMACPP_CPU = m.Endpoint(
+    key="j-gemma",
+    name="gemma",
+    source="pvc://models/gemma-3-270m-q4_k_m.gguf",
+    served_model="gemma",
+    runtime="llamacpp",
+    placement=FakePlacement(
+        runtime="llamacpp", quantization="q4_k_m", tensor_parallel_size=0, node_selector={}
+    ),
+    cpu="2",
+    memory="2Gi",
+)
+OLLAMA = m.Endpoint(
+    key="m-llama",
+    name="llama",
+    source="ollama://llama3.1:8b",
+    served_model="llama3.1:8b",
+    runtime="ollama",
+    placement=FakePlacement(
+        runtime="ollama",
+        quantization="q4_k_m",
+        tensor_parallel_size=1,
+        node_selector={"nvidia.com/gpu.product": "NVIDIA-A10"},
+    ),
+)
+HOSTED = m.Endpoint(
+    key="j-deepseek",
+    name="deepseek",
+    source="https://api.deepseek.com/v1",
+    served_model="deepseek-chat",
+    runtime="openai",
+    api_key_secret="deepseek-key",
+)
+IN_CLUSTER = [VLLM, GPT_OSS, LLAMACPP_GPU, LLAMACPP_CPU, OLLAMA]
+
+
+def all_manifests() -> list[m.Manifest]:
+    objects: list[m.Manifest] = [
+        m.spec_configmap(RUN, {"spec": {"models": [{"name": "qwen3-27b"}], "series": [{"name": "primary"}]}}),
+        m.job_service_account(RUN),
+    ]
+    for endpoint in IN_CLUSTER:
+        objects.append(m.model_deployment(RUN, endpoint, 1, SETTINGS))
+        objects.append(m.model_service(RUN, endpoint))
+    objects.append(m.generation_job(RUN, VLLM, "primary", SETTINGS, STORAGE))
+    objects.append(m.generation_job(RUN, GPT_OSS, "t08", SETTINGS, STORAGE, shards=4))
+    objects.append(m.judge_job(RUN, HOSTED, "primary", SETTINGS, STORAGE))
+    objects.append(m.judge_job(RUN, LLAMACPP_CPU, "primary", SETTINGS, m.JobStorage(uri="file:///results")))
+    objects.append(
+        m.aggregation_job(RUN, m.WorkloadSettings(results_pvc="results"), m.JobStorage("file:///data"))
+    )
+    return objects
+
+
+def _id(obj: m.Manifest) -> str:
+    return f"{obj['kind']}/{obj['metadata']['name']}"
+
+
+@pytest.mark.parametrize("version", [OLDEST_K8S, NEWEST_K8S])
+@pytest.mark.parametrize("obj", all_manifests(), ids=_id)
+def test_every_manifest_validates_against_kubernetes_schemas(obj: m.Manifest, version: str) -> None:
+    kubernetes_validate.validate(obj, version, strict=True)
+
+
+def test_schema_validation_can_fail() -> None:
+    bad = m.model_deployment(RUN, VLLM, 1, SETTINGS)
+    bad["spec"]["template"]["spec"]["containers"][0]["startupProbe"]["httpGet"]["pathh"] = "/health"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(bad, NEWEST_K8S, strict=True)
+
+
+def _container(obj: m.Manifest) -> dict[str, Any]:
+    containers: list[dict[str, Any]] = obj["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1
+    return containers[0]
+
+
+def _flag(args: list[str], name: str) -> str | None:
+    return args[args.index(name) + 1] if name in args else None
+
+
+def test_vllm_deployment_carries_planned_args_gpus_and_probes() -> None:
+    dep = m.model_deployment(RUN, VLLM, 1, SETTINGS)
+    c = _container(dep)
+    args = c["args"]
+    assert _flag(args, "--served-model-name") == "qwen3-27b"
+    assert _flag(args, "--model") == "Qwen/Qwen3.5-27B"
+    assert _flag(args, "--quantization") == "fp8"  # bf16 checkpoint quantized on load
+    assert _flag(args, "--tensor-parallel-size") == "2"
+    assert _flag(args, "--max-model-len") == "16384"
+    assert _flag(args, "--gpu-memory-utilization") == "0.9"
+    assert _flag(args, "--generation-config") == "vllm"
+    assert c["resources"]["limits"]["nvidia.com/gpu"] == "2"
+    assert c["resources"]["requests"]["nvidia.com/gpu"] == "2"
+    pod = dep["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+    assert c["startupProbe"]["httpGet"]["path"] == "/health"
+    assert c["startupProbe"]["failureThreshold"] * c["startupProbe"]["periodSeconds"] >= 1800
+    assert c["readinessProbe"]["httpGet"]["path"] == "/health"
+    assert {"name": "model-cache", "persistentVolumeClaim": {"claimName": "model-cache"}} in pod["volumes"]
+    hf = next(e for e in c["env"] if e["name"] == "HF_TOKEN")
+    assert hf["valueFrom"]["secretKeyRef"]["name"] == "hf-token"
+    assert dep["metadata"]["ownerReferences"][0]["uid"] == RUN.uid
+    assert (
+        dep["spec"]["selector"]["matchLabels"].items()
+        <= dep["spec"]["template"]["metadata"]["labels"].items()
+    )
+
+
+def test_startup_budget_is_configurable() -> None:
+    settings = m.WorkloadSettings(startup_budget_seconds=3600)
+    probe = _container(m.model_deployment(RUN, VLLM, 1, settings))["startupProbe"]
+    assert probe["failureThreshold"] * probe["periodSeconds"] == 3600
+
+
+def test_native_checkpoint_format_needs_no_quantization_flag() -> None:
+    args = _container(m.model_deployment(RUN, GPT_OSS, 1, SETTINGS))["args"]
+    assert "--quantization" not in args
+    assert _flag(args, "--model") == "/models/src/openai/gpt-oss-120b"
+    pod = m.model_deployment(RUN, GPT_OSS, 1, SETTINGS)["spec"]["template"]["spec"]
+    assert {
+        "name": "model-source",
+        "persistentVolumeClaim": {"claimName": "weights", "readOnly": True},
+    } in pod["volumes"]
+
+
+def test_placement_quantization_flag_is_not_duplicated() -> None:
+    endpoint = m.Endpoint(
+        **{**VLLM.__dict__, "placement": FakePlacement(vllm_args=("--quantization", "fp8"))}
+    )
+    args = _container(m.model_deployment(RUN, endpoint, 1, SETTINGS))["args"]
+    assert args.count("--quantization") == 1
+
+
+def test_gguf_runtimes() -> None:
+    gpu = _container(m.model_deployment(RUN, LLAMACPP_GPU, 1, SETTINGS))
+    assert _flag(gpu["args"], "--hf-repo") == "Qwen/QwQ-32B-GGUF:Q4_K_M"
+    assert _flag(gpu["args"], "--alias") == "qwq"
+    assert gpu["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    cpu_dep = m.model_deployment(RUN, LLAMACPP_CPU, 1, SETTINGS)
+    cpu = _container(cpu_dep)
+    assert "nvidia.com/gpu" not in cpu["resources"].get("limits", {})
+    assert "tolerations" not in cpu_dep["spec"]["template"]["spec"]
+    assert "--n-gpu-layers" not in cpu["args"]
+    ollama = _container(m.model_deployment(RUN, OLLAMA, 1, SETTINGS))
+    assert {"name": "KUBEJURY_OLLAMA_MODEL", "value": "llama3.1:8b"} in ollama["env"]
+
+
+def test_openai_runtime_gets_no_workload() -> None:
+    with pytest.raises(ValueError, match="openai"):
+        m.model_deployment(RUN, HOSTED, 1, SETTINGS)
+    assert m.endpoint_url(RUN, HOSTED) == "https://api.deepseek.com/v1"
+
+
+def test_jobs_have_no_api_access_and_restricted_security() -> None:
+    for job in [o for o in all_manifests() if o["kind"] == "Job"]:
+        pod = job["spec"]["template"]["spec"]
+        assert pod["automountServiceAccountToken"] is False
+        assert pod["serviceAccountName"] == "kj-study-job"
+        assert pod["restartPolicy"] == "Never"
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        sc = _container(job)["securityContext"]
+        assert sc["allowPrivilegeEscalation"] is False
+        assert sc["readOnlyRootFilesystem"] is True
+        assert sc["capabilities"] == {"drop": ["ALL"]}
+        assert job["spec"]["backoffLimit"] == SETTINGS.job_backoff_limit
+        assert job["spec"]["activeDeadlineSeconds"] > 0
+        assert job["metadata"]["ownerReferences"][0]["kind"] == "EvalRun"
+    sa = m.job_service_account(RUN)
+    assert sa["automountServiceAccountToken"] is False
+
+
+def test_job_commands() -> None:
+    gen = _container(m.generation_job(RUN, VLLM, "primary", SETTINGS, STORAGE))
+    assert gen["command"] == ["kubejury"]
+    assert gen["args"] == [
+        "generate",
+        "--spec",
+        "/etc/kubejury/evalrun.yaml",
+        "--series",
+        "primary",
+        "--model",
+        "qwen3-27b",
+        "--endpoint",
+        "http://kj-study-m-qwen3-27b.evals.svc:8000/v1",
+    ]
+    assert gen["envFrom"] == [{"secretRef": {"name": "s3-creds"}}]
+    judge = _container(m.judge_job(RUN, HOSTED, "primary", SETTINGS, STORAGE))
+    assert judge["args"][:2] == ["judge", "--spec"]
+    assert "--follow" in judge["args"]
+    assert _flag(judge["args"], "--endpoint") == "https://api.deepseek.com/v1"
+    assert _flag(judge["args"], "--api-key-env") == "KUBEJURY_API_KEY"
+    key = next(e for e in judge["env"] if e["name"] == "KUBEJURY_API_KEY")
+    assert key["valueFrom"]["secretKeyRef"] == {"name": "deepseek-key", "key": "api-key"}
+    agg = _container(m.aggregation_job(RUN, SETTINGS, STORAGE))
+    assert agg["args"] == ["aggregate", "--spec", "/etc/kubejury/evalrun.yaml"]
+
+
+def test_sharded_generation_is_an_indexed_job() -> None:
+    job = m.generation_job(RUN, GPT_OSS, "t08", SETTINGS, STORAGE, shards=4)
+    assert job["spec"]["completionMode"] == "Indexed"
+    assert job["spec"]["completions"] == 4
+    args = _container(job)["args"]
+    assert _flag(args, "--shards") == "4"
+    assert _flag(args, "--shard-index") == "$(JOB_COMPLETION_INDEX)"
+
+
+def test_spec_configmap_holds_the_spec_only() -> None:
+    cm = m.spec_configmap(
+        RUN,
+        {
+            "metadata": {"name": "study", "managedFields": [{}]},
+            "spec": {"a": 1},
+            "status": {"phase": "Generating"},
+        },
+    )
+    doc = yaml.safe_load(cm["data"]["evalrun.yaml"])
+    assert doc == {
+        "apiVersion": "kubejury.io/v1alpha1",
+        "kind": "EvalRun",
+        "metadata": {"name": "study", "namespace": "evals"},
+        "spec": {"a": 1},
+    }
+
+
+def test_names_are_deterministic_valid_and_distinct() -> None:
+    long_model = "a-very-long-model-name-that-goes-on-and-on-forever-and-ever-v1"
+    a = m.generation_job_name("a-long-evalrun-name", long_model, "primary")
+    b = m.generation_job_name("a-long-evalrun-name", long_model, "secondary")
+    assert a == m.generation_job_name("a-long-evalrun-name", long_model, "primary")
+    assert a != b
+    for name in (a, b, m.workload_name("Run_With.Caps", "m-Qwen/Qwen3")):
+        assert len(name) <= 63
+        assert name == name.lower()
+        assert name[0].isalnum() and name[-1].isalnum()
+    assert len(m.workload_name("x" * 80, "m-y")) <= 52
+    assert m.generation_job_name("r", "m", "s") == "kj-r-gen-m-s"
+
+
+def test_settings_from_env() -> None:
+    s = m.WorkloadSettings.from_env(
+        {
+            "KUBEJURY_JOB_IMAGE": "img:1",
+            "KUBEJURY_MODEL_CACHE_PVC": "",
+            "KUBEJURY_STARTUP_BUDGET_SECONDS": "600",
+        }
+    )
+    assert s.job_image == "img:1"
+    assert s.model_cache_pvc is None
+    assert s.startup_budget_seconds == 600
