@@ -1,0 +1,67 @@
+"""Local mode planning: which llama.cpp servers to start and with which command line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kubejury.errors import ConfigError
+from kubejury.local.server import ServerPlan, plan_servers, resolve_gguf, server_command
+from kubejury.spec import JudgeSpec, ModelSpec
+
+
+def _fake_resolve(entry: ModelSpec) -> Path:
+    return Path(entry.gguf_path or "/cache/models/embedded.gguf")
+
+
+def test_same_embedded_model_shares_one_server() -> None:
+    entries = [
+        ModelSpec(name="gemma", runtime="llamacpp"),
+        JudgeSpec(name="judge-a", runtime="llamacpp", promptVariant="strict", seed=1),
+        JudgeSpec(name="judge-b", runtime="llamacpp", promptVariant="lenient", seed=2),
+        ModelSpec(name="remote", runtime="openai", source="https://api.example.com/v1"),
+    ]
+    plans, of_entry = plan_servers(entries, resolve=_fake_resolve)
+    assert len(plans) == 1
+    assert of_entry == {"gemma": 0, "judge-a": 0, "judge-b": 0}
+    assert plans[0].chat_format == "gemma"  # embedded model: no template in the file
+
+
+def test_different_files_or_context_get_their_own_server() -> None:
+    entries = [
+        ModelSpec(name="a", runtime="llamacpp"),
+        ModelSpec(name="b", runtime="llamacpp", maxModelLen=4096),
+        ModelSpec(name="c", runtime="llamacpp", ggufPath="/models/other.gguf", chatFormat="chatml"),
+    ]
+    plans, of_entry = plan_servers(entries, resolve=_fake_resolve)
+    assert len(plans) == 3
+    assert sorted(of_entry.values()) == [0, 1, 2]
+
+
+def test_server_command_uses_loopback_and_real_flags() -> None:
+    plan = ServerPlan(Path("/m.gguf"), "gemma", 2048, ("--n_batch", "256"), alias="gemma")
+    cmd = server_command(plan, 8123, threads=2, python="py")
+    assert cmd[:3] == ["py", "-m", "llama_cpp.server"]
+    joined = " ".join(cmd)
+    for flag in (
+        "--model /m.gguf",
+        "--host 127.0.0.1",
+        "--port 8123",
+        "--n_ctx 2048",
+        "--chat_format gemma",
+        "--n_threads 2",
+        "--model_alias gemma",
+    ):
+        assert flag in joined
+    assert cmd[-2:] == ["--n_batch", "256"]
+
+
+def test_resolve_rejects_downloads_and_missing_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="GGUF files only"):
+        resolve_gguf(ModelSpec(name="x", runtime="llamacpp", source="hf://org/repo"))
+    with pytest.raises(ConfigError, match="not found"):
+        resolve_gguf(ModelSpec(name="x", runtime="llamacpp", ggufPath=str(tmp_path / "none.gguf")))
+    real = tmp_path / "m.gguf"
+    real.write_bytes(b"GGUF")
+    assert resolve_gguf(ModelSpec(name="x", runtime="llamacpp", ggufPath=str(real))) == real
