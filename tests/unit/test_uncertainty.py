@@ -1,0 +1,111 @@
+"""Bootstrap intervals: reproducible, stratified, paired, and consistent with the point estimates."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kubejury.cube import ScoreCube
+from kubejury.errors import ConfigError
+from kubejury.scoring import ScoringConfig, score_series
+from kubejury.uncertainty import bootstrap_series, resample_counts
+
+
+def synthetic_cube(
+    n_models: int = 4, per_cell: int = 12, seed: int = 3, offsets: list[float] | None = None
+) -> ScoreCube:
+    """Models with known quality gaps: model k's scores are a base draw plus offsets[k]."""
+    rng = np.random.default_rng(seed)
+    domains, levels = ("law", "med", "tax"), (1, 2, 3)
+    qd, ql, ids = [], [], []
+    for li in range(len(levels)):
+        for di in range(len(domains)):
+            for k in range(per_cell):
+                qd.append(di)
+                ql.append(li)
+                ids.append(f"{domains[di]}-{levels[li]}-{k:03d}")
+    n_q = len(ids)
+    offsets = offsets if offsets is not None else [0.0, -0.01, -1.5, -3.0][:n_models]
+    base = rng.normal(7.0, 1.0, size=(1, n_q, 1))
+    noise = rng.normal(0.0, 0.6, size=(n_models, n_q, 3))
+    scores = np.clip(base + noise + np.array(offsets)[:, None, None], 0, 10)
+    scores[0, 5, :] = np.nan  # an unscored question
+    scores[n_models - 1, 7, 1] = np.nan  # a missing judge
+    return ScoreCube(
+        series="default",
+        models=tuple(f"m{k}" for k in range(n_models)),
+        judges=("a", "b", "c"),
+        question_ids=tuple(ids),
+        domains=domains,
+        levels=levels,
+        question_domain=np.array(qd, dtype=np.int64),
+        question_level=np.array(ql, dtype=np.int64),
+        scores=scores,
+        has_record=np.ones((n_models, n_q), dtype=bool),
+    )
+
+
+CONFIG = ScoringConfig(bootstrap_samples=400, seed=11)
+
+
+def test_counts_are_stratified_by_cell() -> None:
+    cells = np.array([0, 0, 0, 1, 1, 2, 2, 2, 2], dtype=np.int64)
+    counts = resample_counts(cells, 50, np.random.default_rng(0))
+    assert counts.shape == (50, 9)
+    for cell, size in ((0, 3), (1, 2), (2, 4)):
+        assert np.all(counts[:, cells == cell].sum(axis=1) == size)
+    assert counts.min() >= 0
+
+
+def test_reproducible_with_seed_and_sensitive_to_it() -> None:
+    cube = synthetic_cube()
+    a, b = bootstrap_series(cube, CONFIG), bootstrap_series(cube, CONFIG)
+    np.testing.assert_array_equal(a.weighted_ci, b.weighted_ci)
+    np.testing.assert_array_equal(a.prob_better, b.prob_better)
+    c = bootstrap_series(cube, ScoringConfig(bootstrap_samples=400, seed=12))
+    assert not np.array_equal(a.weighted_ci, c.weighted_ci)
+
+
+def test_intervals_contain_point_estimates() -> None:
+    cube = synthetic_cube()
+    scores = score_series(cube, CONFIG)
+    u = bootstrap_series(cube, CONFIG, scores)
+    assert (
+        u.weighted_ci.shape == (4, 2) and u.level_ci.shape == (4, 3, 2) and u.degradation_ci.shape == (4, 2)
+    )
+    assert u.domain_weighted_ci.shape == (4, 3, 2)
+    assert np.all(u.weighted_ci[:, 0] <= scores.weighted) and np.all(scores.weighted <= u.weighted_ci[:, 1])
+    assert np.all(u.level_ci[..., 0] <= scores.level_scores) and np.all(
+        scores.level_scores <= u.level_ci[..., 1]
+    )
+    assert np.all(u.degradation_ci[:, 0] <= scores.degradation)
+    assert np.all(scores.degradation <= u.degradation_ci[:, 1])
+    assert np.all(u.weighted_ci[:, 1] - u.weighted_ci[:, 0] > 0)
+
+
+def test_paired_probabilities_and_leading_group() -> None:
+    u = bootstrap_series(synthetic_cube(), CONFIG)
+    p = u.prob_better
+    np.testing.assert_allclose(np.diag(p), 0.5)
+    np.testing.assert_allclose(p + p.T, 1.0)
+    # m0 and m1 differ by 0.01 on shared questions: not separable; m2, m3 are far behind.
+    assert u.leading_group == ("m0", "m1")
+    assert p[0, 2] == 1.0 and p[0, 3] == 1.0
+    assert u.gap_to_top_ci[0].tolist() == [0.0, 0.0]
+    assert u.gap_to_top_ci[2, 0] > 0
+
+
+def test_constant_scores_give_degenerate_intervals() -> None:
+    cube = synthetic_cube(n_models=1, offsets=[0.0])
+    full = ScoreCube(**{**cube.__dict__, "scores": np.full(cube.scores.shape, 10.0)})
+    u = bootstrap_series(full, ScoringConfig(bootstrap_samples=50))
+    np.testing.assert_allclose(u.weighted_ci, [[10.0, 10.0]])
+    np.testing.assert_allclose(u.degradation_ci, [[0.0, 0.0]])
+    assert u.leading_group == ("m0",)
+
+
+def test_bad_settings_are_config_errors() -> None:
+    with pytest.raises(ConfigError):
+        bootstrap_series(synthetic_cube(), ScoringConfig(bootstrap_samples=0))
+    with pytest.raises(ConfigError):
+        bootstrap_series(synthetic_cube(), ScoringConfig(confidence=1.5))
