@@ -1,0 +1,289 @@
+"""The ``evalruns.kubejury.io`` CustomResourceDefinition, generated from the pydantic spec.
+
+The EvalRun's shape is defined once, in :mod:`kubejury.spec`. This module turns its JSON schema
+into a Kubernetes *structural* schema (every node typed, ``$ref`` inlined, no ``anyOf``/``oneOf``,
+``nullable`` for optional fields, OpenAPI v3.0 exclusive bounds, descriptions kept so that
+``kubectl explain evalrun.spec.models`` teaches the user) and writes the CRD files that ship in
+``crds/`` and in the Helm chart. A unit test fails when the files drift from the models.
+
+Run ``python -m kubejury_operator.crd --write`` after changing the spec, ``--check`` in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kubejury.spec import API_GROUP, API_VERSION, KIND, EvalRunSpec
+
+PLURAL = "evalruns"
+SINGULAR = "evalrun"
+SHORT_NAMES = ["er"]
+CRD_NAME = f"{PLURAL}.{API_GROUP}"
+FILE_NAME = f"{CRD_NAME}.yaml"
+
+#: Where the generated CRD lives, relative to the repository root.
+OUTPUT_PATHS: tuple[str, ...] = (f"crds/{FILE_NAME}", f"charts/kubejury/crds/{FILE_NAME}")
+
+HEADER = (
+    "# Generated from kubejury.spec by `python -m kubejury_operator.crd --write` (make crds).\n"
+    "# Do not edit by hand: tests/unit/test_crd.py fails when this file drifts from the models.\n"
+)
+
+#: ``kubectl get evalruns`` columns. The operator writes these status fields:
+#: ``status.phase`` (Pending…Succeeded/Failed), ``status.progress`` ("judged/total", e.g. "1234/4608"),
+#: ``status.summary.leader`` (top model of the primary series) and ``status.summary.leaderWeighted`` (its W).
+PRINTER_COLUMNS: list[dict[str, Any]] = [
+    {
+        "name": "Phase",
+        "type": "string",
+        "jsonPath": ".status.phase",
+        "description": "Lifecycle phase of the run.",
+    },
+    {
+        "name": "Progress",
+        "type": "string",
+        "jsonPath": ".status.progress",
+        "description": "Work items done / total across generation and judging, e.g. 1234/4608.",
+    },
+    {
+        "name": "Leader",
+        "type": "string",
+        "jsonPath": ".status.summary.leader",
+        "description": "Model ranked first by weighted score W in the primary series.",
+    },
+    {
+        "name": "W",
+        "type": "number",
+        "format": "float",
+        "jsonPath": ".status.summary.leaderWeighted",
+        "description": "Weighted score W (0–10) of the leader.",
+    },
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+
+# JSON-schema keywords a Kubernetes structural schema accepts (apiextensions.k8s.io/v1 JSONSchemaProps).
+_KEEP = frozenset(
+    {
+        "type",
+        "format",
+        "description",
+        "properties",
+        "required",
+        "items",
+        "additionalProperties",
+        "enum",
+        "pattern",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "minLength",
+        "maxLength",
+        "minItems",
+        "maxItems",
+        "minProperties",
+        "maxProperties",
+        "nullable",
+        "multipleOf",
+        "uniqueItems",
+    }
+)
+
+
+_FIRST = ("type", "nullable", "description")
+
+
+class SchemaError(ValueError):
+    """The pydantic schema uses a construct a structural CRD schema cannot express."""
+
+
+def _resolve(node: Mapping[str, Any], defs: Mapping[str, Any]) -> dict[str, Any]:
+    """``node`` with a top-level ``$ref`` replaced by its definition (siblings win)."""
+    if "$ref" not in node:
+        return dict(node)
+    name = str(node["$ref"]).rsplit("/", 1)[-1]
+    merged = dict(defs[name])
+    for key, value in node.items():
+        if key != "$ref":
+            merged[key] = value
+    return merged
+
+
+def structural(node: Mapping[str, Any], defs: Mapping[str, Any], path: str = "spec") -> dict[str, Any]:
+    """Convert one pydantic JSON-schema node into a Kubernetes structural-schema node."""
+    node = _resolve(node, defs)
+    nullable = False
+    for key in ("anyOf", "oneOf"):
+        if key in node:
+            options = [_resolve(option, defs) for option in node[key]]
+            non_null = [option for option in options if option.get("type") != "null"]
+            if len(non_null) != 1:
+                raise SchemaError(
+                    f"{path}: {key} with {len(non_null)} non-null options cannot be made structural"
+                )
+            nullable = nullable or len(non_null) != len(options)
+            outer = {k: v for k, v in node.items() if k != key}
+            node = {**non_null[0], **outer}
+    if "allOf" in node:
+        parts = node["allOf"]
+        if len(parts) != 1:
+            raise SchemaError(f"{path}: allOf with {len(parts)} parts")
+        outer = {k: v for k, v in node.items() if k != "allOf"}
+        node = {**_resolve(parts[0], defs), **outer}
+    if "const" in node:
+        node = {**node, "enum": [node["const"]]}
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key not in _KEEP:
+            continue
+        if key == "properties":
+            out[key] = {name: structural(child, defs, f"{path}.{name}") for name, child in value.items()}
+        elif key == "items":
+            out[key] = structural(value, defs, f"{path}[]")
+        elif key == "additionalProperties":
+            if isinstance(value, Mapping):
+                out[key] = structural(value, defs, f"{path}.*")
+            # ``false`` (unknown fields rejected) is what a structural schema does by pruning, and
+            # ``additionalProperties`` may not be combined with ``properties``; ``true`` → preserve.
+            elif value is True and "properties" not in node:
+                out["x-kubernetes-preserve-unknown-fields"] = True
+        elif key in ("exclusiveMinimum", "exclusiveMaximum") and not isinstance(value, bool):
+            # JSON Schema 2020-12 → OpenAPI 3.0: a bound plus a boolean flag.
+            bound = "minimum" if key == "exclusiveMinimum" else "maximum"
+            out[bound] = value
+            out[key] = True
+        else:
+            out[key] = copy.deepcopy(value)
+    if nullable:
+        out["nullable"] = True
+    if "type" not in out and "x-kubernetes-preserve-unknown-fields" not in out:
+        raise SchemaError(f"{path}: no type (structural schemas need one on every node)")
+    first = [key for key in _FIRST if key in out]
+    return {key: out[key] for key in [*first, *(k for k in out if k not in _FIRST)]}
+
+
+def spec_schema() -> dict[str, Any]:
+    """The structural schema of ``.spec``, from :class:`kubejury.spec.EvalRunSpec`."""
+    schema = EvalRunSpec.model_json_schema(by_alias=True, mode="validation")
+    defs = schema.get("$defs", {})
+    return structural(schema, defs, "spec")
+
+
+def crd() -> dict[str, Any]:
+    """The full CustomResourceDefinition object."""
+    open_api = {
+        "type": "object",
+        "description": (
+            "An evaluation of LLMs on a benchmark with a jury of LLM judges: the operator serves each model "
+            "on suitable GPUs, runs generation, judging and aggregation Jobs, and writes the summary to status."
+        ),
+        "required": ["spec"],
+        "properties": {
+            "apiVersion": {"type": "string", "description": "kubejury.io/v1alpha1"},
+            "kind": {"type": "string", "description": "EvalRun"},
+            "metadata": {"type": "object"},
+            "spec": spec_schema(),
+            "status": {
+                "type": "object",
+                "description": (
+                    "Written by the operator: phase, conditions, progress per stage, placement decisions and the "
+                    "aggregated summary (ranking, W, D, σ, CI, tiers, report URI)."
+                ),
+                "x-kubernetes-preserve-unknown-fields": True,
+            },
+        },
+    }
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": CRD_NAME, "labels": {"app.kubernetes.io/name": "kubejury"}},
+        "spec": {
+            "group": API_GROUP,
+            "scope": "Namespaced",
+            "names": {
+                "plural": PLURAL,
+                "singular": SINGULAR,
+                "kind": KIND,
+                "listKind": f"{KIND}List",
+                "shortNames": list(SHORT_NAMES),
+                "categories": ["kubejury"],
+            },
+            "versions": [
+                {
+                    "name": API_VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": copy.deepcopy(PRINTER_COLUMNS),
+                    "schema": {"openAPIV3Schema": open_api},
+                }
+            ],
+        },
+    }
+
+
+def render() -> str:
+    """The CRD as the YAML text written to disk."""
+    return HEADER + yaml.safe_dump(crd(), sort_keys=False, allow_unicode=True, width=120)
+
+
+def repo_root() -> Path:
+    """The repository root (this file is ``operator/kubejury_operator/crd.py``)."""
+    return Path(__file__).resolve().parents[2]
+
+
+def drifted(root: Path) -> list[Path]:
+    """Generated files under ``root`` that are missing or differ from :func:`render`."""
+    text = render()
+    stale = []
+    for relative in OUTPUT_PATHS:
+        path = root / relative
+        if not path.is_file() or path.read_text(encoding="utf-8") != text:
+            stale.append(path)
+    return stale
+
+
+def write(root: Path) -> list[Path]:
+    """Write every generated file under ``root``; return the paths written."""
+    text = render()
+    written = []
+    for relative in OUTPUT_PATHS:
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m kubejury_operator.crd", description=__doc__.split("\n")[0]
+    )
+    action = parser.add_mutually_exclusive_group()
+    action.add_argument("--write", action="store_true", help="write crds/ and charts/kubejury/crds/")
+    action.add_argument("--check", action="store_true", help="exit 1 when the files on disk drift")
+    parser.add_argument("--root", type=Path, default=None, help="repository root (default: this checkout)")
+    args = parser.parse_args(argv)
+    root = args.root or repo_root()
+    if args.write:
+        for path in write(root):
+            print(f"wrote {path}")
+        return 0
+    if args.check:
+        stale = drifted(root)
+        for path in stale:
+            print(f"out of date: {path} (run: python -m kubejury_operator.crd --write)", file=sys.stderr)
+        return 1 if stale else 0
+    sys.stdout.write(render())
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
