@@ -93,6 +93,7 @@ class WorkloadSettings:
     ollama_image: str = "ollama/ollama:0.12.3"
     gpu_resource: str = "nvidia.com/gpu"
     model_cache_pvc: str | None = None  # shared HF/GGUF cache; None = emptyDir per pod
+    model_cache_mount: str = "/models/cache"  # HF_HOME; other runtimes' caches go below it
     model_cache_size_limit: str = "200Gi"  # emptyDir fallback size limit
     hf_token_secret: str | None = "hf-token"  # Secret with key HF_TOKEN (optional reference)
     hf_token_key: str = "HF_TOKEN"
@@ -184,7 +185,9 @@ class Endpoint:
     placement: PlacementView | None = None
     api_key_secret: str | None = None  # Secret name; key below
     api_key_key: str = "api-key"
+    api_key_env: str = API_KEY_ENV  # env variable the Job pod gets the key in
     max_model_len: int | None = None
+    gpu_memory_utilization: float | None = None
     cpu: str | None = None
     memory: str | None = None
     extra_args: tuple[str, ...] = ()
@@ -422,7 +425,7 @@ def vllm_args(
         "--max-model-len",
         str(endpoint.max_model_len or settings.default_max_model_len),
         "--gpu-memory-utilization",
-        f"{settings.gpu_memory_utilization:g}",
+        f"{endpoint.gpu_memory_utilization or settings.gpu_memory_utilization:g}",
         # The model's own generation_config.json must not override the series' sampling.
         "--generation-config",
         "vllm",
@@ -466,14 +469,15 @@ def _server_container(
     gpus = max(1, placement.tensor_parallel_size) if _uses_gpu(placement, settings) else 0
     model_path, volumes, mounts = _source_volume(endpoint.source)
     volumes = [*volumes, _cache_volume(settings), {"name": "tmp", "emptyDir": {}}]
+    cache = settings.model_cache_mount.rstrip("/") or "/models/cache"
     mounts = [
         *mounts,
-        {"name": "model-cache", "mountPath": "/models/cache"},
+        {"name": "model-cache", "mountPath": cache},
         {"name": "tmp", "mountPath": "/tmp"},
     ]
     env: list[dict[str, Any]] = [
         {"name": "HOME", "value": "/tmp"},
-        {"name": "HF_HOME", "value": "/models/cache/huggingface"},
+        {"name": "HF_HOME", "value": cache},
         *_hf_token_env(settings),
     ]
     security = restricted_container_security()
@@ -485,7 +489,7 @@ def _server_container(
         # tensor-parallel workers; it runs fine as non-root with a read-only root filesystem then.
         volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}})
         mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
-        env.append({"name": "VLLM_CACHE_ROOT", "value": "/models/cache/vllm"})
+        env.append({"name": "VLLM_CACHE_ROOT", "value": f"{cache}/vllm"})
         health = "/health"
     elif endpoint.runtime == "llamacpp":
         image = settings.llamacpp_image
@@ -511,7 +515,7 @@ def _server_container(
         if gpus:
             args += ["--n-gpu-layers", "999"]
         args += list(endpoint.extra_args)
-        env.append({"name": "LLAMA_CACHE", "value": "/models/cache/llama.cpp"})
+        env.append({"name": "LLAMA_CACHE", "value": f"{cache}/llama.cpp"})
         health = "/health"
     elif endpoint.runtime == "ollama":
         image = settings.ollama_image
@@ -524,7 +528,7 @@ def _server_container(
         ]
         env += [
             {"name": "OLLAMA_HOST", "value": f"0.0.0.0:{SERVING_PORT}"},
-            {"name": "OLLAMA_MODELS", "value": "/models/cache/ollama"},
+            {"name": "OLLAMA_MODELS", "value": f"{cache}/ollama"},
             {"name": "KUBEJURY_OLLAMA_MODEL", "value": endpoint.served_model},
         ]
         health = "/"
@@ -657,7 +661,7 @@ def _job(
     storage: JobStorage,
     deadline: int,
     *,
-    api_key: tuple[str, str] | None = None,
+    api_key: tuple[str, str, str] | None = None,
     shards: int = 1,
     extra_labels: Mapping[str, str] | None = None,
 ) -> Manifest:
@@ -668,8 +672,8 @@ def _job(
         {"name": "PYTHONUNBUFFERED", "value": "1"},
     ]
     if api_key is not None:
-        secret, key = api_key
-        env.append({"name": API_KEY_ENV, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}})
+        env_name, secret, key = api_key
+        env.append({"name": env_name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}})
     volumes: list[dict[str, Any]] = [
         {"name": "spec", "configMap": {"name": spec_configmap_name(run.name)}},
         {"name": "tmp", "emptyDir": {}},
@@ -736,8 +740,10 @@ def _job(
     }
 
 
-def _api_key(endpoint: Endpoint) -> tuple[str, str] | None:
-    return (endpoint.api_key_secret, endpoint.api_key_key) if endpoint.api_key_secret else None
+def _api_key(endpoint: Endpoint) -> tuple[str, str, str] | None:
+    if not endpoint.api_key_secret:
+        return None
+    return (endpoint.api_key_env, endpoint.api_key_secret, endpoint.api_key_key)
 
 
 def generation_args(run: RunRef, model: Endpoint, series: str) -> list[str]:
@@ -754,7 +760,7 @@ def generation_args(run: RunRef, model: Endpoint, series: str) -> list[str]:
         endpoint_url(run, model),
     ]
     if model.api_key_secret:
-        args += ["--api-key-env", API_KEY_ENV]
+        args += ["--api-key-env", model.api_key_env]
     return args
 
 
@@ -774,7 +780,7 @@ def judge_args(run: RunRef, judge: Endpoint, series: str) -> list[str]:
         "--follow",
     ]
     if judge.api_key_secret:
-        args += ["--api-key-env", API_KEY_ENV]
+        args += ["--api-key-env", judge.api_key_env]
     return args
 
 

@@ -1,0 +1,493 @@
+"""The reconcile planner, phase by phase: observed world in, actions and status out."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from kubejury_operator import manifests as mf
+from kubejury_operator.reconcile import (
+    Action,
+    DeploymentState,
+    JobState,
+    Observed,
+    PlacementDecision,
+    Plan,
+    ProgressRecord,
+    RunInputs,
+    plan,
+    run_inputs,
+    summary_from_report,
+)
+
+NOW = "2026-11-30T02:00:00Z"
+LATER = "2026-11-30T03:00:00Z"
+H100 = PlacementDecision(
+    runtime="vllm",
+    quantization="fp8",
+    tensor_parallel_size=1,
+    node_selector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+    reason="Hopper: FP8 fits on 1 GPU",
+    gpu_product="NVIDIA-H100-80GB-HBM3",
+)
+NO_FIT = replace(H100, schedulable=False, reason="needs 260 GiB; largest node has 80 GiB (1x H100)")
+REF = mf.RunRef(name="r", namespace="ns", uid="uid-1")
+SERIES = ("primary", "t08")
+
+
+def ep(
+    role: str,
+    name: str,
+    placement: PlacementDecision | None = H100,
+    runtime: str = "vllm",
+    key: str | None = None,
+) -> mf.Endpoint:
+    return mf.Endpoint(
+        key=key or mf.endpoint_key(role, name),
+        name=name,
+        source=f"hf://org/{name}" if runtime != "openai" else "https://api.example.com/v1",
+        served_model=name,
+        runtime=runtime,
+        placement=placement if runtime != "openai" else None,
+    )
+
+
+def inputs(
+    models: Iterable[mf.Endpoint] = (), judges: Iterable[mf.Endpoint] = (), max_models: int = 2
+) -> RunInputs:
+    return RunInputs(
+        ref=REF,
+        generation=1,
+        body={"metadata": {"name": "r"}, "spec": {"x": 1}},
+        models=tuple(models) or (ep("model", "a"), ep("model", "b"), ep("model", "c")),
+        judges=tuple(judges) or (ep("judge", "j"),),
+        series=SERIES,
+        max_concurrent_models=max_models,
+        settings=mf.WorkloadSettings(),
+        storage=mf.JobStorage(uri="s3://b/runs"),
+    )
+
+
+def dep_name(key: str) -> str:
+    return mf.workload_name("r", key)
+
+
+def ready(*keys: str) -> dict[str, DeploymentState]:
+    return {dep_name(k): DeploymentState(replicas=1, ready_replicas=1) for k in keys}
+
+
+def gen_jobs(models: Iterable[str], state: JobState, series: Iterable[str] = SERIES) -> dict[str, JobState]:
+    return {mf.generation_job_name("r", m, s): state for m in models for s in series}
+
+
+def judge_jobs(judges: Iterable[str], state: JobState, series: Iterable[str] = SERIES) -> dict[str, JobState]:
+    return {mf.judge_job_name("r", j, s): state for j in judges for s in series}
+
+
+DONE = JobState(succeeded=True)
+RUNNING = JobState()
+FAILED = JobState(failed=True, message="BackoffLimitExceeded")
+BASE_PRESENT = frozenset({("ConfigMap", "kj-r-spec"), ("ServiceAccount", "kj-r-job")})
+
+
+def present_for(*keys: str) -> frozenset[tuple[str, str]]:
+    return BASE_PRESENT | {("Service", dep_name(k)) for k in keys}
+
+
+def creates(p: Plan, kind: str) -> set[str]:
+    return {a.name for a in p.actions if a.verb == "create" and a.kind == kind}
+
+
+def scales(p: Plan) -> dict[str, int | None]:
+    return {a.name: a.replicas for a in p.actions if a.verb == "scale"}
+
+
+def condition(p: Plan, ctype: str) -> dict[str, Any]:
+    return next(c for c in p.status["conditions"] if c["type"] == ctype)
+
+
+# ------------------------------------------------------------------------------- phase table
+
+
+CASES: list[tuple[str, Observed, str]] = [
+    ("nothing yet", Observed(), "Provisioning"),
+    (
+        "servers starting",
+        Observed(
+            deployments={dep_name("m-a"): DeploymentState(1), dep_name("j-j"): DeploymentState(1)},
+            present=present_for("m-a", "j-j"),
+        ),
+        "Provisioning",
+    ),
+    (
+        "first model generating",
+        Observed(
+            deployments=ready("m-a", "m-b", "j-j"),
+            jobs=gen_jobs(["a"], RUNNING),
+            present=present_for("m-a", "m-b", "j-j"),
+        ),
+        "Generating",
+    ),
+    (
+        "all generated, judges running",
+        Observed(
+            deployments=ready("j-j"),
+            jobs={**gen_jobs("abc", DONE), **judge_jobs("j", RUNNING)},
+            present=present_for("j-j"),
+        ),
+        "Judging",
+    ),
+    (
+        "all judged",
+        Observed(
+            deployments=ready("j-j"),
+            jobs={**gen_jobs("abc", DONE), **judge_jobs("j", DONE)},
+            present=present_for("j-j"),
+        ),
+        "Aggregating",
+    ),
+    (
+        "aggregated",
+        Observed(
+            jobs={**gen_jobs("abc", DONE), **judge_jobs("j", DONE), "kj-r-aggregate": DONE},
+            present=BASE_PRESENT,
+        ),
+        "Succeeded",
+    ),
+    (
+        "a generation job failed",
+        Observed(deployments=ready("m-a", "j-j"), jobs=gen_jobs(["a"], FAILED), present=present_for("m-a")),
+        "Failed",
+    ),
+    (
+        "a server never came up",
+        Observed(
+            deployments={dep_name("m-a"): DeploymentState(1, stalled=True, message="0/3 nodes available")}
+        ),
+        "Failed",
+    ),
+]
+
+
+@pytest.mark.parametrize(("observed", "phase"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_phase_table(observed: Observed, phase: str) -> None:
+    p = plan(inputs(), observed, {"phase": "Generating"} if observed.jobs else {}, NOW)
+    assert p.phase == phase
+    assert condition(p, "Succeeded")["status"] == ("True" if phase == "Succeeded" else "False")
+    assert condition(p, "Failed")["status"] == ("True" if phase == "Failed" else "False")
+    for c in p.status["conditions"]:
+        assert c["reason"][:1].isupper() and " " not in c["reason"]
+        assert c["message"].endswith(".") and c["message"][:1].isupper()
+        assert c["observedGeneration"] == 1
+        assert c["lastTransitionTime"] == NOW
+
+
+# ------------------------------------------------------------------------------- behaviours
+
+
+def test_fresh_run_creates_spec_identity_and_at_most_max_concurrent_model_servers() -> None:
+    p = plan(inputs(max_models=2), Observed(), {}, NOW)
+    assert creates(p, "ConfigMap") == {"kj-r-spec"}
+    assert creates(p, "ServiceAccount") == {"kj-r-job"}
+    # models a and b (budget 2) plus the judge (judges are not counted against the budget)
+    assert creates(p, "Deployment") == {dep_name("m-a"), dep_name("m-b"), dep_name("j-j")}
+    assert creates(p, "Service") == creates(p, "Deployment")
+    assert creates(p, "Job") == set()
+    assert p.status["placement"]["a"]["quantization"] == "fp8"
+    assert [e.reason for e in p.events] == ["Provisioning"]
+
+
+def test_generation_starts_per_series_when_the_server_is_ready() -> None:
+    observed = Observed(
+        deployments={
+            **ready("m-a"),
+            dep_name("m-b"): DeploymentState(1),
+            dep_name("j-j"): DeploymentState(1),
+        },
+        present=present_for("m-a", "m-b", "j-j"),
+    )
+    p = plan(inputs(), observed, {"phase": "Provisioning"}, NOW)
+    assert creates(p, "Job") == {"kj-r-gen-a-primary", "kj-r-gen-a-t08"}
+    job = next(a for a in p.actions if a.name == "kj-r-gen-a-primary")
+    assert job.manifest is not None
+    args = job.manifest["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--endpoint") + 1] == "http://kj-r-m-a.ns.svc:8000/v1"
+    assert p.phase == "Provisioning"  # jobs only requested this round
+    assert condition(p, "ModelsProvisioned")["status"] == "False"
+    assert "b" in condition(p, "ModelsProvisioned")["message"]
+
+
+def test_finished_model_is_scaled_to_zero_and_the_next_one_starts_and_judging_is_pipelined() -> None:
+    observed = Observed(
+        deployments=ready("m-a", "m-b", "j-j"),
+        jobs={**gen_jobs(["a"], DONE), **gen_jobs(["b"], RUNNING)},
+        present=present_for("m-a", "m-b", "j-j"),
+    )
+    p = plan(inputs(), observed, {"phase": "Generating"}, NOW)
+    assert scales(p) == {dep_name("m-a"): 0}
+    assert creates(p, "Deployment") == {dep_name("m-c")}
+    # a's answers exist: the judge starts on both series while b is still generating
+    assert creates(p, "Job") == {"kj-r-judge-j-primary", "kj-r-judge-j-t08"}
+    assert p.phase == "Generating"
+
+
+def test_judge_waits_for_its_server() -> None:
+    observed = Observed(
+        deployments={**ready("m-a", "m-b"), dep_name("j-j"): DeploymentState(1)},
+        jobs={**gen_jobs(["a"], DONE), **gen_jobs(["b"], RUNNING)},
+        present=present_for("m-a", "m-b", "j-j"),
+    )
+    assert not {n for n in creates(plan(inputs(), observed, {}, NOW), "Job") if "judge" in n}
+
+
+def test_judges_kept_until_judging_ends_then_scaled_down_and_aggregation_created() -> None:
+    during = Observed(
+        deployments=ready("j-j"),
+        jobs={**gen_jobs("abc", DONE), **judge_jobs("j", RUNNING)},
+        present=present_for("j-j"),
+    )
+    assert scales(plan(inputs(), during, {"phase": "Judging"}, NOW)) == {}
+    after = Observed(
+        deployments=ready("j-j"),
+        jobs={**gen_jobs("abc", DONE), **judge_jobs("j", DONE)},
+        present=present_for("j-j"),
+    )
+    p = plan(inputs(), after, {"phase": "Judging"}, NOW)
+    assert scales(p) == {dep_name("j-j"): 0}
+    assert creates(p, "Job") == {"kj-r-aggregate"}
+    assert condition(p, "JudgingComplete")["status"] == "True"
+
+
+def test_succeeded_carries_the_summary_and_scales_everything_down() -> None:
+    observed = Observed(
+        deployments={dep_name("j-j"): DeploymentState(1, 1)},
+        jobs={**gen_jobs("abc", DONE), **judge_jobs("j", DONE), "kj-r-aggregate": DONE},
+        present=present_for("j-j"),
+        summary={"leader": "b", "leaderWeighted": 8.7, "ranking": [{"model": "b", "weighted": 8.7}]},
+    )
+    p = plan(inputs(), observed, {"phase": "Aggregating"}, NOW)
+    assert p.phase == "Succeeded"
+    assert p.status["summary"]["leader"] == "b"
+    assert p.status["leader"] == "b"
+    assert scales(p) == {dep_name("j-j"): 0}
+    assert creates(p, "Job") == set()
+    assert condition(p, "Ready")["status"] == "True"
+    assert p.events[0].reason == "Succeeded" and "b" in p.events[0].message
+
+
+def test_failure_scales_down_and_names_the_job() -> None:
+    observed = Observed(
+        deployments=ready("m-a", "m-b", "j-j"),
+        jobs=gen_jobs(["a"], FAILED),
+        present=present_for("m-a", "m-b", "j-j"),
+    )
+    p = plan(inputs(), observed, {"phase": "Generating"}, NOW)
+    assert p.phase == "Failed"
+    assert set(scales(p).values()) == {0}
+    assert "kj-r-gen-a-primary" in condition(p, "Failed")["message"]
+    assert p.events[0].type == "Warning"
+    assert creates(p, "Job") == set()
+
+
+def test_unschedulable_model_deploys_nothing_and_says_why() -> None:
+    run = inputs(models=(ep("model", "a"), ep("model", "huge", NO_FIT)))
+    p = plan(run, Observed(), {}, NOW)
+    assert p.phase == "Pending"
+    assert p.actions == ()
+    cond = condition(p, "Unschedulable")
+    assert cond["status"] == "True" and cond["reason"] == "ModelDoesNotFit"
+    assert "huge" in cond["message"] and "260 GiB" in cond["message"]
+    assert p.status["placement"]["huge"]["schedulable"] is False
+    assert p.events[0].type == "Warning"
+    # unchanged world, next tick: no new events (no event storm), lastTransitionTime kept
+    p2 = plan(run, Observed(), p.status, LATER)
+    assert p2.events == ()
+    assert condition(p2, "Unschedulable")["lastTransitionTime"] == NOW
+
+
+def test_progress_record_counts_as_done_without_its_job() -> None:
+    """Resume: a finished generation whose Job was deleted is not re-run."""
+    progress = {("generate", s, "a"): ProgressRecord(done=10, total=10, complete=True) for s in SERIES}
+    observed = Observed(
+        deployments=ready("m-a", "m-b", "j-j"), progress=progress, present=present_for("m-a", "m-b", "j-j")
+    )
+    p = plan(inputs(), observed, {"phase": "Generating"}, NOW)
+    assert not {n for n in creates(p, "Job") if n.startswith("kj-r-gen-a-")}
+    assert scales(p) == {dep_name("m-a"): 0}
+    assert p.status["progress"]["generation"]["done"] == 20
+    assert p.status["progress"]["text"] == "20/20"
+
+
+def test_progress_counters_sum_records() -> None:
+    progress = {
+        ("generate", "primary", "a"): ProgressRecord(done=5, total=10),
+        ("judge", "primary", "j"): ProgressRecord(done=2, total=30),
+    }
+    p = plan(inputs(), Observed(progress=progress), {}, NOW)
+    assert p.status["progress"]["generation"] == {"done": 5, "total": 10, "jobsDone": 0, "jobs": 6}
+    assert p.status["progress"]["text"] == "7/40"
+
+
+def test_judge_same_as_a_model_shares_its_server_and_keeps_it() -> None:
+    a = ep("model", "a")
+    judge_a = ep("judge", "ja", key=a.key)
+    run = inputs(models=(a, ep("model", "b")), judges=(judge_a,), max_models=1)
+    p = plan(run, Observed(), {}, NOW)
+    assert creates(p, "Deployment") == {dep_name("m-a"), dep_name("m-b")}  # a's server is the judge's
+    observed = Observed(
+        deployments=ready("m-a", "m-b"), jobs=gen_jobs(["a"], DONE), present=present_for("m-a", "m-b")
+    )
+    p = plan(run, observed, {"phase": "Generating"}, NOW)
+    assert dep_name("m-a") not in scales(p)  # still judging
+    assert "kj-r-judge-ja-primary" in creates(p, "Job")
+
+
+def test_openai_judge_needs_no_server() -> None:
+    run = inputs(judges=(ep("judge", "hosted", runtime="openai"),))
+    p = plan(run, Observed(), {}, NOW)
+    assert dep_name("j-hosted") not in creates(p, "Deployment")
+    observed = Observed(
+        deployments=ready("m-a", "m-b"), jobs=gen_jobs(["a"], DONE), present=present_for("m-a", "m-b")
+    )
+    assert "kj-r-judge-hosted-primary" in creates(plan(run, observed, {}, NOW), "Job")
+
+
+def test_existing_children_are_not_recreated() -> None:
+    observed = Observed(
+        deployments=ready("m-a", "m-b", "j-j"),
+        jobs=gen_jobs(["a", "b"], RUNNING),
+        present=present_for("m-a", "m-b", "j-j"),
+    )
+    assert plan(inputs(), observed, {"phase": "Generating"}, NOW).actions == ()
+
+
+def test_terminal_phase_is_sticky() -> None:
+    done = plan(
+        inputs(),
+        Observed(
+            jobs={**gen_jobs("abc", DONE), **judge_jobs("j", DONE), "kj-r-aggregate": DONE},
+            present=BASE_PRESENT,
+        ),
+        {"phase": "Aggregating"},
+        NOW,
+    )
+    # later the Jobs are gone (TTL): the run stays Succeeded and re-creates nothing
+    again = plan(inputs(), Observed(present=BASE_PRESENT), done.status, LATER)
+    assert again.phase == "Succeeded"
+    assert again.actions == ()
+    assert again.status["completedAt"] == NOW
+
+
+def test_missing_secret_blocks_with_a_clear_condition() -> None:
+    p = plan(inputs(), Observed(missing_secrets=("deepseek-key",)), {}, NOW)
+    assert p.phase == "Pending"
+    assert p.actions == ()
+    assert "deepseek-key" in condition(p, "ModelsProvisioned")["message"]
+
+
+def test_sharded_generation_job() -> None:
+    run = replace(inputs(), generation_shards=3)
+    observed = Observed(deployments=ready("m-a"), present=present_for("m-a"))
+    job = next(a for a in plan(run, observed, {}, NOW).actions if a.name == "kj-r-gen-a-primary")
+    assert isinstance(job, Action) and job.manifest is not None
+    assert job.manifest["spec"]["completionMode"] == "Indexed"
+
+
+def test_summary_from_report_keeps_only_the_aggregate() -> None:
+    report = {
+        "primary_series": "primary",
+        "series": {
+            "primary": {
+                "ranking": ["b", "a"],
+                "models": {
+                    "a": {
+                        "weighted": 7.12345,
+                        "weighted_ci95": [6.9, 7.3],
+                        "degradation": 1.1,
+                        "judge_sigma": 0.4,
+                        "tier": "C",
+                    },
+                    "b": {
+                        "weighted": 8.7,
+                        "weighted_ci95": [8.5, 8.9],
+                        "degradation": 0.5,
+                        "judge_sigma": 0.3,
+                        "tier": "A",
+                    },
+                },
+                "domain_leaders": {"law": "b"},
+                "answers": ["per-answer data that must not leak"],
+            }
+        },
+    }
+    summary = summary_from_report(report, "s3://b/runs/r/report/")
+    assert summary["leader"] == "b"
+    assert summary["ranking"][1] == {
+        "rank": 2,
+        "model": "a",
+        "weighted": 7.123,
+        "weightedCI": [6.9, 7.3],
+        "degradation": 1.1,
+        "sigma": 0.4,
+        "tier": "C",
+    }
+    assert summary["domainLeaders"] == {"law": "b"}
+    assert summary["tiers"] == {"b": "A", "a": "C"}
+    assert "per-answer" not in repr(summary)
+
+
+def test_progress_record_reading_is_tolerant() -> None:
+    rec = ProgressRecord.from_record(
+        {"done": 3, "total": 9, "errors": {"timeout": 2, "http_5xx": 1}, "state": "complete"}
+    )
+    assert (rec.done, rec.total, rec.errors, rec.complete) == (3, 9, 3, True)
+    assert rec.request_errors == {"timeout": 2, "http_5xx": 1}
+    assert ProgressRecord.from_record({}).complete is False
+
+
+def test_run_inputs_from_a_real_spec() -> None:
+    from kubejury.spec import parse_evalrun
+
+    body = {
+        "apiVersion": "kubejury.io/v1alpha1",
+        "kind": "EvalRun",
+        "metadata": {"name": "study", "namespace": "evals", "uid": "u-1", "generation": 3},
+        "spec": {
+            "benchmark": {"uri": "s3://b/bench.jsonl"},
+            "models": [
+                {"name": "qwen", "source": "hf://Qwen/Qwen3.5-27B", "parameters": "27B"},
+                {"name": "gemma", "source": "hf://google/gemma-4-31b", "parameters": "31B"},
+            ],
+            "judges": [
+                {"name": "qwen-judge", "source": "hf://Qwen/Qwen3.5-27B", "sameAs": "qwen"},
+                {
+                    "name": "deepseek",
+                    "runtime": "openai",
+                    "source": "https://api.deepseek.com/v1",
+                    "apiKeySecretRef": {"name": "ds", "key": "token"},
+                },
+            ],
+            "storage": {"uri": "s3://b/runs", "credentialsSecretRef": {"name": "s3"}},
+            "maxConcurrentModels": 1,
+            "startupTimeoutSeconds": 3600,
+        },
+    }
+    evalrun = parse_evalrun(body)
+    run = run_inputs(body, evalrun, {"qwen": H100, "gemma": H100, "qwen-judge": H100}, mf.WorkloadSettings())
+    assert run.ref == mf.RunRef("study", "evals", "u-1")
+    assert run.generation == 3
+    assert [m.key for m in run.models] == ["m-qwen", "m-gemma"]
+    assert [j.key for j in run.judges] == ["m-qwen", "j-deepseek"]  # sameAs shares the server
+    assert run.judges[1].api_key_secret == "ds" and run.judges[1].api_key_key == "token"
+    assert run.settings.startup_budget_seconds == 3600
+    assert run.storage.credentials_secret == "s3"
+    assert run.series == ("primary",)
+    p = plan(run, Observed(), {}, NOW)
+    # qwen is kept up as a judge (not counted), gemma fills the one-model budget
+    assert creates(p, "Deployment") == {
+        mf.workload_name("study", "m-qwen"),
+        mf.workload_name("study", "m-gemma"),
+    }
