@@ -1,0 +1,236 @@
+"""The report's figures as inline SVG text, drawn with matplotlib's Agg/SVG backends.
+
+report.html must be one file that opens without network, so every figure is returned as an
+``<svg>`` element string to be pasted into the page (text kept as text, no external fonts, no
+scripts). Figures are built on :class:`matplotlib.figure.Figure` directly, never through pyplot's
+global state, and with a fixed hash salt so the same report renders byte-identical SVG and the
+clip-path ids of different figures do not collide on one page.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from collections.abc import Callable, Sequence
+
+import matplotlib
+from matplotlib.figure import Figure
+
+from kubejury.report.view import SeriesView, fmt_parameters
+
+matplotlib.use("Agg")  # never a GUI backend, even when a display is around
+
+PALETTE = (
+    "#1f77b4",
+    "#d62728",
+    "#2ca02c",
+    "#ff7f0e",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#17becf",
+    "#bcbd22",
+    "#7f7f7f",
+)
+LINESTYLES = ("-", "--", "-.", ":")
+_XML_HEADER = re.compile(r"^.*?(?=<svg)", re.S)
+_METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.S)
+
+
+def _svg(figure: Figure, name: str) -> str:
+    buffer = io.StringIO()
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": f"kubejury-{name}"}):
+        figure.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+    text = _METADATA.sub("", _XML_HEADER.sub("", buffer.getvalue(), count=1), count=1)
+    return text.replace("<svg ", f'<svg class="plot" data-plot="{name}" role="img" ', 1)
+
+
+def _style(index: int) -> tuple[str, str]:
+    return PALETTE[index % len(PALETTE)], LINESTYLES[(index // len(PALETTE)) % len(LINESTYLES)]
+
+
+def size_plot(view: SeriesView) -> str | None:
+    """W against total parameters (log x) with the W interval; ``None`` when no size is known."""
+    rows = [r for r in view.rows if r.parameters is not None and r.weighted is not None]
+    if not rows:
+        return None
+    figure = Figure(figsize=(7.5, 4.5))
+    axes = figure.subplots()
+    leaders = set(view.leading_group)
+    for index, row in enumerate(rows):
+        color, _ = _style(index)
+        x = float(row.parameters or 0.0)
+        y = float(row.weighted or 0.0)
+        if row.weighted_ci and row.weighted_ci[0] is not None and row.weighted_ci[1] is not None:
+            axes.errorbar(
+                [x],
+                [y],
+                yerr=[[y - row.weighted_ci[0]], [row.weighted_ci[1] - y]],
+                fmt="none",
+                ecolor=color,
+                capsize=3,
+                alpha=0.7,
+            )
+        marker = "*" if row.model in leaders else "o"
+        axes.scatter([x], [y], color=color, marker=marker, s=120 if marker == "*" else 50, zorder=3)
+        label = f"{row.model} ({fmt_parameters(row.parameters, row.parameters_label)})"
+        axes.annotate(label, (x, y), textcoords="offset points", xytext=(6, 4), fontsize=8)
+    frontier = _pareto([(float(r.parameters or 0.0), float(r.weighted or 0.0)) for r in rows])
+    if len(frontier) > 1:
+        axes.plot(
+            [p[0] for p in frontier],
+            [p[1] for p in frontier],
+            color="#555555",
+            linestyle=":",
+            linewidth=1,
+            label="Pareto frontier",
+        )
+        axes.legend(loc="lower right", fontsize=8)
+    axes.set_xscale("log")
+    axes.set_xlabel("total parameters (log scale)")
+    axes.set_ylabel("weighted score W")
+    axes.set_title(f"W against model size — series {view.name} (★ leading group)")
+    axes.grid(True, which="both", alpha=0.3)
+    _pad_log_x(axes, [float(r.parameters or 1.0) for r in rows])
+    return _svg(figure, f"size-{view.name}")
+
+
+def _pad_log_x(axes: object, xs: Sequence[float]) -> None:
+    low, high = min(xs), max(xs)
+    set_xlim = getattr(axes, "set_xlim")  # noqa: B009 - matplotlib Axes is untyped here
+    set_xlim(low / 1.6, high * 2.5)
+
+
+def _pareto(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Points not beaten by a smaller-or-equal model with a higher-or-equal W, by size."""
+    frontier: list[tuple[float, float]] = []
+    best = -math.inf
+    for size, score in sorted(points, key=lambda p: (p[0], -p[1])):
+        if score > best:
+            frontier.append((size, score))
+            best = score
+    return frontier
+
+
+def level_plot(view: SeriesView) -> str | None:
+    """Score(m, d) by level, one line per model: the study's robustness lines."""
+    if not view.rows or not view.levels:
+        return None
+    figure = Figure(figsize=(7.5, 4.5))
+    axes = figure.subplots()
+    for index, row in enumerate(view.rows):
+        color, style = _style(index)
+        xs = [lv for lv in view.levels if row.levels.get(lv) is not None]
+        ys = [float(row.levels[lv] or 0.0) for lv in xs]
+        axes.plot(
+            xs,
+            ys,
+            marker="o",
+            color=color,
+            linestyle=style,
+            label=f"{row.model} (D {row.degradation:.2f})" if row.degradation is not None else row.model,
+        )
+    axes.set_xticks(list(view.levels))
+    axes.set_xticklabels([f"level {lv}" for lv in view.levels])
+    axes.set_ylabel("Score(m, level)")
+    axes.set_title(f"Score by difficulty level — series {view.name}")
+    axes.grid(True, alpha=0.3)
+    axes.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
+    return _svg(figure, f"levels-{view.name}")
+
+
+def _annotated_heatmap(
+    values: list[list[float | None]],
+    rows: Sequence[str],
+    cols: Sequence[str],
+    title: str,
+    name: str,
+    limits: tuple[float, float],
+    cmap: str,
+    dark: Callable[[float], bool],
+) -> str:
+    """Heatmap with the value printed in each cell; ``dark(t)`` says when the colour at t ∈ [0, 1] needs white text."""
+    vmin, vmax = limits
+    width = max(5.0, 1.2 + 0.9 * len(cols))
+    height = max(2.5, 1.2 + 0.45 * len(rows))
+    figure = Figure(figsize=(width, height))
+    axes = figure.subplots()
+    data = [[math.nan if v is None else v for v in row] for row in values]
+    image = axes.imshow(data, aspect="auto", cmap=cmap, vmin=vmin, vmax=vmax)
+    axes.set_xticks(range(len(cols)))
+    axes.set_xticklabels(list(cols), rotation=35, ha="right", fontsize=8)
+    axes.set_yticks(range(len(rows)))
+    axes.set_yticklabels(list(rows), fontsize=8)
+    span = (vmax - vmin) or 1.0
+    for i, row in enumerate(values):
+        for j, value in enumerate(row):
+            text = "–" if value is None else f"{value:.2f}"
+            color = "white" if value is not None and dark((value - vmin) / span) else "black"
+            axes.text(j, i, text, ha="center", va="center", fontsize=7, color=color)
+    figure.colorbar(image, ax=axes, shrink=0.8)
+    axes.set_title(title)
+    return _svg(figure, name)
+
+
+def domain_heatmap(view: SeriesView) -> str | None:
+    """Per-domain weighted score, domains × models."""
+    if not view.rows or not view.domains:
+        return None
+    models = [r.model for r in view.rows]
+    values = [[r.domains.get(d) for r in view.rows] for d in view.domains]
+    finite = [v for row in values for v in row if v is not None]
+    if not finite:
+        return None
+    return _annotated_heatmap(
+        values,
+        list(view.domains),
+        models,
+        f"Weighted score by domain — series {view.name}",
+        f"domains-{view.name}",
+        (min(finite), max(finite)),
+        "viridis",
+        lambda t: t < 0.45,
+    )
+
+
+def forest_plot(view: SeriesView) -> str | None:
+    """W with its bootstrap interval per model, best on top; the leading group highlighted."""
+    rows = [r for r in view.rows if r.weighted is not None]
+    if not rows:
+        return None
+    figure = Figure(figsize=(7.5, max(2.5, 0.9 + 0.4 * len(rows))))
+    axes = figure.subplots()
+    leaders = set(view.leading_group)
+    for position, row in enumerate(reversed(rows)):
+        color = "#d62728" if row.model in leaders else "#1f77b4"
+        y = float(row.weighted or 0.0)
+        if row.weighted_ci and row.weighted_ci[0] is not None and row.weighted_ci[1] is not None:
+            axes.plot(
+                [row.weighted_ci[0], row.weighted_ci[1]], [position, position], color=color, linewidth=2
+            )
+        axes.plot([y], [position], marker="D", color=color, markersize=6)
+    axes.set_yticks(range(len(rows)))
+    axes.set_yticklabels([r.model for r in reversed(rows)], fontsize=8)
+    axes.set_xlabel("weighted score W with 95% bootstrap interval")
+    axes.set_title(f"Confidence intervals — series {view.name} (red: leading group)")
+    axes.grid(True, axis="x", alpha=0.3)
+    return _svg(figure, f"forest-{view.name}")
+
+
+def judge_heatmap(
+    view: SeriesView, names: Sequence[str], matrix: list[list[float | None]], statistic: str
+) -> str | None:
+    """Judge × judge agreement matrix (e.g. Spearman ρ)."""
+    if len(names) < 2:
+        return None
+    return _annotated_heatmap(
+        matrix,
+        list(names),
+        list(names),
+        f"Judge agreement ({statistic}) — series {view.name}",
+        f"judges-{view.name}",
+        (-1.0, 1.0),
+        "RdBu",
+        lambda t: t < 0.2 or t > 0.8,
+    )
