@@ -1,0 +1,191 @@
+"""Generation stage: one model answers every question of the benchmark under one series' settings.
+
+Produces ``<run>/<series>/answers/<model>/part-*.jsonl`` records::
+
+    {"question_id", "model", "series", "answer", "finish_reason",
+     "usage": {"prompt_tokens", "completion_tokens"}, "latency_s", "attempts", "error", "error_kind"}
+
+Requests go out in benchmark order; each shard holds its records in benchmark order, and readers
+(:func:`read_answers`) return one record per question. Rerunning skips questions already answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from kubejury.client import ChatClient
+from kubejury.sampling import SamplingParams, request_fields
+from kubejury.stages.progress import ProgressTracker, ProgressView
+from kubejury.stages.runner import (
+    UNREACHABLE,
+    EndpointUnavailable,
+    Record,
+    ShardWriter,
+    StageOptions,
+    StageSummary,
+    is_final,
+    latest_by_key,
+    pump,
+    read_existing,
+)
+from kubejury.storage import RunLayout, Storage
+
+STAGE = "generate"
+
+
+class QuestionLike(Protocol):
+    """What a stage needs of a benchmark question (``kubejury.benchmark.Question`` fits)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def question(self) -> str: ...
+    @property
+    def reference(self) -> str: ...
+
+
+class ModelLike(Protocol):
+    """What generation needs of a ``spec.models[]`` entry (``kubejury.spec.ModelSpec`` fits)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def runtime(self) -> str: ...
+    @property
+    def request_model(self) -> str: ...
+
+
+class SeriesLike(Protocol):
+    """A ``spec.series[]`` entry (``kubejury.spec.Series`` fits)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def system_prompt(self) -> str | None: ...
+
+
+def answer_record(
+    question_id: str, model: str, series: str, result: Any
+) -> Record:  # result: kubejury.client.ChatResult
+    answer = result.content if result.error is None else None
+    if result.error is None and answer is None:
+        answer = ""  # a reply with no text (e.g. only reasoning) is an empty answer, not a failure
+    return {
+        "question_id": question_id,
+        "model": model,
+        "series": series,
+        "answer": answer,
+        "finish_reason": result.finish_reason,
+        "usage": {"prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens},
+        "latency_s": round(result.latency_s, 4),
+        "attempts": result.attempts,
+        "error": result.error,
+        "error_kind": result.error_kind,
+    }
+
+
+async def run_generation(
+    *,
+    storage: Storage,
+    layout: RunLayout,
+    model: ModelLike,
+    series: SeriesLike,
+    questions: Sequence[QuestionLike],
+    client: ChatClient,
+    options: StageOptions | None = None,
+    view: ProgressView | None = None,
+) -> StageSummary:
+    """Ask ``model`` every question not yet answered in ``series``; store answers in shards.
+
+    Raises :class:`EndpointUnavailable` (after storing everything done) when the server stops
+    answering; rerunning resumes.
+    """
+    options = options or StageOptions()
+    started = time.monotonic()
+    prefix = layout.answers_prefix(series.name, model.name)
+    existing, next_seq = await read_existing(storage, prefix)
+    done = {
+        qid for qid, rec in latest_by_key(existing, _key).items() if is_final(rec) or not options.retry_errors
+    }
+    pending = [(i, q) for i, q in enumerate(questions) if q.id not in done]
+    resumed = len(questions) - len(pending)
+
+    summary = StageSummary(STAGE, series.name, model.name, total=len(questions), resumed=resumed)
+    tracker = ProgressTracker(
+        STAGE, series.name, model.name, total=len(questions), resumed=resumed, view=view
+    )
+    progress_key = layout.progress_key(series.name, STAGE, model.name)
+
+    async def write_progress() -> None:
+        await asyncio.to_thread(storage.write_json, progress_key, tracker.record())
+
+    sampling = request_fields(model.runtime, SamplingParams.from_series(series), model=model.name)
+    served = model.request_model
+    preamble: list[dict[str, str]] = []
+    if series.system_prompt:
+        preamble.append({"role": "system", "content": series.system_prompt})
+    model_name, series_name = model.name, series.name
+    chat = client.chat
+
+    async def handle(question: QuestionLike) -> Record:
+        body = {"model": served, "messages": [*preamble, {"role": "user", "content": question.question}]}
+        body.update(sampling)
+        result = await chat(body)
+        tracker.retries += result.attempts - 1
+        if result.error_kind == "connection":
+            return UNREACHABLE
+        return answer_record(question.id, model_name, series_name, result)
+
+    writer = ShardWriter(storage, prefix, next_seq, options)
+    await write_progress()
+    try:
+        await pump(
+            pending,
+            handle,
+            concurrency=client.settings.max_in_flight,
+            writer=writer,
+            tracker=tracker,
+            summary=summary,
+            options=options,
+            write_progress=write_progress,
+        )
+    except BaseException as exc:
+        tracker.finish("failed", f"{type(exc).__name__}: {exc}")
+        await asyncio.shield(write_progress())
+        raise
+    summary.shards = writer.keys
+    summary.elapsed_s = time.monotonic() - started
+    if summary.unreachable or not summary.complete:
+        missing = summary.total - summary.resumed - summary.written
+        message = (
+            f"{missing} of {summary.total} questions not answered: {client.url} could not be reached; "
+            "the answers stored are kept and a rerun resumes"
+        )
+        tracker.finish("failed", message)
+        await write_progress()
+        raise EndpointUnavailable(f"generation {model.name}/{series.name}: {message}")
+    tracker.finish("succeeded")
+    tracker.show()
+    await write_progress()
+    return summary
+
+
+def _key(record: Record) -> str:
+    return str(record.get("question_id"))
+
+
+def read_answers(
+    storage: Storage, layout: RunLayout, series: str, model: str, order: Sequence[str] | None = None
+) -> list[Record]:
+    """One answers record per question (the latest final one), in ``order`` when given.
+
+    This is how every consumer (judging, reports) should read answers: shards may hold an earlier
+    failed attempt of a question that a rerun answered.
+    """
+    records = latest_by_key(storage.read_jsonl(layout.answers_prefix(series, model)), _key)
+    if order is None:
+        return list(records.values())
+    return [records[qid] for qid in order if qid in records]

@@ -1,0 +1,275 @@
+"""Judging stage: one judge scores every (anonymized) answer of one series against the reference.
+
+Reads the answers of every evaluated model of the series, anonymizes them (opaque ids, stripped
+self-identifications and metadata, normalised markup), shuffles the judging order with the run's
+seed, and asks the judge for a 0–10 verdict per answer (:mod:`kubejury.judge_prompt`). The
+mapping id → model is written once per series to ``RunLayout.anonymization_key``, apart from the
+judgments. Records in ``<run>/<series>/judgments/<judge>/part-*.jsonl``::
+
+    {"question_id", "model", "series", "judge", "answer_id", "score", "rationale",
+     "error", "error_kind", "asks", "latency_s", "usage": {...}}
+
+``score`` is ``null`` exactly when ``error`` is set: ``error_kind == "parse"`` means the judge
+answered but gave no valid score even after being re-asked (counted per judge as parse
+failures); other kinds are request failures, retried when the stage is rerun. Answers whose
+generation failed are not judged (counted as ``skipped``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from kubejury.anonymize import Scrubber, mapping_document, opaque_ids, shuffled
+from kubejury.client import ChatClient, ChatResult, build_body, json_schema_format
+from kubejury.judge_prompt import SCORE_SCHEMA, JudgePrompt, Verdict, parse_verdict
+from kubejury.sampling import SamplingParams, request_fields
+from kubejury.stages.generate import QuestionLike, read_answers
+from kubejury.stages.progress import ProgressTracker, ProgressView
+from kubejury.stages.runner import (
+    UNREACHABLE,
+    EndpointUnavailable,
+    Record,
+    ShardWriter,
+    StageOptions,
+    StageSummary,
+    is_final,
+    latest_by_key,
+    pump,
+    read_existing,
+)
+from kubejury.storage import RunLayout, Storage
+
+STAGE = "judge"
+
+
+class JudgeLike(Protocol):
+    """What judging needs of a ``spec.judges[]`` entry (``kubejury.spec.JudgeSpec`` fits)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def runtime(self) -> str: ...
+    @property
+    def request_model(self) -> str: ...
+    @property
+    def prompt_variant(self) -> str | None: ...
+    @property
+    def seed(self) -> int | None: ...
+
+
+class JudgingLike(Protocol):
+    """``spec.judging`` (``kubejury.spec.Judging`` fits)."""
+
+    @property
+    def prompt_template(self) -> str | None: ...
+    @property
+    def language(self) -> str | None: ...
+    @property
+    def structured_output(self) -> bool: ...
+    @property
+    def retries(self) -> int: ...
+    @property
+    def temperature(self) -> float: ...
+    @property
+    def max_tokens(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class JudgingItem:
+    """One anonymized answer to be judged (the model name is not part of anything the judge sees)."""
+
+    question: QuestionLike
+    model: str
+    answer_id: str
+    text: str
+
+
+def build_items(
+    questions: Sequence[QuestionLike],
+    answers_by_model: dict[str, list[Record]],
+    *,
+    seed: int,
+    scrubber: Scrubber,
+) -> tuple[list[JudgingItem], dict[str, str], int]:
+    """Anonymized judging items in the seeded order, the model → id mapping, and how many were skipped."""
+    mapping = opaque_ids(sorted(answers_by_model), seed)
+    by_id = {q.id: q for q in questions}
+    items: list[JudgingItem] = []
+    skipped = 0
+    for model in sorted(answers_by_model):
+        for record in answers_by_model[model]:
+            question = by_id.get(str(record.get("question_id")))
+            if question is None:
+                continue  # an answer to a question filtered out of this run
+            if record.get("error") is not None or record.get("answer") is None:
+                skipped += 1
+                continue
+            items.append(JudgingItem(question, model, mapping[model], scrubber.scrub(str(record["answer"]))))
+    order = {q.id: i for i, q in enumerate(questions)}
+    items.sort(key=lambda it: (order[it.question.id], it.model))
+    return shuffled(items, seed), mapping, skipped
+
+
+def judgment_record(
+    item: JudgingItem, series: str, judge: str, verdict: Verdict | None, result: ChatResult, asks: int
+) -> Record:
+    kind: str | None
+    if verdict is None:  # the request itself failed
+        score, rationale, error, kind = None, "", result.error, result.error_kind
+    else:
+        score, rationale, error = verdict.score, verdict.rationale, verdict.error
+        kind = "parse" if error is not None else None
+    return {
+        "question_id": item.question.id,
+        "model": item.model,
+        "series": series,
+        "judge": judge,
+        "answer_id": item.answer_id,
+        "score": score,
+        "rationale": rationale,
+        "error": error,
+        "error_kind": kind,
+        "asks": asks,
+        "latency_s": round(result.latency_s, 4),
+        "usage": {"prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens},
+    }
+
+
+async def run_judging(
+    *,
+    storage: Storage,
+    layout: RunLayout,
+    judge: JudgeLike,
+    judging: JudgingLike,
+    series: str,
+    models: Sequence[str],
+    questions: Sequence[QuestionLike],
+    client: ChatClient,
+    seed: int = 0,
+    language: str = "ru",
+    options: StageOptions | None = None,
+    view: ProgressView | None = None,
+) -> StageSummary:
+    """Have ``judge`` score every stored answer of ``models`` in ``series`` not yet judged."""
+    options = options or StageOptions()
+    started = time.monotonic()
+    qids = [q.id for q in questions]
+
+    def load_answers() -> dict[str, list[Record]]:
+        return {m: read_answers(storage, layout, series, m, order=qids) for m in models}
+
+    answers_by_model = await asyncio.to_thread(load_answers)
+    scrubber = Scrubber(models)
+    items, mapping, skipped = build_items(questions, answers_by_model, seed=seed, scrubber=scrubber)
+    mapping_doc = mapping_document(mapping, seed, series)
+    mapping_key = layout.anonymization_key(series)
+    if await asyncio.to_thread(storage.read_json_or_none, mapping_key) != mapping_doc:
+        await asyncio.to_thread(storage.write_json, mapping_key, mapping_doc)
+
+    prefix = layout.judgments_prefix(series, judge.name)
+    existing, next_seq = await read_existing(storage, prefix)
+    stored = latest_by_key(existing, _key)
+    done = {k for k, rec in stored.items() if is_final(rec) or not options.retry_errors}
+    pending = [(i, it) for i, it in enumerate(items) if (it.question.id, it.model) not in done]
+    resumed = len(items) - len(pending)
+
+    summary = StageSummary(STAGE, series, judge.name, total=len(items), resumed=resumed, skipped=skipped)
+    tracker = ProgressTracker(STAGE, series, judge.name, total=len(items), resumed=resumed, view=view)
+    tracker.parse_failures = sum(1 for k in done if stored[k].get("error_kind") == "parse")
+    progress_key = layout.progress_key(series, STAGE, judge.name)
+
+    async def write_progress() -> None:
+        await asyncio.to_thread(storage.write_json, progress_key, tracker.record())
+
+    prompt = JudgePrompt.create(
+        judging.prompt_template, language=judging.language or language, variant=judge.prompt_variant
+    )
+    params = SamplingParams(
+        temperature=judging.temperature,
+        max_tokens=judging.max_tokens,
+        seed=judge.seed if judge.seed is not None else seed,
+    )
+    sampling = request_fields(judge.runtime, params, model=judge.name)
+    response_format = json_schema_format("verdict", SCORE_SCHEMA) if judging.structured_output else None
+    served, judge_name, reasks = judge.request_model, judge.name, judging.retries
+
+    async def ask(messages: list[dict[str, str]]) -> ChatResult:
+        result = await client.chat(build_body(served, messages, sampling, response_format=response_format))
+        tracker.retries += result.attempts - 1
+        return result
+
+    async def handle(item: JudgingItem) -> Record:
+        messages = prompt.messages(item.question.question, item.question.reference, item.text)
+        result = await ask(messages)
+        if result.error_kind == "connection":
+            return UNREACHABLE
+        if not result.ok:
+            return judgment_record(item, series, judge_name, None, result, 1)
+        verdict = parse_verdict(result.content)
+        asks = 1
+        while verdict.error is not None and asks <= reasks:
+            messages = [
+                *messages,
+                {"role": "assistant", "content": result.content or ""},
+                prompt.reask_message(),
+            ]
+            result = await ask(messages)
+            asks += 1
+            if result.error_kind == "connection":
+                return UNREACHABLE
+            if not result.ok:
+                return judgment_record(item, series, judge_name, None, result, asks)
+            verdict = parse_verdict(result.content)
+        return judgment_record(item, series, judge_name, verdict, result, asks)
+
+    writer = ShardWriter(storage, prefix, next_seq, options)
+    await write_progress()
+    try:
+        await pump(
+            pending,
+            handle,
+            concurrency=client.settings.max_in_flight,
+            writer=writer,
+            tracker=tracker,
+            summary=summary,
+            options=options,
+            write_progress=write_progress,
+        )
+    except BaseException as exc:
+        tracker.finish("failed", f"{type(exc).__name__}: {exc}")
+        await asyncio.shield(write_progress())
+        raise
+    summary.shards = writer.keys
+    summary.elapsed_s = time.monotonic() - started
+    summary.parse_failures = tracker.parse_failures
+    if summary.unreachable or not summary.complete:
+        missing = summary.total - summary.resumed - summary.written
+        message = (
+            f"{missing} of {summary.total} answers not judged: {client.url} could not be reached; "
+            "the judgments stored are kept and a rerun resumes"
+        )
+        tracker.finish("failed", message)
+        await write_progress()
+        raise EndpointUnavailable(f"judging {judge.name}/{series}: {message}")
+    tracker.finish("succeeded")
+    tracker.show()
+    await write_progress()
+    return summary
+
+
+def _key(record: Record) -> tuple[str, str]:
+    return (str(record.get("question_id")), str(record.get("model")))
+
+
+def read_judgments(storage: Storage, layout: RunLayout, series: str, judge: str) -> list[Record]:
+    """One judgment per (question, model) — the latest final one — for every consumer of judgments."""
+    return list(latest_by_key(storage.read_jsonl(layout.judgments_prefix(series, judge)), _key).values())
+
+
+def parse_failure_count(records: Sequence[dict[str, Any]]) -> int:
+    """How many of a judge's records are replies that had no valid score (for the report)."""
+    return sum(1 for r in records if r.get("error_kind") == "parse")

@@ -1,0 +1,142 @@
+"""How far a stage has got, for the operator (a small JSON record in storage) and for a person (rich bars).
+
+Each stage (one model's generation of one series, one judge's judging of one series) keeps a
+:class:`ProgressTracker`. Counting is a few integer additions per request; the record is written
+to storage only periodically by the stage's flusher (never per request), under
+``RunLayout.progress_key(series, stage, name)``. The operator reads these records to fill the
+EvalRun status; locally, a :class:`RichProgressView` draws one bar per stage.
+
+Record fields: ``stage``, ``series``, ``name``, ``total``, ``done`` (records stored, including
+those found from an earlier attempt), ``resumed`` (of which found at start), ``errors``
+(records stored with an error, this attempt), ``parse_failures`` (judging: replies without a
+valid score after re-asking), ``retries`` (HTTP retries), ``rate_per_s`` (this attempt's
+completions per second), ``state`` (``running``, ``succeeded``, ``failed``), ``message``,
+``started_at``, ``updated_at`` (ISO-8601 UTC).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+class ProgressView(Protocol):
+    """Something that shows progress to a person (rich bars locally; nothing in a Job)."""
+
+    def update(self, record: dict[str, Any]) -> None: ...
+
+
+@dataclass
+class ProgressTracker:
+    """Counters of one stage run; cheap to update, snapshot with :meth:`record`."""
+
+    stage: str
+    series: str
+    name: str
+    total: int
+    resumed: int = 0
+    done: int = 0
+    errors: int = 0
+    parse_failures: int = 0
+    retries: int = 0
+    state: str = "running"
+    message: str = ""
+    started_at: str = field(default_factory=_now_iso)
+    _t0: float = field(default_factory=time.monotonic, repr=False)
+    view: ProgressView | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self.done = max(self.done, self.resumed)
+
+    def advance(self, *, error: bool = False, parse_failure: bool = False) -> None:
+        self.done += 1
+        if error:
+            self.errors += 1
+        if parse_failure:
+            self.parse_failures += 1
+
+    @property
+    def rate_per_s(self) -> float:
+        elapsed = time.monotonic() - self._t0
+        new = self.done - self.resumed
+        return new / elapsed if elapsed > 0 else 0.0
+
+    def finish(self, state: str, message: str = "") -> None:
+        self.state = state
+        self.message = message
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "stage": self.stage,
+            "series": self.series,
+            "name": self.name,
+            "total": self.total,
+            "done": self.done,
+            "resumed": self.resumed,
+            "errors": self.errors,
+            "parse_failures": self.parse_failures,
+            "retries": self.retries,
+            "rate_per_s": round(self.rate_per_s, 3),
+            "state": self.state,
+            "message": self.message,
+            "started_at": self.started_at,
+            "updated_at": _now_iso(),
+        }
+
+    def show(self) -> None:
+        if self.view is not None:
+            self.view.update(self.record())
+
+
+class RichProgressView:
+    """One ``rich`` progress bar per (stage, series, name); use as a context manager locally."""
+
+    def __init__(self, *, transient: bool = False) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self._progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[extra]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            transient=transient,
+        )
+        self._tasks: dict[tuple[str, str, str], Any] = {}
+
+    def __enter__(self) -> RichProgressView:
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.stop()
+
+    def update(self, record: dict[str, Any]) -> None:
+        key = (str(record["stage"]), str(record["series"]), str(record["name"]))
+        extra = f"{record['rate_per_s']:.1f}/s"
+        if record.get("errors"):
+            extra += f" · {record['errors']} errors"
+        if record.get("parse_failures"):
+            extra += f" · {record['parse_failures']} unparsed"
+        if record.get("state") not in (None, "running"):
+            extra += f" · {record['state']}"
+        task = self._tasks.get(key)
+        if task is None:
+            description = f"{key[0]:<8} {key[1]} · {key[2]}"
+            task = self._progress.add_task(description, total=record["total"], extra=extra)
+            self._tasks[key] = task
+        self._progress.update(task, completed=record["done"], total=record["total"], extra=extra)

@@ -1,0 +1,221 @@
+"""The machinery the generation and judging stages share: a worker pool, shard batching, resumption.
+
+A stage is "for every item not yet stored, make one (or two) model requests and store one record".
+This module does the parts that do not depend on what the item is:
+
+- **Resumption.** Before starting, the records already in storage are read; an item whose record
+  is final (no error, or a judge reply that could not be parsed even after re-asking) is skipped,
+  so a crash at 90% costs 10%. Records with a request error are retried; readers keep the latest
+  final record per key (:func:`latest_by_key`), so nothing is duplicated.
+- **Shards.** Records are buffered and written as a new immutable shard (``part-<seq>-<uuid>.jsonl``,
+  uploaded whole and atomically by :mod:`kubejury.storage`) every ``flush_records`` records or
+  ``flush_interval_s`` seconds, whichever comes first, in a worker thread so the event loop keeps
+  sending requests. Within a shard records are in item order; a crash loses at most one batch.
+- **Workers, not tasks.** ``concurrency`` coroutines pull items from one shared iterator: no task
+  or future per request, no semaphore wait when the pool is exactly the endpoint's bound.
+- **An unreachable server stops the stage.** A request that fails because the server cannot be
+  reached is not recorded (it is work not done, not a result); after ``abort_after_unreachable``
+  such failures in a row the stage stops dispatching, flushes what it has and raises
+  :class:`EndpointUnavailable`, so the Job fails visibly and its retry resumes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from kubejury.errors import KubejuryError
+from kubejury.stages.progress import ProgressTracker
+from kubejury.storage import Storage
+
+T = TypeVar("T")
+R = TypeVar("R")
+Record = dict[str, Any]
+
+
+class EndpointUnavailable(KubejuryError):
+    """The model server could not be reached; what was done is stored and a rerun resumes."""
+
+
+@dataclass(frozen=True)
+class StageOptions:
+    """Batching, progress and resumption knobs of a stage (defaults suit both laptops and Jobs)."""
+
+    flush_records: int = 500
+    flush_interval_s: float = 5.0
+    progress_interval_s: float = 2.0
+    retry_errors: bool = True  # rerun items whose stored record carries a request error
+    abort_after_unreachable: int = 8  # consecutive "server unreachable" failures before stopping
+
+
+@dataclass
+class StageSummary:
+    """What one stage run did (returned to the caller; the progress record has the same counts)."""
+
+    stage: str
+    series: str
+    name: str
+    total: int
+    resumed: int = 0
+    written: int = 0
+    errors: int = 0
+    parse_failures: int = 0
+    unreachable: int = 0
+    skipped: int = 0  # items that cannot be processed (e.g. judging an answer that failed)
+    elapsed_s: float = 0.0
+    shards: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return self.resumed + self.written == self.total
+
+
+def is_final(record: Record) -> bool:
+    """A stored record that need not be redone: no error, or a judge reply that could not be parsed."""
+    return record.get("error") is None or record.get("error_kind") == "parse"
+
+
+def latest_by_key(records: Iterable[Record], key: Callable[[Record], Hashable]) -> dict[Hashable, Record]:
+    """One record per key from records in storage order: the latest final one, else the latest."""
+    out: dict[Hashable, Record] = {}
+    for record in records:
+        k = key(record)
+        prev = out.get(k)
+        if prev is None or is_final(record) or not is_final(prev):
+            out[k] = record
+    return out
+
+
+class ShardWriter:
+    """Buffers records and writes them as numbered shards, one write at a time, off the event loop."""
+
+    def __init__(self, storage: Storage, prefix: str, first_seq: int, options: StageOptions) -> None:
+        self.storage = storage
+        self.prefix = prefix
+        self.options = options
+        self._seq = first_seq
+        self._buffer: list[tuple[int, Record]] = []
+        self._last_flush = time.monotonic()
+        self._chain: asyncio.Task[None] | None = None
+        self.keys: list[str] = []
+
+    def add(self, index: int, record: Record) -> None:
+        self._buffer.append((index, record))
+        if len(self._buffer) >= self.options.flush_records:
+            self.flush()
+
+    def tick(self) -> None:
+        """Flush if the buffer has waited ``flush_interval_s``."""
+        if self._buffer and time.monotonic() - self._last_flush >= self.options.flush_interval_s:
+            self.flush()
+
+    def flush(self) -> None:
+        self._last_flush = time.monotonic()
+        if not self._buffer:
+            return
+        batch, self._buffer = self._buffer, []
+        batch.sort(key=lambda pair: pair[0])
+        records = [record for _, record in batch]
+        seq, self._seq = self._seq, self._seq + 1
+        self._chain = asyncio.get_running_loop().create_task(self._write(self._chain, seq, records))
+
+    async def _write(self, previous: asyncio.Task[None] | None, seq: int, records: list[Record]) -> None:
+        if previous is not None:
+            await previous  # shards are written in sequence order; a failed write fails the next
+        key = await asyncio.to_thread(self.storage.write_shard, self.prefix, records, seq=seq)
+        if key is not None:
+            self.keys.append(key)
+
+    async def close(self) -> None:
+        """Write what is buffered and wait for every write; re-raises a failed write."""
+        self.flush()
+        if self._chain is not None:
+            await self._chain
+
+
+async def read_existing(storage: Storage, prefix: str) -> tuple[list[Record], int]:
+    """Every stored record under ``prefix`` (shard order) and the next shard sequence number."""
+
+    def read() -> tuple[list[Record], int]:
+        return list(storage.read_jsonl(prefix)), storage.next_shard_seq(prefix)
+
+    return await asyncio.to_thread(read)
+
+
+UNREACHABLE: Record = {}
+"""Returned by a stage's handler when the server could not be reached (nothing is recorded)."""
+
+
+async def pump(
+    items: Sequence[tuple[int, T]],
+    handle: Callable[[T], Awaitable[Record]],
+    *,
+    concurrency: int,
+    writer: ShardWriter,
+    tracker: ProgressTracker,
+    summary: StageSummary,
+    options: StageOptions,
+    write_progress: Callable[[], Awaitable[None]],
+) -> None:
+    """Run ``handle`` over ``items`` (``(index, item)`` pairs) with ``concurrency`` workers."""
+    iterator = iter(items)
+    state = {"consecutive_unreachable": 0, "stop": False}
+    advance = tracker.advance
+    add = writer.add
+
+    async def worker() -> None:
+        for index, item in iterator:
+            if state["stop"]:
+                return
+            record = await handle(item)
+            if record is UNREACHABLE:
+                summary.unreachable += 1
+                state["consecutive_unreachable"] += 1
+                if state["consecutive_unreachable"] >= options.abort_after_unreachable:
+                    state["stop"] = True
+                continue
+            state["consecutive_unreachable"] = 0
+            add(index, record)
+            summary.written += 1
+            error = record.get("error") is not None
+            parse_failure = error and record.get("error_kind") == "parse"
+            if error:
+                summary.errors += 1
+            if parse_failure:
+                summary.parse_failures += 1
+            advance(error=error, parse_failure=parse_failure)
+
+    async def ticker() -> None:
+        interval = min(options.flush_interval_s, options.progress_interval_s, 0.5)
+        last_progress = time.monotonic()
+        while True:
+            await asyncio.sleep(interval)
+            writer.tick()
+            tracker.show()
+            if time.monotonic() - last_progress >= options.progress_interval_s:
+                last_progress = time.monotonic()
+                await write_progress()
+
+    tick_task = asyncio.get_running_loop().create_task(ticker())
+    try:
+        workers = [worker() for _ in range(max(1, min(concurrency, len(items))))]
+        await asyncio.gather(*workers)
+    finally:
+        tick_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await tick_task
+        await writer.close()
+
+
+def run_async(coro: Coroutine[Any, Any, R]) -> R:
+    """Run a stage coroutine on uvloop when it is installed (measurably less CPU per request)."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency, but stay usable without it
+        return asyncio.run(coro)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(coro)

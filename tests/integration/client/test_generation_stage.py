@@ -1,0 +1,203 @@
+"""Generation stage against a real loopback server that misbehaves: retries, resumption, no loss, no duplicates."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from kubejury.benchmark import Question
+from kubejury.client import ChatClient, ClientSettings
+from kubejury.spec import ModelSpec, Series
+from kubejury.stages import EndpointUnavailable, StageOptions, read_answers, run_generation
+from kubejury.storage import LocalStorage, RunLayout
+from kubejury.testing.fault_server import FaultServer
+
+pytestmark = pytest.mark.integration
+
+
+async def test_every_question_answered_once_in_order(
+    storage: LocalStorage,
+    layout: RunLayout,
+    model: ModelSpec,
+    series: Series,
+    questions: list[Question],
+    server: FaultServer,
+    client: ChatClient,
+) -> None:
+    summary = await run_generation(
+        storage=storage, layout=layout, model=model, series=series, questions=questions, client=client
+    )
+    assert summary.complete and summary.written == 40 and summary.errors == 0
+    shards = storage.shard_keys(layout.answers_prefix("primary", "qwen-test"))
+    raw = list(storage.read_jsonl(layout.answers_prefix("primary", "qwen-test")))
+    assert len(raw) == 40 and len(shards) >= 1
+    answers = read_answers(storage, layout, "primary", "qwen-test", order=[q.id for q in questions])
+    assert [a["question_id"] for a in answers] == [q.id for q in questions]
+    for q, a in zip(questions, answers, strict=True):
+        assert a["answer"] == f"Ответ на: {q.question}"
+        assert a["model"] == "qwen-test" and a["series"] == "primary"
+        assert a["usage"]["completion_tokens"] > 0 and a["latency_s"] >= 0 and a["error"] is None
+    # requests carried the served model id and the vLLM spelling of the series' sampling
+    first = server.requests[0]
+    assert first["model"] == "Qwen/Qwen3-8B"
+    assert first["repetition_penalty"] == 1.2 and first["temperature"] == 0.0 and first["max_tokens"] == 64
+    progress = storage.read_json(layout.progress_key("primary", "generate", "qwen-test"))
+    assert progress["state"] == "succeeded" and progress["done"] == 40 and progress["total"] == 40
+
+
+async def test_transient_faults_do_not_lose_answers(
+    storage: LocalStorage,
+    layout: RunLayout,
+    model: ModelSpec,
+    series: Series,
+    questions: list[Question],
+    server: FaultServer,
+    client: ChatClient,
+) -> None:
+    server.faults = ["429:0", "500", "truncated", "empty", "close", "503", "429:0.01"] * 2
+    summary = await run_generation(
+        storage=storage, layout=layout, model=model, series=series, questions=questions, client=client
+    )
+    assert summary.complete and summary.errors == 0
+    answers = read_answers(storage, layout, "primary", "qwen-test")
+    assert len(answers) == 40
+    assert sum(a["attempts"] for a in answers) == 40 + 14
+    assert len(server.requests) == 54
+
+
+async def test_server_dying_mid_run_then_rerun_completes_exactly_once(
+    storage: LocalStorage,
+    layout: RunLayout,
+    model: ModelSpec,
+    series: Series,
+    questions: list[Question],
+    fast: ClientSettings,
+) -> None:
+    options = StageOptions(flush_records=5, abort_after_unreachable=3)
+    first = FaultServer()
+    await first.start()
+    first.die_after = 17
+    async with ChatClient(first.base_url, settings=fast, runtime="vllm") as client:
+        with pytest.raises(EndpointUnavailable, match="rerun resumes"):
+            await run_generation(
+                storage=storage,
+                layout=layout,
+                model=model,
+                series=series,
+                questions=questions,
+                client=client,
+                options=options,
+            )
+    await first.stop()
+    stored = list(storage.read_jsonl(layout.answers_prefix("primary", "qwen-test")))
+    assert len(stored) == 17  # every completed answer was kept; nothing unreachable was recorded
+    progress = storage.read_json(layout.progress_key("primary", "generate", "qwen-test"))
+    assert progress["state"] == "failed" and progress["done"] == 17
+
+    async with FaultServer(port=first.port) as second:
+        async with ChatClient(second.base_url, settings=fast, runtime="vllm") as client:
+            summary = await run_generation(
+                storage=storage,
+                layout=layout,
+                model=model,
+                series=series,
+                questions=questions,
+                client=client,
+                options=options,
+            )
+        assert summary.resumed == 17 and summary.written == 23
+        assert len(second.requests) == 23  # only the missing questions were asked
+    raw = list(storage.read_jsonl(layout.answers_prefix("primary", "qwen-test")))
+    counts = Counter(r["question_id"] for r in raw)
+    assert sorted(counts) == [q.id for q in questions]
+    assert set(counts.values()) == {1}
+
+
+async def test_crash_mid_run_costs_only_the_unflushed_batch(
+    storage: LocalStorage,
+    layout: RunLayout,
+    model: ModelSpec,
+    series: Series,
+    questions: list[Question],
+    fast: ClientSettings,
+) -> None:
+    # A crash (the process killed) is simulated by cancelling the stage task mid-run.
+    options = StageOptions(flush_records=4, flush_interval_s=60)
+    async with FaultServer(latency_s=0.01) as server, ChatClient(server.base_url, settings=fast) as client:
+        task = asyncio.create_task(
+            run_generation(
+                storage=storage,
+                layout=layout,
+                model=model,
+                series=series,
+                questions=questions,
+                client=client,
+                options=options,
+            )
+        )
+        while server.served < 20:
+            await asyncio.sleep(0.005)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        before = len(list(storage.read_jsonl(layout.answers_prefix("primary", "qwen-test"))))
+        assert 0 < before < 40
+        asked_before = len(server.requests)
+        summary = await run_generation(
+            storage=storage,
+            layout=layout,
+            model=model,
+            series=series,
+            questions=questions,
+            client=client,
+            options=options,
+        )
+        assert summary.resumed == before
+        assert len(server.requests) - asked_before == 40 - before
+    raw = list(storage.read_jsonl(layout.answers_prefix("primary", "qwen-test")))
+    assert Counter(r["question_id"] for r in raw) == Counter(q.id for q in questions)
+
+
+async def test_request_errors_are_recorded_then_retried_on_rerun(
+    storage: LocalStorage,
+    layout: RunLayout,
+    model: ModelSpec,
+    series: Series,
+    questions: list[Question],
+    server: FaultServer,
+    client: ChatClient,
+) -> None:
+    server.decide = lambda body, i: "bad:400" if "номер 7?" in body["messages"][-1]["content"] else None
+    summary = await run_generation(
+        storage=storage, layout=layout, model=model, series=series, questions=questions, client=client
+    )
+    assert summary.errors == 1 and summary.complete
+    failed = [a for a in read_answers(storage, layout, "primary", "qwen-test") if a["error"]]
+    assert [a["question_id"] for a in failed] == ["q007"]
+    assert failed[0]["answer"] is None and failed[0]["error_kind"] == "rejected"
+
+    server.decide = None
+    summary = await run_generation(
+        storage=storage, layout=layout, model=model, series=series, questions=questions, client=client
+    )
+    assert summary.resumed == 39 and summary.written == 1
+    answers = read_answers(storage, layout, "primary", "qwen-test")
+    assert len(answers) == 40 and all(a["error"] is None for a in answers)
+
+
+async def test_system_prompt_and_llamacpp_spelling(
+    tmp_path: Path, layout: RunLayout, questions: list[Question], server: FaultServer, fast: ClientSettings
+) -> None:
+    storage = LocalStorage(tmp_path)
+    model = ModelSpec(name="gemma", runtime="llamacpp")
+    series = Series(name="s2", temperature=0.8, repetition_penalty=1.05, system_prompt="Отвечай кратко.")
+    async with ChatClient(server.base_url, settings=fast, runtime="llamacpp") as client:
+        await run_generation(
+            storage=storage, layout=layout, model=model, series=series, questions=questions[:3], client=client
+        )
+    body = server.requests[0]
+    assert body["messages"][0] == {"role": "system", "content": "Отвечай кратко."}
+    assert body["repeat_penalty"] == 1.05 and "repetition_penalty" not in body
