@@ -1,0 +1,141 @@
+"""``kubejury report``: benchmark + judgment files in, report.json / report.md / report.html out.
+
+The command is a thin shell around :func:`kubejury.aggregate.aggregate` and
+:func:`kubejury.aggregate.write_reports`: it parses options into a ScoringConfig, model facts and
+judge relations, and either writes the three reports into ``--out`` or, with ``--format json``,
+prints report.json on stdout and nothing else there (so it can be piped into ``jq``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+from kubejury.errors import InputError
+from kubejury.scoring import ScoringConfig
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
+    parser = subparsers.add_parser(
+        name,
+        help="compute report.json/.md/.html from benchmark and judgment files",
+        description=(
+            "Aggregate judgments with the study's method plus bootstrap intervals, judge agreement and "
+            "bias checks, and write report.json, report.md and report.html. JUDGMENTS and ANSWERS may each "
+            "be a file, a directory of *.jsonl files or a quoted glob, and may be repeated."
+        ),
+    )
+    parser.add_argument(
+        "--benchmark", required=True, metavar="B", help="benchmark file (JSONL, CSV or Parquet)"
+    )
+    parser.add_argument("--judgments", required=True, nargs="+", metavar="J", help="judgment JSONL file(s)")
+    parser.add_argument(
+        "--answers", nargs="+", metavar="A", help="answer JSONL file(s), for verbosity and cost"
+    )
+    parser.add_argument(
+        "--models", metavar="M.yaml", help="model sizes, quantization, families, judge relations"
+    )
+    parser.add_argument("--experts", metavar="E.csv", help="expert scores: question_id, model, expert, score")
+    parser.add_argument(
+        "--weights", metavar="1=0.6,2=0.8,3=1.0", help="level weights (default: the study's 0.6/0.8/1.0)"
+    )
+    parser.add_argument(
+        "--bootstrap",
+        type=int,
+        default=ScoringConfig().bootstrap_samples,
+        metavar="N",
+        help="bootstrap resamples (0: no intervals)",
+    )
+    parser.add_argument("--seed", type=int, default=0, metavar="S", help="bootstrap seed (default 0)")
+    parser.add_argument("--confidence", type=float, default=0.95, help="interval level (default 0.95)")
+    parser.add_argument(
+        "--primary-series", metavar="NAME", help="primary series (default: the first in the judgments)"
+    )
+    parser.add_argument(
+        "--out", metavar="DIR", help="directory to write report.json, report.md and report.html into"
+    )
+    parser.add_argument(
+        "--format",
+        choices=("all", "json"),
+        default="all",
+        help="'json': print report.json on stdout (also writes the files when --out is given)",
+    )
+
+
+def parse_weights(text: str) -> dict[int, float]:
+    """``"1=0.6,2=0.8,3=1.0"`` → ``{1: 0.6, 2: 0.8, 3: 1.0}``."""
+    weights: dict[int, float] = {}
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        level_text, sep, weight_text = part.partition("=")
+        try:
+            if not sep:
+                raise ValueError
+            level, weight = int(level_text), float(weight_text)
+        except ValueError:
+            raise InputError(
+                "--weights", f"cannot read {part!r}: write LEVEL=WEIGHT, e.g. 1=0.6,2=0.8,3=1.0"
+            ) from None
+        if level <= 0 or not math.isfinite(weight) or weight < 0:
+            raise InputError(
+                "--weights", f"{part!r}: levels are positive integers and weights non-negative numbers"
+            )
+        if level in weights:
+            raise InputError("--weights", f"level {level} is given twice")
+        weights[level] = weight
+    if not weights or sum(weights.values()) <= 0:
+        raise InputError("--weights", "give at least one level with a positive weight")
+    return weights
+
+
+def _config(args: argparse.Namespace) -> ScoringConfig:
+    if args.bootstrap < 0:
+        raise InputError("--bootstrap", "must be 0 (no intervals) or a positive number of resamples")
+    if not 0.0 < args.confidence < 1.0:
+        raise InputError("--confidence", "must be between 0 and 1, e.g. 0.95")
+    defaults = ScoringConfig()
+    return ScoringConfig(
+        level_weights=parse_weights(args.weights) if args.weights else dict(defaults.level_weights),
+        tiers=defaults.tiers,
+        bootstrap_samples=args.bootstrap,
+        confidence=args.confidence,
+        seed=args.seed,
+        primary_series=args.primary_series,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from kubejury.aggregate import aggregate, write_reports
+    from kubejury.models_file import ModelsFile, load_models_file
+    from kubejury.report.json_report import build_report, dumps
+
+    if args.out is None and args.format != "json":
+        raise InputError(
+            "kubejury report", "give --out DIR to write the reports, or --format json to print report.json"
+        )
+    config = _config(args)
+    facts = load_models_file(args.models) if args.models else ModelsFile({}, {})
+    analysis = aggregate(
+        args.benchmark,
+        args.judgments,
+        answers=args.answers,
+        experts=args.experts,
+        model_infos=facts.models,
+        judge_relations=facts.judges,
+        config=config,
+        inputs={"models": args.models},
+    )
+    if args.out is not None:
+        written = write_reports(analysis, args.out)
+        if args.format != "json":
+            primary = analysis.series[analysis.primary_series].scores
+            top = ", ".join(primary.ranking[:3])
+            print(f"series {analysis.primary_series!r}: {len(primary.models)} models, top: {top}")
+            for uri in written.values():
+                print(f"wrote {uri}")
+    if args.format == "json":
+        sys.stdout.write(dumps(build_report(analysis)))
+        sys.stdout.flush()
+    return 0
