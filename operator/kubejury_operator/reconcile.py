@@ -408,11 +408,10 @@ def plan(run: RunInputs, observed: Observed, previous: Mapping[str, Any], now: s
     judge_progress = totals("judge", all_judge, judged)
     items_done = gen_progress["done"] + judge_progress["done"]
     items_total = gen_progress["total"] + judge_progress["total"]
-    progress_status = {
+    stages_status = {
         "generation": gen_progress,
         "judging": judge_progress,
         "aggregation": {"done": 1 if aggregated else 0, "total": 1},
-        "text": f"{items_done}/{items_total}",
     }
     placement_status: dict[str, Any] = {}
     for endpoint in (*run.models, *run.judges):
@@ -626,7 +625,8 @@ def plan(run: RunInputs, observed: Observed, previous: Mapping[str, Any], now: s
         "phase": phase,
         "observedGeneration": gen,
         "conditions": conditions,
-        "progress": progress_status,
+        "progress": f"{items_done}/{items_total}",  # the printer column: items done / total
+        "stages": stages_status,
         "placement": placement_status,
         "startedAt": previous.get("startedAt") or (now if phase != "Pending" else None),
         "completedAt": previous.get("completedAt") or (now if phase in TERMINAL_PHASES else None),
@@ -635,9 +635,6 @@ def plan(run: RunInputs, observed: Observed, previous: Mapping[str, Any], now: s
         status["summary"] = (
             dict(observed.summary) if observed.summary is not None else previous.get("summary")
         )
-        summary = status["summary"] or {}
-        status["leader"] = summary.get("leader")
-        status["leaderWeighted"] = summary.get("leaderWeighted")
     elif previous.get("summary") is not None:
         status["summary"] = previous.get("summary")
 
@@ -652,7 +649,7 @@ def plan(run: RunInputs, observed: Observed, previous: Mapping[str, Any], now: s
             "Judging": "All answers generated; judging",
             "Aggregating": "All answers judged; aggregating",
             "Succeeded": "Report ready"
-            + (f"; leader {status.get('leader')}" if status.get("leader") else ""),
+            + (f"; leader {leader}" if (leader := (status.get("summary") or {}).get("leader")) else ""),
             "Failed": "; ".join(failures) or "Failed",
         }[phase]
         events.append(Event(kind, phase, _sentence(message)))
@@ -753,7 +750,7 @@ def run_inputs(
             placement = placements.get(twin.name)
         else:
             key = mf.endpoint_key("judge", j.name)
-            placement = placements.get(j.name)
+            placement = placements.get(f"{j.name} (judge)") or placements.get(j.name)
         judges.append(_endpoint(j, key, placement))
     storage_uri = spec.storage.uri
     secret = spec.storage.credentials_secret_ref
@@ -772,3 +769,60 @@ def run_inputs(
         generation_shards=int(spec.jobs.generation_shards),
         report_uri=storage_uri.rstrip("/") + f"/{ref.name}/report/",
     )
+
+
+# ------------------------------------------------------------------- reading observed objects
+
+
+def deployment_state(obj: Mapping[str, Any]) -> DeploymentState:
+    """A Deployment as the planner sees it (``stalled``: ProgressDeadlineExceeded)."""
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    stalled = False
+    message = ""
+    for c in status.get("conditions") or []:
+        if (
+            c.get("type") == "Progressing"
+            and c.get("status") == "False"
+            and c.get("reason") == "ProgressDeadlineExceeded"
+        ):
+            stalled = True
+            message = str(c.get("message") or "")
+    replicas = spec.get("replicas")
+    return DeploymentState(
+        replicas=1 if replicas is None else int(replicas),
+        ready_replicas=int(status.get("readyReplicas") or 0),
+        stalled=stalled,
+        message=message,
+    )
+
+
+def job_state(obj: Mapping[str, Any]) -> JobState:
+    """A Job as the planner sees it: succeeded (Complete) or failed for good (Failed)."""
+    status = obj.get("status") or {}
+    succeeded = failed = False
+    message = ""
+    for c in status.get("conditions") or []:
+        if c.get("status") != "True":
+            continue
+        if c.get("type") in ("Complete", "SuccessCriteriaMet"):
+            succeeded = True
+        elif c.get("type") in ("Failed", "FailureTarget"):
+            failed = True
+            message = str(c.get("message") or c.get("reason") or "")
+    return JobState(succeeded=succeeded and not failed, failed=failed, message=message)
+
+
+PROGRESS_STAGES = {"generate": "generate", "generation": "generate", "judge": "judge", "judging": "judge"}
+
+
+def progress_key(series: str, key: str) -> ProgressKey | None:
+    """``(stage, series, name)`` from a progress record's storage key ``…/progress/<stage>-<name>.json``."""
+    file = key.rsplit("/", 1)[-1]
+    if not file.endswith(".json") or "-" not in file:
+        return None
+    stage, _, who = file[: -len(".json")].partition("-")
+    normalized = PROGRESS_STAGES.get(stage)
+    if normalized is None or not who:
+        return None
+    return (normalized, series, who)
