@@ -112,26 +112,36 @@ def level_weight_vector(levels: Sequence[int], weights: Mapping[int, float], ser
 
 
 def question_means(cube: ScoreCube) -> tuple[FloatArray, IntArray]:
-    """S(q) per (model, question) — formula (1) — and the number of non-null judge scores."""
-    valid = ~np.isnan(cube.scores)
-    n_valid = valid.sum(axis=2)
-    total = np.where(valid, cube.scores, 0.0).sum(axis=2)
+    """S(q) per (model, question) — formula (1) — and the number of non-null judge scores.
+
+    Loops over the (few) judges so that the temporaries are (M, Q), not (M, Q, J).
+    """
+    shape = cube.scores.shape[:2]
+    total = np.zeros(shape)
+    n_valid = np.zeros(shape, dtype=np.int64)
+    for j in range(cube.n_judges):
+        column = cube.scores[:, :, j]
+        valid = ~np.isnan(column)
+        n_valid += valid
+        total += np.where(valid, column, 0.0)
     with np.errstate(invalid="ignore", divide="ignore"):
         means = np.where(n_valid > 0, total / np.maximum(n_valid, 1), np.nan)
-    return means.astype(np.float64), n_valid.astype(np.int64)
+    return means, n_valid
 
 
 def judge_sigma(cube: ScoreCube, means: FloatArray, n_valid: IntArray) -> FloatArray:
     """σ(m) — formula (4): mean over questions with ≥2 judge scores of their population std."""
-    valid = ~np.isnan(cube.scores)
-    dev = np.where(valid, cube.scores - means[:, :, None], 0.0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        std = np.sqrt((dev * dev).sum(axis=2) / np.maximum(n_valid, 1))
+    squares = np.zeros(cube.scores.shape[:2])
+    for j in range(cube.n_judges):
+        dev = cube.scores[:, :, j] - means
+        squares += np.where(np.isnan(dev), 0.0, dev * dev)
     eligible = n_valid >= 2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        std = np.sqrt(squares / np.maximum(n_valid, 1))
     count = eligible.sum(axis=1)
     total = np.where(eligible, std, 0.0).sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(count > 0, total / np.maximum(count, 1), np.nan).astype(np.float64)
+        return np.where(count > 0, total / np.maximum(count, 1), np.nan)
 
 
 def cell_index(cube: ScoreCube) -> IntArray:

@@ -8,15 +8,14 @@ cluster bootstrap over questions (see docs/method.md, "Uncertainty"):
   comparison between two models is paired: both are scored on the same resampled questions);
 * resampling is stratified by (domain, level) cell: each cell keeps its number of questions, so
   every replicate has the benchmark's design and formulas (2)–(6) mean the same thing in it;
-* it is seeded (numpy ``Generator``) and therefore reproducible;
+* it is seeded (numpy ``Generator``) and therefore reproducible; series over the same questions
+  get the same replicates, so differences between series are paired as well;
 * it is vectorised: replicate question counts form a (B, Q) matrix and every per-cell sum for
   every replicate and model is one matrix product per cell.
 """
 
 from __future__ import annotations
 
-import warnings
-import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,7 +27,6 @@ from kubejury.scoring import (
     SeriesScores,
     cell_index,
     level_scores_from_cells,
-    question_means,
     score_series,
     weighted_mean_over_levels,
 )
@@ -64,45 +62,75 @@ class SeriesUncertainty:
         return self.models.index(model)
 
 
-def series_seed(seed: int, series: str) -> np.random.Generator:
-    """The generator for one series: the configured seed mixed with a stable hash of the name."""
-    return np.random.default_rng([int(seed), zlib.crc32(series.encode("utf-8"))])
+@dataclass(frozen=True)
+class QuestionResample:
+    """Replicate draws of the benchmark's questions, stratified by (domain, level) cell.
 
-
-def resample_counts(cells: IntArray, samples: int, rng: np.random.Generator) -> FloatArray:
-    """(B, Q) matrix: how often each question is drawn in each replicate, stratified by cell.
-
-    Within a cell of n questions each replicate draws n questions uniformly with replacement.
+    ``members[k]`` are the question indices of the k-th cell and ``counts[k]`` a (B, n_k) matrix:
+    how often each of them is drawn in each replicate (every row sums to n_k). One resample can
+    serve every series of a run that shares the benchmark: the series are then paired too.
     """
-    n_questions = cells.shape[0]
-    counts = np.zeros((samples, n_questions), dtype=np.float64)
+
+    samples: int
+    seed: int
+    cells: IntArray  # (Q,) cell of each question, as given
+    members: tuple[IntArray, ...]
+    counts: tuple[FloatArray, ...]
+
+
+def resample_questions(cells: IntArray, samples: int, seed: int) -> QuestionResample:
+    """Draw ``samples`` replicates: within a cell of n questions, n uniform draws with replacement."""
+    if samples < 1:
+        raise ConfigError(f"bootstrap_samples must be at least 1, got {samples}")
+    rng = np.random.default_rng(int(seed))
+    members: list[IntArray] = []
+    blocks: list[FloatArray] = []
     for cell in np.unique(cells).tolist():
-        members = np.flatnonzero(cells == cell)
-        n = members.shape[0]
-        draws = rng.integers(0, n, size=(samples, n))
-        flat = draws + (np.arange(samples)[:, None] * n)
-        per_cell = np.bincount(flat.ravel(), minlength=samples * n).reshape(samples, n)
-        counts[:, members] = per_cell
-    return counts
+        idx = np.flatnonzero(cells == cell).astype(np.int64)
+        n = int(idx.shape[0])
+        draws = rng.integers(0, n, size=(samples, n), dtype=np.int64)
+        draws += np.arange(samples, dtype=np.int64)[:, None] * n
+        block = np.bincount(draws.ravel(), minlength=samples * n).reshape(samples, n)
+        members.append(idx)
+        blocks.append(block.astype(np.float64))
+    return QuestionResample(
+        samples=samples, seed=int(seed), cells=cells.copy(), members=tuple(members), counts=tuple(blocks)
+    )
 
 
-def _percentile_interval(values: FloatArray, confidence: float, axis: int = 0) -> FloatArray:
-    """Percentile interval along ``axis`` ignoring NaN replicates; result has a trailing axis of 2."""
+def _percentile_interval(values: FloatArray, confidence: float) -> FloatArray:
+    """Percentile interval over axis 0 ignoring NaN replicates (numpy's "linear" definition).
+
+    Vectorised (one sort) instead of ``np.nanquantile``, which loops in Python over every column
+    that holds a NaN. The result has the remaining axes and a trailing axis of 2.
+    """
     alpha = (1.0 - confidence) / 2.0
-    with np.errstate(invalid="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices give NaN, as intended
-        low = np.nanquantile(values, alpha, axis=axis)
-        high = np.nanquantile(values, 1.0 - alpha, axis=axis)
-    return np.stack([low, high], axis=-1).astype(np.float64)
+    ordered = np.sort(values, axis=0)  # NaN sorts last
+    valid = (~np.isnan(values)).sum(axis=0)
+    bounds = []
+    for q in (alpha, 1.0 - alpha):
+        pos = q * np.maximum(valid - 1, 0)
+        lo = np.floor(pos).astype(np.int64)
+        hi = np.minimum(lo + 1, np.maximum(valid - 1, 0))
+        frac = pos - lo
+        low_v = np.take_along_axis(ordered, lo[None, ...], axis=0)[0]
+        high_v = np.take_along_axis(ordered, hi[None, ...], axis=0)[0]
+        bounds.append(np.where(valid > 0, low_v + (high_v - low_v) * frac, np.nan))
+    return np.stack(bounds, axis=-1).astype(np.float64)
 
 
 def bootstrap_series(
-    cube: ScoreCube, config: ScoringConfig, scores: SeriesScores | None = None
+    cube: ScoreCube,
+    config: ScoringConfig,
+    scores: SeriesScores | None = None,
+    resample: QuestionResample | None = None,
 ) -> SeriesUncertainty:
-    """Bootstrap one series with ``config.bootstrap_samples`` replicates and ``config.seed``."""
-    samples = int(config.bootstrap_samples)
-    if samples < 1:
-        raise ConfigError(f"bootstrap_samples must be at least 1, got {samples}")
+    """Bootstrap one series with ``config.bootstrap_samples`` replicates and ``config.seed``.
+
+    Pass the same ``resample`` (from :func:`resample_questions` on ``cell_index(cube)``) to every
+    series of a run to draw the replicates once; without it they are drawn from ``config.seed``,
+    which gives the same replicates anyway for series over the same questions.
+    """
     if not 0.0 < config.confidence < 1.0:
         raise ConfigError(f"confidence must be between 0 and 1, got {config.confidence}")
     if scores is None:
@@ -110,28 +138,29 @@ def bootstrap_series(
     n_models, n_domains, n_levels = cube.n_models, len(cube.domains), len(cube.levels)
     weights = np.array([float(config.level_weights.get(lvl, 0.0)) for lvl in cube.levels], dtype=np.float64)
 
-    means, n_valid = question_means(cube)
-    scored = n_valid > 0
-    values = np.where(scored, means, 0.0)  # (M, Q)
-    present = scored.astype(np.float64)
     cells = cell_index(cube)
-    rng = series_seed(config.seed, cube.series)
-    counts = resample_counts(cells, samples, rng)  # (B, Q)
+    if resample is None:
+        resample = resample_questions(cells, int(config.bootstrap_samples), config.seed)
+    elif not np.array_equal(resample.cells, cells):
+        raise ValueError("the resample was drawn for a different question design than this cube's")
+    samples = resample.samples
+    scored = ~np.isnan(scores.question_scores)
+    values = np.where(scored, scores.question_scores, 0.0)  # (M, Q)
+    present = scored.astype(np.float64)
 
     # Per replicate, model and cell: Σ count·S(q) and Σ count·[scored]; one product per cell.
     n_cells = n_domains * n_levels
     cell_means = np.full((samples, n_models, n_cells), np.nan, dtype=np.float64)
-    for cell in np.unique(cells).tolist():
-        members = np.flatnonzero(cells == cell)
-        block = counts[:, members]
+    for members, block in zip(resample.members, resample.counts, strict=True):
+        cell = int(cells[members[0]])
         total = block @ values[:, members].T  # (B, M)
-        if np.all(present[:, members]):
-            weight = np.broadcast_to(block.sum(axis=1, dtype=np.float64)[:, None], total.shape)
+        member_present = present[:, members]
+        if member_present.all():
+            weight: FloatArray = np.full(total.shape, float(members.shape[0]))
         else:
-            weight = block @ present[:, members].T
+            weight = block @ member_present.T
         with np.errstate(invalid="ignore", divide="ignore"):
             cell_means[:, :, cell] = np.where(weight > 0, total / np.where(weight > 0, weight, 1.0), np.nan)
-    del counts
 
     domain_level = cell_means.reshape(samples, n_models, n_domains, n_levels)
     level = level_scores_from_cells(domain_level)  # (B, M, L)
@@ -167,7 +196,7 @@ def bootstrap_series(
         levels=cube.levels,
         samples=samples,
         confidence=float(config.confidence),
-        seed=int(config.seed),
+        seed=resample.seed,
         weighted_ci=_percentile_interval(weighted, config.confidence),
         level_ci=_percentile_interval(level, config.confidence),
         degradation_ci=_percentile_interval(degradation, config.confidence),

@@ -7,8 +7,8 @@ import pytest
 
 from kubejury.cube import ScoreCube
 from kubejury.errors import ConfigError
-from kubejury.scoring import ScoringConfig, score_series
-from kubejury.uncertainty import bootstrap_series, resample_counts
+from kubejury.scoring import ScoringConfig, cell_index, score_series
+from kubejury.uncertainty import bootstrap_series, resample_questions
 
 
 def synthetic_cube(
@@ -49,12 +49,28 @@ CONFIG = ScoringConfig(bootstrap_samples=400, seed=11)
 
 
 def test_counts_are_stratified_by_cell() -> None:
-    cells = np.array([0, 0, 0, 1, 1, 2, 2, 2, 2], dtype=np.int64)
-    counts = resample_counts(cells, 50, np.random.default_rng(0))
-    assert counts.shape == (50, 9)
-    for cell, size in ((0, 3), (1, 2), (2, 4)):
-        assert np.all(counts[:, cells == cell].sum(axis=1) == size)
-    assert counts.min() >= 0
+    cells = np.array([0, 2, 0, 1, 1, 2, 0, 2, 2], dtype=np.int64)
+    resample = resample_questions(cells, 50, seed=0)
+    assert [m.tolist() for m in resample.members] == [[0, 2, 6], [3, 4], [1, 5, 7, 8]]
+    for members, counts in zip(resample.members, resample.counts, strict=True):
+        assert counts.shape == (50, members.shape[0])
+        assert np.all(counts.sum(axis=1) == members.shape[0])
+        assert counts.min() >= 0
+    # Draws are uniform within a cell: over many replicates every question is drawn about once.
+    big = resample_questions(cells, 4000, seed=1)
+    np.testing.assert_allclose(big.counts[2].mean(axis=0), 1.0, atol=0.06)
+
+
+def test_shared_resample_gives_same_result_and_checks_design() -> None:
+    cube = synthetic_cube()
+    resample = resample_questions(cell_index(cube), 400, seed=11)
+    np.testing.assert_array_equal(
+        bootstrap_series(cube, CONFIG, resample=resample).weighted_ci,
+        bootstrap_series(cube, CONFIG).weighted_ci,
+    )
+    other = resample_questions(np.zeros(cube.n_questions, dtype=np.int64), 10, seed=0)
+    with pytest.raises(ValueError):
+        bootstrap_series(cube, CONFIG, resample=other)
 
 
 def test_reproducible_with_seed_and_sensitive_to_it() -> None:
