@@ -1,0 +1,165 @@
+"""``kubejury run SPEC [--out DIR]``: a whole evaluation on this machine, no cluster.
+
+Loads and checks the EvalRun and its benchmark (a bad file stops here, before anything is written),
+starts a local llama.cpp server for every ``runtime: llamacpp`` model and judge (one per distinct
+model; the embedded Gemma-3 270M by default), runs generation, then judging, then aggregation,
+always stops the servers, and prints the ranking and where the HTML report is. Rerunning the same
+spec resumes: stored answers and judgments are not asked again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from kubejury import pipeline
+from kubejury.errors import ConfigError
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
+    parser = subparsers.add_parser(
+        name,
+        help="run a whole EvalRun locally (no cluster): generate, judge, report",
+        description=(
+            "Run an EvalRun on this machine: serve runtime-llamacpp models locally, generate answers, judge them, "
+            "aggregate, and write the report under <storage>/<run>/report/. Reruns resume."
+        ),
+    )
+    parser.add_argument("evalrun", metavar="SPEC", help="EvalRun YAML file, e.g. examples/quickstart.yaml")
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        help="output root (a directory or s3://bucket/prefix) instead of spec.storage.uri (default ./runs)",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars (e.g. in CI logs)")
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _check_endpoints(inputs: pipeline.RunInputs) -> None:
+    """Fail before starting anything when an entry cannot be reached from this machine."""
+    for entry in inputs.evalrun.spec.all_endpoints():
+        if entry.runtime in ("llamacpp", "openai"):
+            continue
+        raise ConfigError(
+            f"{entry.name!r} has runtime {entry.runtime}, which local mode cannot start; use runtime llamacpp "
+            "(a local GGUF), or runtime openai with the running server's base URL as source"
+        )
+
+
+async def _stages(inputs: pipeline.RunInputs, endpoints: Mapping[str, str], progress: bool) -> None:
+    from kubejury.client import EndpointPool
+    from kubejury.stages import RichProgressView
+
+    spec = inputs.evalrun.spec
+    view = RichProgressView() if progress else None
+    pool = EndpointPool(pipeline.client_settings(spec.concurrency))
+    try:
+        if view is not None:
+            view.__enter__()
+        await pipeline.generate(inputs, pool, endpoints, models=spec.models, series=spec.series, view=view)
+        await pipeline.judge(inputs, pool, endpoints, judges=spec.judges, series=spec.series, view=view)
+    finally:
+        if view is not None:
+            view.__exit__(None, None, None)
+        await pool.close()
+
+
+def _fmt(value: float, digits: int = 2) -> str:
+    return "—" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
+
+
+def print_ranking(analysis: Any) -> None:
+    """The primary series' ranking: W with its interval, level scores, D, σ, tier."""
+    from rich.console import Console
+    from rich.table import Table
+
+    result = analysis.series[analysis.primary_series]
+    scores = result.scores
+    unc = result.uncertainty
+    table = Table(title=f"Ranking — series {analysis.primary_series} (weighted score W, 0–10)")
+    table.add_column("#", justify="right")
+    table.add_column("model")
+    table.add_column("W", justify="right")
+    if unc is not None:
+        table.add_column(f"{unc.confidence:.0%} CI", justify="right")
+    for level in scores.levels:
+        table.add_column(f"L{level}", justify="right")
+    table.add_column("D", justify="right")
+    table.add_column("σ judges", justify="right")
+    table.add_column("tier")
+    for rank, model in enumerate(scores.ranking, start=1):
+        i = scores.models.index(model)
+        row = [str(rank), model, _fmt(float(scores.weighted[i]))]
+        if unc is not None:
+            u = unc.model_index(model)
+            low, high = unc.weighted_ci[u]
+            row.append(f"[{_fmt(float(low))}, {_fmt(float(high))}]")
+        row += [_fmt(float(scores.level_scores[i, k])) for k in range(len(scores.levels))]
+        row += [
+            _fmt(float(scores.degradation[i])),
+            _fmt(float(scores.judge_sigma[i])),
+            scores.tiers.get(model, ""),
+        ]
+        table.add_row(*row)
+    console = Console(stderr=False)
+    console.print(table)
+    failures = {j: n for j, n in result.parse_failures.items() if n}
+    if failures:
+        console.print(
+            "unparsed judge replies (stored as score null): "
+            + ", ".join(f"{j}: {n}" for j, n in failures.items())
+        )
+
+
+def _report_location(uri: str) -> str:
+    return uri[len("file://") :] if uri.startswith("file://") else uri
+
+
+def run(args: argparse.Namespace) -> int:
+    from kubejury.local.server import local_servers
+    from kubejury.stages import run_async
+
+    started = time.monotonic()
+    inputs = pipeline.load_inputs(args.evalrun, out=args.out)  # raises before anything is written
+    _check_endpoints(inputs)
+    spec = inputs.evalrun.spec
+    n_q = len(inputs.benchmark.questions)
+    _say(
+        f"EvalRun {inputs.name!r}: {n_q} questions × {len(spec.models)} model(s) × {len(spec.series)} series, "
+        f"{len(spec.judges)} judge(s); results in {inputs.storage.uri_for(inputs.layout.run)}"
+    )
+    if not pipeline.record_spec(inputs):
+        _say(
+            "note: this run folder holds results of an earlier, different spec; stored records are reused by key"
+        )
+
+    def started_server(plan: Any, url: str) -> None:
+        _say(f"started llama.cpp server for {plan.model_path.name} at {url}")
+
+    try:
+        with local_servers(spec.all_endpoints(), on_start=started_server) as local_urls:
+            endpoints = {e.name: pipeline.endpoint_of(e, local_urls) for e in spec.all_endpoints()}
+            run_async(_stages(inputs, endpoints, progress=not args.no_progress))
+    except KeyboardInterrupt:
+        _say("interrupted: what was stored is kept; run the same command again to resume")
+        return 130
+    _say("aggregating …")
+    analysis, written = pipeline.aggregate_run(inputs)
+    print_ranking(analysis)
+    html = written.get("report.html")
+    print(f"report: {_report_location(html) if html else '(not written)'}")
+    for name in ("report.md", "report.json"):
+        if name in written:
+            print(f"        {_report_location(written[name])}")
+    _say(f"done in {time.monotonic() - started:.0f}s")
+    if html and html.startswith("file://") and not Path(_report_location(html)).exists():
+        return 1
+    return 0

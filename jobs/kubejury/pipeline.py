@@ -1,0 +1,330 @@
+"""Glue that runs an EvalRun's stages: load and check inputs, open storage, reach endpoints, call stages.
+
+``kubejury run`` (local mode, all stages in one process) and ``kubejury generate|judge|aggregate``
+(one stage per operator Job) both go through here, so the two paths cannot drift apart. Loading
+(:func:`load_inputs`) reads and validates *everything* — the spec, the benchmark, the filters —
+before anything is written: a bad spec or benchmark fails with an :class:`InputError` and leaves
+storage untouched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubejury.benchmark import Benchmark, Format, parse_benchmark
+from kubejury.client import ClientSettings, EndpointPool
+from kubejury.errors import ConfigError, InputError, KubejuryError
+from kubejury.spec import Concurrency, EvalRun, ModelSpec, Series, load_evalrun
+from kubejury.spec import Storage as StorageSpec
+from kubejury.stages import (
+    ProgressView,
+    StageOptions,
+    StageSummary,
+    read_answers,
+    read_judgments,
+    run_generation,
+    run_judging,
+)
+from kubejury.storage import RunLayout, Storage, open_storage, read_uri
+
+ENDPOINT_ENV = "KUBEJURY_ENDPOINT"
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    """Everything a stage needs, loaded and validated."""
+
+    evalrun: EvalRun
+    spec_source: str
+    benchmark: Benchmark  # after the spec's filters
+    storage: Storage
+    layout: RunLayout
+
+    @property
+    def name(self) -> str:
+        return self.evalrun.name
+
+    @property
+    def question_ids(self) -> list[str]:
+        return [q.id for q in self.benchmark.questions]
+
+
+def _benchmark_format(fmt: str) -> Format | None:
+    return {"auto": None, "json": "jsonl", "jsonl": "jsonl", "csv": "csv", "parquet": "parquet"}.get(fmt)
+
+
+def load_questions(evalrun: EvalRun, *, base_dir: Path | None, spec_source: str) -> Benchmark:
+    """The benchmark the spec points to, parsed, validated and filtered."""
+    bench_spec = evalrun.spec.benchmark
+    storage_spec = evalrun.spec.storage
+    data = read_uri(
+        bench_spec.uri,
+        endpoint_url=storage_spec.endpoint_url,
+        region=storage_spec.region,
+        base_dir=base_dir,
+    )
+    benchmark = parse_benchmark(data, bench_spec.uri, _benchmark_format(bench_spec.format))
+    filters = bench_spec.filters
+    if filters.domains:
+        unknown = [d for d in filters.domains if d not in benchmark.domains]
+        if unknown:
+            raise InputError(
+                spec_source,
+                f"{', '.join(map(repr, unknown))} not in the benchmark; its domains: {', '.join(benchmark.domains)}",
+                field="spec.benchmark.filters.domains",
+            )
+    if filters.levels:
+        unknown_levels = [lvl for lvl in filters.levels if lvl not in benchmark.levels]
+        if unknown_levels:
+            raise InputError(
+                spec_source,
+                f"level(s) {unknown_levels} not in the benchmark; its levels: {list(benchmark.levels)}",
+                field="spec.benchmark.filters.levels",
+            )
+    filtered = benchmark.filter(filters.domains, filters.levels, filters.limit_per_cell)
+    if not filtered.questions:
+        raise InputError(spec_source, "the filters leave no question to ask", field="spec.benchmark.filters")
+    return filtered
+
+
+def open_run_storage(storage_spec: StorageSpec, out: str | None = None) -> Storage:
+    """Storage for results: ``--out`` when given, else ``spec.storage.uri`` (relative paths: from the CWD)."""
+    return open_storage(
+        out or storage_spec.uri,
+        endpoint_url=storage_spec.endpoint_url,
+        region=storage_spec.region,
+        path_style=storage_spec.use_path_style or storage_spec.endpoint_url is None,
+    )
+
+
+def load_inputs(spec_path: str, *, out: str | None = None) -> RunInputs:
+    """Load and check the spec and its benchmark; open (but do not write to) storage."""
+    evalrun = load_evalrun(spec_path)
+    base_dir = Path(spec_path).resolve().parent
+    benchmark = load_questions(evalrun, base_dir=base_dir, spec_source=spec_path)
+    storage = open_run_storage(evalrun.spec.storage, out)
+    return RunInputs(evalrun, spec_path, benchmark, storage, RunLayout(evalrun.name))
+
+
+def record_spec(inputs: RunInputs) -> bool:
+    """Store the spec next to the results; returns False when a *different* spec was stored before."""
+    key = inputs.layout.spec_key
+    document = inputs.evalrun.model_dump(mode="json", by_alias=True, exclude_none=True)
+    previous = inputs.storage.read_json_or_none(key)
+    if previous == document:
+        return True
+    inputs.storage.write_json(key, document)
+    return previous is None
+
+
+def client_settings(concurrency: Concurrency) -> ClientSettings:
+    return ClientSettings(
+        max_in_flight=concurrency.requests_per_endpoint,
+        request_timeout_s=concurrency.request_timeout_seconds,
+        max_attempts=concurrency.max_attempts,
+    )
+
+
+def endpoint_of(entry: ModelSpec, local_urls: Mapping[str, str], override: str | None = None) -> str:
+    """Base URL (``…/v1``) where ``entry`` is served."""
+    if override:
+        return override
+    if entry.name in local_urls:
+        return local_urls[entry.name]
+    if entry.runtime == "openai" and entry.source:
+        return entry.source
+    env = os.environ.get(ENDPOINT_ENV)
+    if env:
+        return env
+    raise ConfigError(
+        f"no endpoint for {entry.name!r} (runtime {entry.runtime}): local mode serves runtime llamacpp itself; "
+        f"for other runtimes use runtime: openai with the server's base URL as source, or pass --endpoint"
+    )
+
+
+def api_key_of(entry: ModelSpec) -> str | None:
+    if entry.api_key_env:
+        value = os.environ.get(entry.api_key_env)
+        if not value:
+            raise ConfigError(
+                f"{entry.name!r}: environment variable {entry.api_key_env} (apiKeyEnv) is not set"
+            )
+        return value
+    return os.environ.get("KUBEJURY_API_KEY") if entry.api_key_secret_ref is not None else None
+
+
+def select(entries: Sequence[Any], names: Sequence[str] | None, what: str) -> list[Any]:
+    """Entries with the given names (all when ``names`` is empty), or a ConfigError naming the choices."""
+    if not names:
+        return list(entries)
+    by_name = {e.name: e for e in entries}
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        raise ConfigError(
+            f"unknown {what} {', '.join(map(repr, unknown))}; the spec has: {', '.join(by_name)}"
+        )
+    return [by_name[n] for n in names]
+
+
+async def _gather_stage(coros: Sequence[Any]) -> list[StageSummary]:
+    """Run stage coroutines together; when some fail, let the others finish, then raise the first error."""
+    results = await asyncio.gather(*coros, return_exceptions=True)
+    errors = [r for r in results if isinstance(r, BaseException)]
+    for error in errors:
+        if not isinstance(error, Exception):
+            raise error  # KeyboardInterrupt / CancelledError
+    if errors:
+        first = errors[0]
+        if len(errors) > 1 and isinstance(first, KubejuryError):
+            raise type(first)(f"{first} (and {len(errors) - 1} more stage failure(s))") from first
+        raise first
+    return [r for r in results if isinstance(r, StageSummary)]
+
+
+async def generate(
+    inputs: RunInputs,
+    pool: EndpointPool,
+    endpoints: Mapping[str, str],
+    *,
+    models: Sequence[ModelSpec],
+    series: Sequence[Series],
+    options: StageOptions | None = None,
+    view: ProgressView | None = None,
+) -> list[StageSummary]:
+    """Generation for every (model, series) given, concurrently; endpoints: model name → base URL."""
+    coros = []
+    for s in series:
+        for model in models:
+            client = pool.get(endpoints[model.name], api_key=api_key_of(model), runtime=model.runtime)
+            coros.append(
+                run_generation(
+                    storage=inputs.storage,
+                    layout=inputs.layout,
+                    model=model,
+                    series=s,
+                    questions=inputs.benchmark.questions,
+                    client=client,
+                    options=options,
+                    view=view,
+                )
+            )
+    return await _gather_stage(coros)
+
+
+async def judge(
+    inputs: RunInputs,
+    pool: EndpointPool,
+    endpoints: Mapping[str, str],
+    *,
+    judges: Sequence[ModelSpec],
+    series: Sequence[Series],
+    options: StageOptions | None = None,
+    view: ProgressView | None = None,
+) -> list[StageSummary]:
+    """Judging of every stored answer of every model, by every judge given, for every series given."""
+    spec = inputs.evalrun.spec
+    model_names = [m.name for m in spec.models]
+    coros = []
+    for s in series:
+        for j in judges:
+            client = pool.get(endpoints[j.name], api_key=api_key_of(j), runtime=j.runtime)
+            coros.append(
+                run_judging(
+                    storage=inputs.storage,
+                    layout=inputs.layout,
+                    judge=j,  # type: ignore[arg-type]
+                    judging=spec.judging,
+                    series=s.name,
+                    models=model_names,
+                    questions=inputs.benchmark.questions,
+                    client=client,
+                    seed=spec.scoring.seed,
+                    language=spec.benchmark.language,
+                    options=options,
+                    view=view,
+                )
+            )
+    return await _gather_stage(coros)
+
+
+def stored_records(inputs: RunInputs) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """All answers and judgments of the run (one record per key), across series, models and judges."""
+    spec = inputs.evalrun.spec
+    answers: list[dict[str, Any]] = []
+    judgments: list[dict[str, Any]] = []
+    order = inputs.question_ids
+    for s in spec.series:
+        for m in spec.models:
+            answers.extend(read_answers(inputs.storage, inputs.layout, s.name, m.name, order=order))
+        for j in spec.judges:
+            judgments.extend(read_judgments(inputs.storage, inputs.layout, s.name, j.name))
+    return answers, judgments
+
+
+_JUDGMENT_KEYS = ("question_id", "model", "series", "judge", "score", "rationale", "error")
+_ANSWER_KEYS = ("question_id", "model", "series", "answer", "finish_reason", "usage", "latency_s", "error")
+
+
+def aggregate_run(inputs: RunInputs, *, work_dir: Path | None = None) -> tuple[Any, dict[str, str]]:
+    """Aggregate the stored judgments (and answers) of the run; write the reports next to the data.
+
+    Reads one record per key through the stages' readers (so retried requests never count twice),
+    writes them as one consolidated JSONL file per kind in a scratch directory for the engine's
+    columnar loader, runs :func:`kubejury.aggregate.aggregate` and stores report.json/.md/.html
+    under ``<run>/report/``. Returns the Analysis and file name → URI written.
+    """
+    import tempfile
+
+    import orjson
+
+    from kubejury.aggregate import JudgeRelation, aggregate, write_reports
+    from kubejury.modelinfo import ModelInfo
+
+    spec = inputs.evalrun.spec
+    answers, judgments = stored_records(inputs)
+    if not judgments:
+        raise ConfigError(
+            f"run {inputs.name!r} has no stored judgments yet: run generation and judging first"
+        )
+    model_infos = {
+        m.name: ModelInfo(
+            name=m.name,
+            parameters=m.parameter_count,
+            parameters_label=m.parameters,
+            quantization=m.quantization,
+            family=m.family,
+        )
+        for m in spec.models
+    }
+    relations = {j.name: JudgeRelation(same_as=j.same_as, family=j.family) for j in spec.judges}
+    with tempfile.TemporaryDirectory(prefix="kubejury-aggregate-", dir=work_dir) as scratch:
+        judgments_file = Path(scratch) / "judgments.jsonl"
+        answers_file = Path(scratch) / "answers.jsonl"
+        judgments_file.write_bytes(
+            b"".join(orjson.dumps({k: r.get(k) for k in _JUDGMENT_KEYS}) + b"\n" for r in judgments)
+        )
+        answers_file.write_bytes(
+            b"".join(orjson.dumps({k: r.get(k) for k in _ANSWER_KEYS}) + b"\n" for r in answers)
+        )
+        analysis = aggregate(
+            inputs.benchmark,
+            str(judgments_file),
+            str(answers_file) if answers else None,
+            model_infos=model_infos,
+            judge_relations=relations,
+            config=spec.scoring_config(),
+            inputs={
+                "run": inputs.name,
+                "spec": inputs.spec_source,
+                "storage": inputs.storage.uri_for(inputs.layout.run),
+                "judgments": inputs.storage.uri_for(f"{inputs.layout.run}/<series>/judgments/"),
+                "answers": inputs.storage.uri_for(f"{inputs.layout.run}/<series>/answers/"),
+            },
+        )
+    written = write_reports(analysis, inputs.storage, prefix=inputs.layout.report_prefix + "/")
+    return analysis, written
