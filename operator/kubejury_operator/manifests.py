@@ -248,8 +248,9 @@ def generation_job_name(run: str, model: str, series: str) -> str:
     return dns_label("kj", run, "gen", model, series)
 
 
-def judge_job_name(run: str, judge: str, series: str) -> str:
-    return dns_label("kj", run, "judge", judge, series)
+def judge_job_name(run: str, judge: str, series: str, round_: int = 1) -> str:
+    """Judging of (judge, series) runs in rounds: round N judges every answer stored when it starts."""
+    return dns_label("kj", run, "judge", judge, series, str(round_))
 
 
 def aggregation_job_name(run: str) -> str:
@@ -664,6 +665,7 @@ def _job(
     api_key: tuple[str, str, str] | None = None,
     shards: int = 1,
     extra_labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
 ) -> Manifest:
     object_labels = labels(run.name, component, **dict(extra_labels or {}))
     env: list[dict[str, Any]] = [
@@ -735,7 +737,10 @@ def _job(
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": _metadata(run, name, object_labels),
+        "metadata": {
+            **_metadata(run, name, object_labels),
+            **({"annotations": dict(annotations)} if annotations else {}),
+        },
         "spec": spec,
     }
 
@@ -747,10 +752,10 @@ def _api_key(endpoint: Endpoint) -> tuple[str, str, str] | None:
 
 
 def generation_args(run: RunRef, model: Endpoint, series: str) -> list[str]:
-    """``kubejury generate`` arguments (without sharding flags)."""
-    args = [
+    """``kubejury generate`` arguments (sharding flags are added by the Job builder)."""
+    return [
         "generate",
-        "--spec",
+        "--evalrun",
         SPEC_PATH,
         "--series",
         series,
@@ -759,17 +764,13 @@ def generation_args(run: RunRef, model: Endpoint, series: str) -> list[str]:
         "--endpoint",
         endpoint_url(run, model),
     ]
-    if model.api_key_secret:
-        args += ["--api-key-env", model.api_key_env]
-    return args
 
 
 def judge_args(run: RunRef, judge: Endpoint, series: str) -> list[str]:
-    """``kubejury judge`` arguments: ``--follow`` judges answers as they appear (pipelining) and
-    exits once every model's generation of the series is complete and judged."""
-    args = [
+    """``kubejury judge`` arguments: score every stored, not yet judged answer of ``series``."""
+    return [
         "judge",
-        "--spec",
+        "--evalrun",
         SPEC_PATH,
         "--series",
         series,
@@ -777,15 +778,11 @@ def judge_args(run: RunRef, judge: Endpoint, series: str) -> list[str]:
         judge.name,
         "--endpoint",
         endpoint_url(run, judge),
-        "--follow",
     ]
-    if judge.api_key_secret:
-        args += ["--api-key-env", judge.api_key_env]
-    return args
 
 
 def aggregation_args() -> list[str]:
-    return ["aggregate", "--spec", SPEC_PATH]
+    return ["aggregate", "--evalrun", SPEC_PATH]
 
 
 def generation_job(
@@ -811,13 +808,27 @@ def generation_job(
     )
 
 
+ANNOTATION_ROUND = "kubejury.io/round"
+ANNOTATION_MODELS_COMPLETE = "kubejury.io/models-complete"
+
+
 def judge_job(
-    run: RunRef, judge: Endpoint, series: str, settings: WorkloadSettings, storage: JobStorage
+    run: RunRef,
+    judge: Endpoint,
+    series: str,
+    settings: WorkloadSettings,
+    storage: JobStorage,
+    round_: int = 1,
+    models_complete: int = 0,
 ) -> Manifest:
-    """One judge Job: ``judge`` scores the anonymized answers of ``series``."""
+    """One judging round: ``judge`` scores the anonymized answers of ``series`` stored so far.
+
+    ``models_complete`` (an annotation) is how many models had finished generating the series
+    when the round was created; the round created once all had is the last one.
+    """
     return _job(
         run,
-        judge_job_name(run.name, judge.name, series),
+        judge_job_name(run.name, judge.name, series, round_),
         "judge",
         judge_args(run, judge, series),
         settings,
@@ -825,6 +836,7 @@ def judge_job(
         settings.judging_deadline_seconds,
         api_key=_api_key(judge),
         extra_labels={"endpoint": judge.key, "series": series},
+        annotations={ANNOTATION_ROUND: str(round_), ANNOTATION_MODELS_COMPLETE: str(models_complete)},
     )
 
 

@@ -18,8 +18,11 @@ The orchestration it encodes:
 * A model's generation Jobs (one per series, Indexed when sharded) start when its server is
   ready; its Deployment is scaled to zero as soon as all its series are generated, unless it also
   serves a judge.
-* Pipelining: the judge Job of (judge, series) starts as soon as *any* model's answers of that
-  series are complete; it runs with ``--follow`` and finishes after the last model's answers.
+* Pipelining: judging of (judge, series) runs in rounds. A round (a Job judging every answer
+  stored when it starts; the engine skips what is already judged) starts as soon as more models
+  have finished generating the series than the previous round saw, and no round is running. The
+  round that starts after the last model finished is the final one; with no overlap there is
+  exactly one judge Job per judge × series.
 * Judges' servers are scaled to zero when all their judge Jobs succeeded; the aggregation Job
   runs when every judge Job succeeded; ``Succeeded`` carries the summary read from the report.
 * A stage counts as done when its Job succeeded *or* its progress record says it is complete, so
@@ -137,6 +140,11 @@ class JobState:
     succeeded: bool = False
     failed: bool = False  # terminal: condition Failed=True
     message: str = ""
+    models_complete: int = 0  # judge rounds: models whose generation was complete at creation
+
+    @property
+    def finished(self) -> bool:
+        return self.succeeded or self.failed
 
 
 @dataclass(frozen=True)
@@ -362,9 +370,19 @@ def plan(run: RunInputs, observed: Observed, previous: Mapping[str, Any], now: s
         record = progress("generate", s, model.name)
         return bool(state and state.succeeded) or bool(record and record.complete)
 
+    def rounds(judge: Endpoint, s: str) -> list[JobState]:
+        """The judging rounds of (judge, series) that exist, in order."""
+        found: list[JobState] = []
+        for n in range(1, len(run.models) + 2):
+            state = job(mf.judge_job_name(name, judge.name, s, n))
+            if state is None:
+                break
+            found.append(state)
+        return found
+
     def judge_done(judge: Endpoint, s: str) -> bool:
-        state = job(mf.judge_job_name(name, judge.name, s))
-        return bool(state and state.succeeded)
+        # Done when a round created after every model's answers existed has succeeded.
+        return any(r.succeeded and r.models_complete >= len(run.models) for r in rounds(judge, s))
 
     all_gen = [(m, s) for m in run.models for s in series]
     all_judge = [(j, s) for j in run.judges for s in series]
@@ -513,14 +531,19 @@ def plan(run: RunInputs, observed: Observed, previous: Mapping[str, Any], now: s
             if not ready(judge):
                 continue
             for s in series:
-                job_name = mf.judge_job_name(name, judge.name, s)
-                if job(job_name) is not None:
+                # Pipelined judging in rounds: a round starts as soon as more models have finished
+                # generating this series than the previous round saw; the round that starts after
+                # the last model finished is the final one.
+                complete = sum(1 for m in run.models if (m.name, s) in generated)
+                previous_rounds = rounds(judge, s)
+                covered = max((r.models_complete for r in previous_rounds), default=0)
+                if complete == 0 or complete <= covered or any(not r.finished for r in previous_rounds):
                     continue
-                if not any((m.name, s) in generated for m in run.models):
-                    continue  # pipelined: starts with the first complete answers of the series
-                actions.append(
-                    Action("create", "Job", job_name, mf.judge_job(run.ref, judge, s, settings, run.storage))
+                n = len(previous_rounds) + 1
+                manifest = mf.judge_job(
+                    run.ref, judge, s, settings, run.storage, round_=n, models_complete=complete
                 )
+                actions.append(Action("create", "Job", manifest["metadata"]["name"], manifest))
         if judging_complete and agg is None:
             agg_name = mf.aggregation_job_name(name)
             actions.append(
@@ -810,7 +833,14 @@ def job_state(obj: Mapping[str, Any]) -> JobState:
         elif c.get("type") in ("Failed", "FailureTarget"):
             failed = True
             message = str(c.get("message") or c.get("reason") or "")
-    return JobState(succeeded=succeeded and not failed, failed=failed, message=message)
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    try:
+        models_complete = int(annotations.get(mf.ANNOTATION_MODELS_COMPLETE, 0))
+    except (TypeError, ValueError):
+        models_complete = 0
+    return JobState(
+        succeeded=succeeded and not failed, failed=failed, message=message, models_complete=models_complete
+    )
 
 
 PROGRESS_STAGES = {"generate": "generate", "generation": "generate", "judge": "judge", "judging": "judge"}

@@ -249,7 +249,7 @@ def test_job_commands() -> None:
     assert gen["command"] == ["kubejury"]
     assert gen["args"] == [
         "generate",
-        "--spec",
+        "--evalrun",
         "/etc/kubejury/evalrun.yaml",
         "--series",
         "primary",
@@ -260,14 +260,12 @@ def test_job_commands() -> None:
     ]
     assert gen["envFrom"] == [{"secretRef": {"name": "s3-creds"}}]
     judge = _container(m.judge_job(RUN, HOSTED, "primary", SETTINGS, STORAGE))
-    assert judge["args"][:2] == ["judge", "--spec"]
-    assert "--follow" in judge["args"]
+    assert judge["args"][:2] == ["judge", "--evalrun"]
     assert _flag(judge["args"], "--endpoint") == "https://api.deepseek.com/v1"
-    assert _flag(judge["args"], "--api-key-env") == "KUBEJURY_API_KEY"
     key = next(e for e in judge["env"] if e["name"] == "KUBEJURY_API_KEY")
     assert key["valueFrom"]["secretKeyRef"] == {"name": "deepseek-key", "key": "api-key"}
     agg = _container(m.aggregation_job(RUN, SETTINGS, STORAGE))
-    assert agg["args"] == ["aggregate", "--spec", "/etc/kubejury/evalrun.yaml"]
+    assert agg["args"] == ["aggregate", "--evalrun", "/etc/kubejury/evalrun.yaml"]
 
 
 def test_sharded_generation_is_an_indexed_job() -> None:

@@ -83,8 +83,14 @@ def gen_jobs(models: Iterable[str], state: JobState, series: Iterable[str] = SER
     return {mf.generation_job_name("r", m, s): state for m in models for s in series}
 
 
-def judge_jobs(judges: Iterable[str], state: JobState, series: Iterable[str] = SERIES) -> dict[str, JobState]:
-    return {mf.judge_job_name("r", j, s): state for j in judges for s in series}
+def judge_jobs(
+    judges: Iterable[str], state: JobState, series: Iterable[str] = SERIES, round_: int = 1, complete: int = 3
+) -> dict[str, JobState]:
+    return {
+        mf.judge_job_name("r", j, s, round_): replace(state, models_complete=complete)
+        for j in judges
+        for s in series
+    }
 
 
 DONE = JobState(succeeded=True)
@@ -230,7 +236,7 @@ def test_finished_model_is_scaled_to_zero_and_the_next_one_starts_and_judging_is
     assert scales(p) == {dep_name("m-a"): 0}
     assert creates(p, "Deployment") == {dep_name("m-c")}
     # a's answers exist: the judge starts on both series while b is still generating
-    assert creates(p, "Job") == {"kj-r-judge-j-primary", "kj-r-judge-j-t08"}
+    assert creates(p, "Job") == {"kj-r-judge-j-primary-1", "kj-r-judge-j-t08-1"}
     assert p.phase == "Generating"
 
 
@@ -271,7 +277,6 @@ def test_succeeded_carries_the_summary_and_scales_everything_down() -> None:
     p = plan(inputs(), observed, {"phase": "Aggregating"}, NOW)
     assert p.phase == "Succeeded"
     assert p.status["summary"]["leader"] == "b"
-    assert p.status["leader"] == "b"
     assert scales(p) == {dep_name("j-j"): 0}
     assert creates(p, "Job") == set()
     assert condition(p, "Ready")["status"] == "True"
@@ -317,8 +322,8 @@ def test_progress_record_counts_as_done_without_its_job() -> None:
     p = plan(inputs(), observed, {"phase": "Generating"}, NOW)
     assert not {n for n in creates(p, "Job") if n.startswith("kj-r-gen-a-")}
     assert scales(p) == {dep_name("m-a"): 0}
-    assert p.status["progress"]["generation"]["done"] == 20
-    assert p.status["progress"]["text"] == "20/20"
+    assert p.status["stages"]["generation"]["done"] == 20
+    assert p.status["progress"] == "20/20"
 
 
 def test_progress_counters_sum_records() -> None:
@@ -327,8 +332,8 @@ def test_progress_counters_sum_records() -> None:
         ("judge", "primary", "j"): ProgressRecord(done=2, total=30),
     }
     p = plan(inputs(), Observed(progress=progress), {}, NOW)
-    assert p.status["progress"]["generation"] == {"done": 5, "total": 10, "jobsDone": 0, "jobs": 6}
-    assert p.status["progress"]["text"] == "7/40"
+    assert p.status["stages"]["generation"] == {"done": 5, "total": 10, "jobsDone": 0, "jobs": 6}
+    assert p.status["progress"] == "7/40"
 
 
 def test_judge_same_as_a_model_shares_its_server_and_keeps_it() -> None:
@@ -342,7 +347,7 @@ def test_judge_same_as_a_model_shares_its_server_and_keeps_it() -> None:
     )
     p = plan(run, observed, {"phase": "Generating"}, NOW)
     assert dep_name("m-a") not in scales(p)  # still judging
-    assert "kj-r-judge-ja-primary" in creates(p, "Job")
+    assert "kj-r-judge-ja-primary-1" in creates(p, "Job")
 
 
 def test_openai_judge_needs_no_server() -> None:
@@ -352,7 +357,7 @@ def test_openai_judge_needs_no_server() -> None:
     observed = Observed(
         deployments=ready("m-a", "m-b"), jobs=gen_jobs(["a"], DONE), present=present_for("m-a", "m-b")
     )
-    assert "kj-r-judge-hosted-primary" in creates(plan(run, observed, {}, NOW), "Job")
+    assert "kj-r-judge-hosted-primary-1" in creates(plan(run, observed, {}, NOW), "Job")
 
 
 def test_existing_children_are_not_recreated() -> None:
@@ -491,3 +496,64 @@ def test_run_inputs_from_a_real_spec() -> None:
         mf.workload_name("study", "m-qwen"),
         mf.workload_name("study", "m-gemma"),
     }
+
+
+def test_judging_rounds_follow_generation() -> None:
+    """A round per batch of finished models; only the round that saw every model completes judging."""
+    first_round = judge_jobs("j", DONE, complete=1)
+    observed = Observed(
+        deployments=ready("m-b", "m-c", "j-j"),
+        jobs={**gen_jobs(["a", "b"], DONE), **gen_jobs(["c"], RUNNING), **first_round},
+        present=present_for("m-b", "m-c", "j-j"),
+    )
+    p = plan(inputs(), observed, {"phase": "Generating"}, NOW)
+    second = {a.name: a for a in p.actions if a.kind == "Job"}
+    assert set(second) == {"kj-r-judge-j-primary-2", "kj-r-judge-j-t08-2"}
+    manifest = second["kj-r-judge-j-primary-2"].manifest
+    assert manifest is not None
+    assert manifest["metadata"]["annotations"] == {
+        "kubejury.io/round": "2",
+        "kubejury.io/models-complete": "2",
+    }
+    # while a round runs, no other round of the same (judge, series) starts
+    running = {**observed.jobs, **judge_jobs("j", RUNNING, round_=2, complete=2), **gen_jobs(["c"], DONE)}
+    p = plan(inputs(), replace(observed, jobs=running), {"phase": "Generating"}, NOW)
+    assert not [a for a in p.actions if a.kind == "Job"]
+    assert p.phase == "Judging"
+    # round 2 done, all models finished: the final round 3 starts; judging is not complete before it
+    finished = {**running, **judge_jobs("j", DONE, round_=2, complete=2)}
+    p = plan(inputs(), replace(observed, jobs=finished), {"phase": "Judging"}, NOW)
+    assert {a.name for a in p.actions if a.kind == "Job"} == {"kj-r-judge-j-primary-3", "kj-r-judge-j-t08-3"}
+    assert condition(p, "JudgingComplete")["status"] == "False"
+    final = {**finished, **judge_jobs("j", DONE, round_=3, complete=3)}
+    p = plan(inputs(), replace(observed, jobs=final), {"phase": "Judging"}, NOW)
+    assert p.phase == "Aggregating"
+
+
+def test_job_state_reads_conditions_and_round_annotation() -> None:
+    from kubejury_operator.reconcile import deployment_state, job_state, progress_key
+
+    job = {
+        "metadata": {"annotations": {"kubejury.io/models-complete": "2"}},
+        "status": {"conditions": [{"type": "Complete", "status": "True"}]},
+    }
+    assert job_state(job) == JobState(succeeded=True, models_complete=2)
+    failed = {
+        "status": {"conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]}
+    }
+    assert job_state(failed).failed and job_state(failed).message == "BackoffLimitExceeded"
+    assert not job_state({}).finished
+    stalled = {
+        "spec": {"replicas": 1},
+        "status": {
+            "conditions": [{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}]
+        },
+    }
+    assert deployment_state(stalled).stalled
+    assert deployment_state({"spec": {"replicas": 1}, "status": {"readyReplicas": 1}}).ready
+    assert progress_key("primary", "r/primary/progress/generate-qwen-3.json") == (
+        "generate",
+        "primary",
+        "qwen-3",
+    )
+    assert progress_key("primary", "r/primary/progress/other.json") is None
