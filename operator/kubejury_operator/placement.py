@@ -745,8 +745,8 @@ def _place_gguf(model: ModelSpec, nodes: Sequence[NodeInfo]) -> Placement:
             node_selector={**_selector(pool, all_pools), **model.node_selector},
             tolerations=_tolerations(pool.nodes),
             reason=(
-                f"GGUF {gguf.upper()} ({how}) on the smallest GPUs that hold it: {chosen.gpus} GPU(s) of a "
-                f"{pool.describe()} node; {fit}"
+                f"GGUF {gguf.upper()} ({how}) on the smallest GPUs that hold it: {chosen.gpus} GPU(s) on a node "
+                f"with {pool.describe()}; {fit}"
             ),
             memory_gib=chosen.need_gib,
             compute_capability=pool.cc_text,
