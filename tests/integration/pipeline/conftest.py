@@ -122,3 +122,101 @@ def https_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tu
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+class StubChatServer:
+    """A real HTTP OpenAI-compatible chat server on loopback with a fixed per-request latency.
+
+    Generation requests get an answer naming the question; judging requests (the ones carrying
+    ``response_format``) get a JSON verdict whose score is derived from the answer text, so scores
+    vary but are reproducible. Runs in a thread of the test process, so a ``kubejury`` subprocess
+    can be killed while the server keeps its own count of requests.
+    """
+
+    def __init__(self, latency_s: float = 0.0) -> None:
+        self.latency_s = latency_s
+        self.requests = 0
+        self._lock = threading.Lock()
+        stub = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                self._send(200, {"object": "list", "data": [{"id": "stub", "object": "model"}]})
+
+            def do_POST(self) -> None:
+                import hashlib
+                import json
+                import time
+
+                length = int(self.headers.get("Content-Length", "0"))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                with stub._lock:
+                    stub.requests += 1
+                if stub.latency_s:
+                    time.sleep(stub.latency_s)
+                last = str((body.get("messages") or [{}])[-1].get("content", ""))
+                if body.get("response_format"):
+                    score = int(hashlib.sha256(last.encode()).hexdigest(), 16) % 11
+                    content = json.dumps({"rationale": "заглушка", "score": score}, ensure_ascii=False)
+                else:
+                    content = f"Ответ на: {last[:60]}"
+                self._send(
+                    200,
+                    {
+                        "id": "stub",
+                        "object": "chat.completion",
+                        "model": body.get("model", "stub"),
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {"role": "assistant", "content": content},
+                                "finish_reason": "stop",
+                            }
+                        ],
+                        "usage": {
+                            "prompt_tokens": len(last),
+                            "completion_tokens": len(content),
+                            "total_tokens": 0,
+                        },
+                    },
+                )
+
+            def _send(self, status: int, payload: dict[str, Any]) -> None:
+                import json
+
+                data = json.dumps(payload, ensure_ascii=False).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self._httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+
+@pytest.fixture
+def stub_server() -> Iterator[StubChatServer]:
+    server = StubChatServer(latency_s=0.03)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
