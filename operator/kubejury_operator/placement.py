@@ -32,8 +32,10 @@ CC ≥ 10 (Blackwell)    NVFP4 for NVFP4 checkpoints, MXFP4 for MXFP4 checkpoint
 Pre-quantized AWQ/GPTQ checkpoints run as they are (CC ≥ 8.0). An explicit quantization is
 honoured where a pool supports it and rejected with the reason otherwise.
 
-GGUF runtimes (llamacpp, ollama) go to small GPUs or CPU nodes: the pool with the fewest and then
-smallest GPUs that holds the model; CPU nodes (untainted, no GPU) when no GPU pool does. With
+GGUF runtimes (llamacpp, ollama) go to small GPUs or CPU nodes: small models (at most
+``CPU_PREFERRED_GIB``, 4 GiB, e.g. the embedded Gemma-3 270M or a 3B Q4) to CPU nodes (untainted,
+no GPU) when there are any; others to the pool with the fewest and then smallest GPUs that holds
+the model, and to CPU nodes when no GPU pool does. With
 ``quantization: auto`` and a source the runtime can pick a file from (``hf://`` repo,
 ``ollama://`` tag without a type), the best of Q8_0, Q6_K, Q5_K_M, Q4_K_M that fits is chosen
 (Q4_K_M on CPU nodes: memory bandwidth bounds CPU decoding); a fixed file keeps its type (read
@@ -128,6 +130,8 @@ LLAMACPP_OVERHEAD_GIB_PER_GPU = 1.0
 LLAMACPP_GPU_UTILIZATION = 0.95
 CPU_OVERHEAD_GIB = 1.0
 CPU_MEMORY_FRACTION = 0.9
+#: GGUF models needing at most this much go to CPU nodes first (GPUs are kept for larger models).
+CPU_PREFERRED_GIB = 4.0
 MIN_VLLM_CC = (8, 0)
 
 #: GGUF types ``auto`` may choose on GPUs, best first; and on CPU nodes.
@@ -697,6 +701,41 @@ def _gguf_fixed_type(model: ModelSpec) -> str | None:
     return None  # a hf:// repo of GGUF files: the planner chooses
 
 
+def _cpu_placement(
+    model: ModelSpec, cpus: Sequence[NodeInfo], types: Sequence[str], note: str
+) -> tuple[Placement | None, float | None, NodeInfo | None]:
+    """A CPU-node placement when the biggest untainted CPU node holds the model; else the smallest need."""
+    best_need: float | None = None
+    biggest = max(cpus, key=lambda n: n.memory_bytes or 0, default=None)
+    if biggest is None:
+        return None, None, None
+    ram_gib = (biggest.memory_bytes or 0) / GIB
+    for gguf in types:
+        estimate = _estimate(model, gguf, vllm=False)
+        need = estimate.need(1) if estimate else None
+        if need is not None:
+            best_need = need if best_need is None else min(best_need, need)
+        if need is None or biggest.memory_bytes is None or need <= CPU_MEMORY_FRACTION * ram_gib:
+            fit = (
+                f"needs {estimate.text(1, gguf)} of RAM ≤ {CPU_MEMORY_FRACTION:g} × {ram_gib:.0f} GiB allocatable"
+                if estimate and biggest.memory_bytes is not None
+                else "memory not checked"
+            )
+            placement = Placement(
+                name=model.name,
+                schedulable=True,
+                runtime=model.runtime,
+                quantization=gguf,
+                tensor_parallel_size=0,
+                gpu_product=None,
+                node_selector=dict(model.node_selector),
+                reason=f"GGUF {gguf.upper()} on CPU nodes ({note}; largest has {ram_gib:.0f} GiB): {fit}",
+                memory_gib=need,
+            )
+            return placement, need, biggest
+    return None, best_need, biggest
+
+
 def _place_gguf(model: ModelSpec, nodes: Sequence[NodeInfo]) -> Placement:
     runtime = model.runtime
     explicit = model.quantization if model.quantization != "auto" else None
@@ -706,6 +745,14 @@ def _place_gguf(model: ModelSpec, nodes: Sequence[NodeInfo]) -> Placement:
     eligible = [n for n in nodes if _matches(n, model.node_selector)]
     pools = gpu_pools(eligible)
     all_pools = gpu_pools(nodes)
+    cpus = cpu_nodes(eligible)
+    small = _estimate(model, cpu_types[0], vllm=False)
+    if small is not None and small.need(1) <= CPU_PREFERRED_GIB and model.resources.gpus is None:
+        placed, _, _ = _cpu_placement(
+            model, cpus, cpu_types, f"needs ≤ {CPU_PREFERRED_GIB:g} GiB: GPUs are kept for larger models"
+        )
+        if placed is not None:
+            return placed
     candidates: list[_Candidate] = []
     for pool in pools:
         done = False
@@ -751,34 +798,10 @@ def _place_gguf(model: ModelSpec, nodes: Sequence[NodeInfo]) -> Placement:
             memory_gib=chosen.need_gib,
             compute_capability=pool.cc_text,
         )
-    cpus = cpu_nodes(eligible)
-    best_need: float | None = None
-    biggest = max(cpus, key=lambda n: n.memory_bytes or 0, default=None)
-    if biggest is not None:
-        ram_gib = (biggest.memory_bytes or 0) / GIB
-        for gguf in cpu_types:
-            estimate = _estimate(model, gguf, vllm=False)
-            need = estimate.need(1) if estimate else None
-            if need is not None:
-                best_need = need if best_need is None else min(best_need, need)
-            if need is None or biggest.memory_bytes is None or need <= CPU_MEMORY_FRACTION * ram_gib:
-                fit = (
-                    f"needs {estimate.text(1, gguf)} of RAM ≤ {CPU_MEMORY_FRACTION:g} × {ram_gib:.0f} GiB allocatable"
-                    if estimate and biggest.memory_bytes is not None
-                    else "memory not checked"
-                )
-                gpu_note = "no GPU pool holds it" if pools else "no GPU nodes"
-                return Placement(
-                    name=model.name,
-                    schedulable=True,
-                    runtime=runtime,
-                    quantization=gguf,
-                    tensor_parallel_size=0,
-                    gpu_product=None,
-                    node_selector=dict(model.node_selector),
-                    reason=f"GGUF {gguf.upper()} on CPU nodes ({gpu_note}; largest has {ram_gib:.0f} GiB): {fit}",
-                    memory_gib=need,
-                )
+    gpu_note = "no GPU pool holds it" if pools else "no GPU nodes"
+    placed, best_need, biggest = _cpu_placement(model, cpus, cpu_types, gpu_note)
+    if placed is not None:
+        return placed
     if best_need is None:
         estimate = _estimate(model, (gpu_types or cpu_types)[-1], vllm=False)
         best_need = estimate.need(1) if estimate else None

@@ -404,3 +404,20 @@ def test_example_node_lists_parse() -> None:
 )
 def test_parse_quantity(text: object, value: float | None) -> None:
     assert parse_quantity(text) == value
+
+
+def test_small_gguf_models_stay_off_gpus_when_cpu_nodes_exist() -> None:
+    cluster = json.loads((EXAMPLES / "h100-cluster.json").read_text())
+    nodes = parse_node_list(cluster)
+    tiny = model("tiny", runtime="llamacpp")  # the embedded Gemma-3 270M
+    placement = place_model(tiny, nodes)
+    assert (placement.tensor_parallel_size, placement.gpu_product, placement.quantization) == (
+        0,
+        None,
+        "q4_k_m",
+    )
+    assert "GPUs are kept for larger models" in placement.reason
+    pinned = model("tiny", runtime="llamacpp", resources={"gpus": 1})
+    assert place_model(pinned, nodes).gpu_product == "NVIDIA-H100-80GB-HBM3"
+    larger = model("qwq", **MODELS["qwq-32b-q4km"])
+    assert place_model(larger, nodes).gpu_product == "NVIDIA-H100-80GB-HBM3"
