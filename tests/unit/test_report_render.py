@@ -65,7 +65,11 @@ def test_markdown_has_every_study_table_and_the_extra_sections(document: dict[st
         "### Model selection",
     ):
         assert title in text
-    assert "### Expert validation" not in text  # the fixture has no experts
+    assert "### Expert validation" in text
+    doc = copy.deepcopy(document)
+    for series in doc["series"].values():
+        series["experts"] = None
+    assert "### Expert validation" not in render_markdown(doc)
     # Domain leaders come from the document, one row per domain.
     for domain, leader in document["series"]["t0"]["domain_leaders"].items():
         assert any(row[1] == f"**{leader}**" for row in _table_rows(text, domain))
@@ -82,20 +86,20 @@ def test_markdown_series_effects_show_the_difference_from_the_primary(document: 
 def test_markdown_escapes_pipes_in_names(document: dict[str, Any]) -> None:
     doc = copy.deepcopy(document)
     series = doc["series"]["t0"]
-    series["models"]["a|b"] = series["models"].pop("Qwen3.5-27B")
-    series["ranking"] = [("a|b" if m == "Qwen3.5-27B" else m) for m in series["ranking"]]
+    series["models"]["a|b"] = series["models"].pop("alpha-27b")
+    series["ranking"] = [("a|b" if m == "alpha-27b" else m) for m in series["ranking"]]
     text = render_markdown(doc)
     assert "a\\|b" in text
 
 
 def test_missing_values_render_as_a_dash_not_nan(document: dict[str, Any]) -> None:
     doc = copy.deepcopy(document)
-    model = doc["series"]["t0"]["models"]["Mistral-Nemo-12B"]
+    model = doc["series"]["t0"]["models"]["delta-26b-a4b"]
     model["levels"]["3"] = None
     model["weighted_ci95"] = None
     text = render_markdown(doc)
     assert "nan" not in text.lower()
-    row = next(r for r in _table_rows(text, "4") if r[1] == "Mistral-Nemo-12B")
+    row = next(r for r in _table_rows(text, "4") if r[1] == "delta-26b-a4b")
     assert row[6] == "–"
 
 
@@ -129,8 +133,8 @@ def test_html_without_sizes_or_judges_leaves_those_plots_out(document: dict[str,
 def test_html_escapes_names(document: dict[str, Any]) -> None:
     doc = copy.deepcopy(document)
     series = doc["series"]["t0"]
-    series["models"]["<b>x</b>"] = series["models"].pop("Qwen3.5-27B")
-    series["ranking"] = [("<b>x</b>" if m == "Qwen3.5-27B" else m) for m in series["ranking"]]
+    series["models"]["<b>x</b>"] = series["models"].pop("alpha-27b")
+    series["ranking"] = [("<b>x</b>" if m == "alpha-27b" else m) for m in series["ranking"]]
     html = render_html(doc)
     assert "&lt;b&gt;x&lt;/b&gt;" in html
     assert "<b>x</b>" not in html.replace("<svg", "")  # SVG text is escaped by matplotlib as well

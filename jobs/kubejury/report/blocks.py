@@ -94,84 +94,6 @@ def anchor(series: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# Generic rendering of sections whose inner layout belongs to other modules (bias, selection, …)
-# --------------------------------------------------------------------------------------------
-
-
-def _scalar(value: Any) -> str:
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    number = as_number(value)
-    if number is not None and not isinstance(value, int):
-        return f"{number:.3f}"
-    if isinstance(value, list) and len(value) == 2 and all(as_number(v) is not None for v in value):
-        return fmt_interval((as_number(value[0]), as_number(value[1])), 3)
-    if isinstance(value, list) and all(not isinstance(v, Mapping | list) for v in value):
-        return ", ".join("–" if v is None else str(v) for v in value) or "–"
-    if isinstance(value, list):
-        return f"({len(value)} items, see report.json)"
-    return "–" if value is None else str(value)
-
-
-def _is_object_list(value: Any) -> bool:
-    return isinstance(value, list) and bool(value) and all(isinstance(v, Mapping) for v in value)
-
-
-def _flatten(item: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """One level of nested objects folded into ``parent.child`` keys (e.g. an estimate's mean/ci)."""
-    flat: dict[str, Any] = {}
-    for key, value in item.items():
-        if isinstance(value, Mapping) and all(
-            not isinstance(v, Mapping | list) or _is_pair(v) for v in value.values()
-        ):
-            for sub, sub_value in value.items():
-                flat[f"{prefix}{key}.{sub}"] = sub_value
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
-
-
-def _is_pair(value: Any) -> bool:
-    return (
-        isinstance(value, list)
-        and len(value) == 2
-        and all(as_number(v) is not None or v is None for v in value)
-    )
-
-
-def generic(value: Any, skip: Sequence[str] = ("series",)) -> list[Block]:
-    """Any JSON value as blocks: a list of objects → one table, an object → key/value table + nested."""
-    if value is None:
-        return [para("not available")]
-    if _is_object_list(value):
-        flats = [_flatten(item) for item in value]
-        keys: list[str] = []
-        for flat in flats:
-            keys += [k for k, v in flat.items() if k not in keys and k not in skip and not _is_object_list(v)]
-        return [table(keys, ([_scalar(flat.get(k)) for k in keys] for flat in flats), "l" * len(keys))]
-    if isinstance(value, Mapping):
-        if value.get("applicable") is False:
-            return [para(f"Not applicable: {value.get('reason') or 'no reason given'}.")]
-        flat_items = [
-            (k, v)
-            for k, v in value.items()
-            if k not in skip and k != "applicable" and not isinstance(v, Mapping) and not _is_object_list(v)
-        ]
-        nested = [
-            (k, v)
-            for k, v in value.items()
-            if k not in skip and (isinstance(v, Mapping) or _is_object_list(v))
-        ]
-        blocks: list[Block] = []
-        if flat_items:
-            blocks.append(table(["", "value"], ([k, _scalar(v)] for k, v in flat_items), "ll"))
-        for key, sub in nested:
-            blocks += [para(Strong(key)), *generic(sub, skip)]
-        return blocks
-    return [para(_scalar(value))]
-
-
-# --------------------------------------------------------------------------------------------
 # Sections
 # --------------------------------------------------------------------------------------------
 
@@ -420,6 +342,250 @@ def _comparison(report: ReportView) -> list[Block]:
     ]
 
 
+def _not_applicable(section: Any) -> list[Block] | None:
+    doc = as_mapping(section)
+    if section is None:
+        return [para("Not computed.")]
+    if doc.get("applicable") is False:
+        return [para(f"Not applicable: {doc.get('reason') or 'no reason given'}.")]
+    return None
+
+
+def _estimate(value: Any, digits: int = 2) -> str:
+    doc = as_mapping(value)
+    ci = as_list(doc.get("ci95"))
+    interval = fmt_interval((as_number(ci[0]), as_number(ci[1])), digits) if len(ci) == 2 else "–"
+    return f"{fmt(doc.get('mean'), digits)} {interval}"
+
+
+def _robustness(view: SeriesView) -> list[Block]:
+    if not view.levels:
+        return []
+    low, high = view.levels[0], view.levels[-1]
+    rows = sorted(view.rows, key=lambda r: (r.degradation is None, r.degradation or 0.0, r.model))
+    return [
+        table(
+            ["Model", f"L{low}", f"L{high}", "D", "D 95% CI", "W"],
+            (
+                [
+                    r.model,
+                    fmt(r.levels[low]),
+                    fmt(r.levels[high]),
+                    fmt(r.degradation),
+                    fmt_interval(r.degradation_ci),
+                    fmt(r.weighted),
+                ]
+                for r in rows
+            ),
+            "lrrrrr",
+            f"Degradation D = Score(level {low}) − Score(level {high}), most robust first",
+        )
+    ]
+
+
+def _self_preference(section: Any) -> list[Block]:
+    skipped = _not_applicable(section)
+    doc = as_mapping(section)
+    notes = [para(f"Note: {note}") for note in as_list(doc.get("notes"))]
+    if skipped is not None:
+        return skipped + notes
+    pairs = [as_mapping(p) for p in as_list(doc.get("pairs"))]
+    blocks: list[Block] = [
+        para(
+            "For each judge declared to be (same_as) or share a family with an evaluated model: the judge's score "
+            "minus the other judges' mean on the same answers, for that model (related) and for unrelated models "
+            "(baseline). The difference is the self-preference beyond the judge's usual leniency; an interval "
+            "above 0 means the judge favours its relative."
+        )
+    ]
+    if not pairs:
+        return [*blocks, para("No declared judge–model relation matched this series."), *notes]
+    rows = [
+        [
+            p.get("judge"),
+            p.get("model"),
+            p.get("relation"),
+            _estimate(p.get("related")),
+            _estimate(p.get("baseline")),
+            Strong(_estimate(p.get("difference"))),
+            as_mapping(p.get("related")).get("n"),
+        ]
+        for p in pairs
+    ]
+    header = [
+        "Judge",
+        "Model",
+        "Relation",
+        "related [95% CI]",
+        "baseline [95% CI]",
+        "difference [95% CI]",
+        "answers",
+    ]
+    return [*blocks, table(header, rows, "lllrrrr", "Self-preference"), *notes]
+
+
+def _lojo(section: Any) -> list[Block]:
+    skipped = _not_applicable(section)
+    if skipped is not None:
+        return skipped
+    doc = as_mapping(section)
+    full = [str(m) for m in as_list(doc.get("full_ranking"))]
+    rows = []
+    for removal in (as_mapping(r) for r in as_list(doc.get("removals"))):
+        ranking = [str(m) for m in as_list(removal.get("ranking"))]
+        rows.append(
+            [
+                removal.get("judge"),
+                fmt(removal.get("kendall_tau"), 3),
+                removal.get("max_rank_change"),
+                ", ".join(str(m) for m in as_list(removal.get("most_moved"))) or "–",
+                "unchanged"
+                if ranking == full
+                else " > ".join(ranking[:8]) + (" …" if len(ranking) > 8 else ""),
+            ]
+        )
+    return [
+        para("Full ranking: " + " > ".join(full[:8]) + (" …" if len(full) > 8 else "") + "."),
+        table(
+            [
+                "Judge removed",
+                "Kendall τ vs full",
+                "max rank change",
+                "most moved",
+                "ranking without this judge",
+            ],
+            rows,
+            "lrrll",
+            "Leave-one-judge-out: the ranking recomputed without each judge",
+        ),
+    ]
+
+
+def _verbosity(section: Any) -> list[Block]:
+    skipped = _not_applicable(section)
+    if skipped is not None:
+        return skipped
+    doc = as_mapping(section)
+    items = [as_mapping(i) for i in as_list(doc.get("per_judge"))]
+    panel = as_mapping(doc.get("panel"))
+    if panel:
+        items.append({**panel, "judge": "panel mean S(q)"})
+    rows = [
+        [
+            i.get("judge"),
+            fmt(i.get("pearson"), 3),
+            fmt(i.get("spearman"), 3),
+            i.get("n"),
+            i.get("n_questions"),
+        ]
+        for i in items
+    ]
+    return [
+        para(
+            "Correlation between answer length and score within each question (length and score centred per "
+            "question across models): a positive value means longer answers get higher scores from that judge."
+        ),
+        table(["Judge", "Pearson r", "Spearman ρ", "answers", "questions"], rows, "lrrrr", "Verbosity bias"),
+    ]
+
+
+def _selection(section: Any) -> list[Block]:
+    if section is None:
+        return [para("Not computed.")]
+    doc = as_mapping(section)
+    facts = [as_mapping(m) for m in as_list(doc.get("models"))]
+    by_name = {str(f.get("model")): f for f in facts}
+
+    def named(model: Any) -> Inline:
+        if model is None:
+            return "none"
+        weighted = by_name.get(str(model), {}).get("weighted")
+        return Strong(f"{model} (W {fmt(weighted)})")
+
+    blocks: list[Block] = [
+        para("Best overall: ", named(doc.get("best_overall")), "."),
+        para("Most robust: ", named(doc.get("most_robust")), f" — {doc.get('robust_rule')}."),
+        para("Lowest degradation of all models: ", named(doc.get("lowest_degradation")), "."),
+        para("Quality-to-size choice: ", named(doc.get("quality_to_size")), f" — {doc.get('quality_rule')}."),
+        para(
+            "Pareto frontier of W against size: "
+            + (", ".join(as_list(doc.get("size_frontier"))) or "sizes unknown")
+            + "."
+        ),
+    ]
+    if as_list(doc.get("memory_frontier")):
+        blocks.append(
+            para(
+                "Pareto frontier of W against GPU memory: "
+                + ", ".join(as_list(doc.get("memory_frontier")))
+                + "."
+            )
+        )
+    rows = [
+        [
+            f.get("model"),
+            fmt(f.get("weighted")),
+            fmt_parameters(
+                as_number(f.get("parameters")),
+                f.get("parameters_label") if isinstance(f.get("parameters_label"), str) else None,
+            ),
+            f.get("quantization") or "–",
+            fmt(f.get("gpu_memory_gib"), 0),
+            fmt(f.get("weighted_per_billion"), 3),
+            fmt(f.get("mean_completion_tokens"), 0),
+            fmt(f.get("mean_latency_s"), 2),
+            "yes" if f.get("on_size_frontier") else "",
+            ", ".join(str(d) for d in as_list(f.get("domains_led"))) or "–",
+        ]
+        for f in facts
+    ]
+    header = [
+        "Model",
+        "W",
+        "Size",
+        "Quant.",
+        "GPU GiB",
+        "W per B params",
+        "tokens/answer",
+        "latency s/answer",
+    ]
+    header += ["size frontier", "domains led"]
+    blocks.append(table(header, rows, "lrllrrrrcl", "Model facts for selection"))
+    return blocks
+
+
+def _experts(section: Any) -> list[Block]:
+    skipped = _not_applicable(section)
+    doc = as_mapping(section)
+    unmatched = {k: v for k, v in as_mapping(doc.get("unmatched")).items() if v}
+    counts = para(
+        f"{doc.get('n_rows')} expert rows, {doc.get('n_matched')} compared with the panel's S(q)"
+        + (", not compared: " + ", ".join(f"{k} {v}" for k, v in unmatched.items()) if unmatched else "")
+        + (f", other series: {doc.get('n_other_series')}" if doc.get("n_other_series") else "")
+        + "."
+    )
+    if skipped is not None:
+        return [*skipped, counts] if section is not None else skipped
+
+    def row(scope: str, stats: Any) -> list[Any]:
+        st = as_mapping(stats)
+        return [
+            scope,
+            st.get("n"),
+            fmt(st.get("pearson"), 3),
+            fmt(st.get("spearman"), 3),
+            fmt(st.get("mae"), 2),
+            fmt(st.get("kappa_quadratic"), 3),
+            fmt(st.get("mean_bias"), 2),
+        ]
+
+    rows = [row("overall", doc.get("overall"))]
+    rows += [row(f"domain {d}", st) for d, st in as_mapping(doc.get("per_domain")).items()]
+    rows += [row(f"expert {e}", st) for e, st in as_mapping(doc.get("per_expert")).items()]
+    header = ["Scope", "pairs", "Pearson r", "Spearman ρ", "MAE", "weighted κ", "bias (expert − panel)"]
+    return [counts, table(header, rows, "lrrrrrr", "Experts against the judge panel")]
+
+
 def series_blocks(view: SeriesView, report: ReportView) -> list[Block]:
     title = f"Series {view.name}" + (" (primary)" if view.is_primary else "")
     facts = [f"{view.n_questions} questions"] if view.n_questions is not None else []
@@ -428,7 +594,8 @@ def series_blocks(view: SeriesView, report: ReportView) -> list[Block]:
     blocks: list[Block] = [Heading(2, title, anchor(view.name)), para(", ".join(facts) + ".")]
     blocks += [Heading(3, "Overall ranking by level"), *_ranking(view), Plot("forest", view.name)]
     blocks += _leading_group(view)
-    blocks += [Plot("size", view.name), Heading(3, "Robustness to difficulty"), Plot("levels", view.name)]
+    blocks += [Plot("size", view.name)]
+    blocks += [Heading(3, "Robustness to difficulty"), *_robustness(view), Plot("levels", view.name)]
     blocks += [
         Heading(3, "Leaders by domain"),
         *_domain_leaders(view),
@@ -436,12 +603,12 @@ def series_blocks(view: SeriesView, report: ReportView) -> list[Block]:
         Plot("domains", view.name),
     ]
     blocks += [Heading(3, "Judge agreement"), *_judges(view)]
-    blocks += [Heading(3, "Self-preference"), *generic(view.self_preference)]
-    blocks += [Heading(3, "Leave-one-judge-out ranking"), *generic(view.leave_one_judge_out)]
-    blocks += [Heading(3, "Verbosity bias"), *generic(view.verbosity)]
-    blocks += [Heading(3, "Model selection"), *generic(view.selection)]
+    blocks += [Heading(3, "Self-preference"), *_self_preference(view.self_preference)]
+    blocks += [Heading(3, "Leave-one-judge-out ranking"), *_lojo(view.leave_one_judge_out)]
+    blocks += [Heading(3, "Verbosity bias"), *_verbosity(view.verbosity)]
+    blocks += [Heading(3, "Model selection"), *_selection(view.selection)]
     if view.experts is not None:
-        blocks += [Heading(3, "Expert validation"), *generic(view.experts)]
+        blocks += [Heading(3, "Expert validation"), *_experts(view.experts)]
     blocks += [Heading(3, "Final tiers"), _tiers(view, report.config)]
     return blocks
 

@@ -16,8 +16,9 @@ from collections.abc import Callable, Sequence
 
 import matplotlib
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
 
-from kubejury.report.view import SeriesView, fmt_parameters
+from kubejury.report.view import SeriesView, as_list, as_mapping, fmt_parameters
 
 matplotlib.use("Agg")  # never a GUI backend, even when a display is around
 
@@ -50,67 +51,56 @@ def _style(index: int) -> tuple[str, str]:
     return PALETTE[index % len(PALETTE)], LINESTYLES[(index // len(PALETTE)) % len(LINESTYLES)]
 
 
+def _size_label(value: float, _position: object = None) -> str:
+    return fmt_parameters(value, None)
+
+
 def size_plot(view: SeriesView) -> str | None:
-    """W against total parameters (log x) with the W interval; ``None`` when no size is known."""
+    """W against total parameters (log x) with the W interval and the size Pareto frontier;
+    ``None`` when no model's size is known. Colours match the robustness plot."""
+    colors = {r.model: _style(i)[0] for i, r in enumerate(view.rows)}
     rows = [r for r in view.rows if r.parameters is not None and r.weighted is not None]
     if not rows:
         return None
     figure = Figure(figsize=(7.5, 4.5))
     axes = figure.subplots()
     leaders = set(view.leading_group)
-    for index, row in enumerate(rows):
-        color, _ = _style(index)
+    for row in rows:
+        color = colors[row.model]
         x = float(row.parameters or 0.0)
         y = float(row.weighted or 0.0)
         if row.weighted_ci and row.weighted_ci[0] is not None and row.weighted_ci[1] is not None:
-            axes.errorbar(
-                [x],
-                [y],
-                yerr=[[y - row.weighted_ci[0]], [row.weighted_ci[1] - y]],
-                fmt="none",
-                ecolor=color,
-                capsize=3,
-                alpha=0.7,
-            )
+            yerr = [[y - row.weighted_ci[0]], [row.weighted_ci[1] - y]]
+            axes.errorbar([x], [y], yerr=yerr, fmt="none", ecolor=color, capsize=3, alpha=0.7)
         marker = "*" if row.model in leaders else "o"
-        axes.scatter([x], [y], color=color, marker=marker, s=120 if marker == "*" else 50, zorder=3)
         label = f"{row.model} ({fmt_parameters(row.parameters, row.parameters_label)})"
-        axes.annotate(label, (x, y), textcoords="offset points", xytext=(6, 4), fontsize=8)
-    frontier = _pareto([(float(r.parameters or 0.0), float(r.weighted or 0.0)) for r in rows])
-    if len(frontier) > 1:
-        axes.plot(
-            [p[0] for p in frontier],
-            [p[1] for p in frontier],
-            color="#555555",
-            linestyle=":",
-            linewidth=1,
-            label="Pareto frontier",
+        axes.scatter(
+            [x], [y], color=color, marker=marker, s=140 if marker == "*" else 50, zorder=3, label=label
         )
-        axes.legend(loc="lower right", fontsize=8)
+    on_frontier = {str(m) for m in as_list(as_mapping(view.selection).get("size_frontier"))}
+    frontier = sorted(
+        (float(r.parameters or 0.0), float(r.weighted or 0.0)) for r in rows if r.model in on_frontier
+    )
+    if len(frontier) > 1:
+        xs, ys = [p[0] for p in frontier], [p[1] for p in frontier]
+        axes.plot(xs, ys, color="#555555", linestyle=":", linewidth=1.2, label="Pareto frontier (size)")
     axes.set_xscale("log")
+    sizes = [float(r.parameters or 1.0) for r in rows]
+    axes.set_xlim(min(sizes) / 1.6, max(sizes) * 1.6)
+    axes.xaxis.set_major_formatter(FuncFormatter(_size_label))
+    axes.xaxis.set_minor_formatter(FuncFormatter(lambda v, p: ""))
+    ticks = [t for t in _SIZE_TICKS if min(sizes) / 1.6 <= t <= max(sizes) * 1.6]
+    if ticks:
+        axes.set_xticks(ticks)
     axes.set_xlabel("total parameters (log scale)")
-    axes.set_ylabel("weighted score W")
+    axes.set_ylabel("weighted score W (95% CI)")
     axes.set_title(f"W against model size — series {view.name} (★ leading group)")
-    axes.grid(True, which="both", alpha=0.3)
-    _pad_log_x(axes, [float(r.parameters or 1.0) for r in rows])
+    axes.grid(True, which="major", alpha=0.3)
+    axes.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
     return _svg(figure, f"size-{view.name}")
 
 
-def _pad_log_x(axes: object, xs: Sequence[float]) -> None:
-    low, high = min(xs), max(xs)
-    set_xlim = getattr(axes, "set_xlim")  # noqa: B009 - matplotlib Axes is untyped here
-    set_xlim(low / 1.6, high * 2.5)
-
-
-def _pareto(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
-    """Points not beaten by a smaller-or-equal model with a higher-or-equal W, by size."""
-    frontier: list[tuple[float, float]] = []
-    best = -math.inf
-    for size, score in sorted(points, key=lambda p: (p[0], -p[1])):
-        if score > best:
-            frontier.append((size, score))
-            best = score
-    return frontier
+_SIZE_TICKS = tuple(m * 10.0**e for e in range(6, 13) for m in (1, 3))
 
 
 def level_plot(view: SeriesView) -> str | None:
