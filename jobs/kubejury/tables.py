@@ -276,6 +276,9 @@ ANSWER_FIELDS: dict[str, tuple[str, bool]] = {
 }
 
 
+_FIELDS: dict[str, dict[str, tuple[str, bool]]] = {"judgment": JUDGMENT_FIELDS, "answer": ANSWER_FIELDS}
+
+
 def _read_ndjson(
     source: str, schema: Mapping[str, pl.DataType], fields: Mapping[str, tuple[str, bool]], kind: str
 ) -> pl.DataFrame:
@@ -330,6 +333,11 @@ def _encode_column(
             )
         column = column.fill_null(DEFAULT_SERIES)
         distinct = [DEFAULT_SERIES if v is None else v for v in distinct]
+    if any(v.startswith(("{", "[")) for v in distinct):
+        # polars stores a JSON object or array given for a string field as its text; find the line.
+        problem = _find_bad_line(source, _FIELDS[kind], kind)
+        if problem is not None:
+            raise problem
     if "" in distinct:
         row = _first_row(column, "")
         hint = f" (omit the field for '{DEFAULT_SERIES}')" if name == "series" else ""
