@@ -101,7 +101,7 @@ def print_ranking(analysis: Any) -> None:
         if unc is not None:
             u = unc.model_index(model)
             low, high = unc.weighted_ci[u]
-            row.append(f"[{_fmt(float(low))}, {_fmt(float(high))}]")
+            row.append(f"{_fmt(float(low))}–{_fmt(float(high))}")
         row += [_fmt(float(scores.level_scores[i, k])) for k in range(len(scores.levels))]
         row += [
             _fmt(float(scores.degradation[i])),
