@@ -1,0 +1,78 @@
+"""The pipeline glue: which endpoint an entry uses, selection by name, loading and filtering inputs."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kubejury import pipeline
+from kubejury.errors import ConfigError, InputError
+from kubejury.spec import ModelSpec
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_endpoint_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(pipeline.ENDPOINT_ENV, raising=False)
+    local = ModelSpec(name="g", runtime="llamacpp")
+    remote = ModelSpec(name="r", runtime="openai", source="https://api.example.com/v1")
+    vllm = ModelSpec(name="v", runtime="vllm", source="hf://org/repo")
+    urls = {"g": "http://127.0.0.1:9/v1"}
+    assert pipeline.endpoint_of(local, urls) == "http://127.0.0.1:9/v1"
+    assert pipeline.endpoint_of(remote, urls) == "https://api.example.com/v1"
+    assert pipeline.endpoint_of(remote, urls, override="http://x/v1") == "http://x/v1"
+    with pytest.raises(ConfigError, match="no endpoint for 'v'"):
+        pipeline.endpoint_of(vllm, urls)
+    monkeypatch.setenv(pipeline.ENDPOINT_ENV, "http://svc:8000/v1")
+    assert pipeline.endpoint_of(vllm, urls) == "http://svc:8000/v1"
+
+
+def test_api_key_from_named_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    entry = ModelSpec(name="r", runtime="openai", source="https://api.example.com/v1", apiKeyEnv="MY_KEY")
+    monkeypatch.delenv("MY_KEY", raising=False)
+    with pytest.raises(ConfigError, match="MY_KEY"):
+        pipeline.api_key_of(entry)
+    monkeypatch.setenv("MY_KEY", "sekret")
+    assert pipeline.api_key_of(entry) == "sekret"
+    assert pipeline.api_key_of(ModelSpec(name="g", runtime="llamacpp")) is None
+
+
+def test_select_by_name() -> None:
+    entries = [ModelSpec(name="a", runtime="llamacpp"), ModelSpec(name="b", runtime="llamacpp")]
+    assert pipeline.select(entries, None, "model") == entries
+    assert [e.name for e in pipeline.select(entries, ["b"], "model")] == ["b"]
+    with pytest.raises(ConfigError, match="unknown model 'c'; the spec has: a, b"):
+        pipeline.select(entries, ["c"], "model")
+
+
+def test_load_inputs_applies_filters_and_writes_nothing(tmp_path: Path) -> None:
+    shutil.copy(REPO / "examples" / "quickstart.yaml", tmp_path / "quickstart.yaml")
+    shutil.copy(REPO / "examples" / "benchmark-ru-sample.jsonl", tmp_path / "benchmark-ru-sample.jsonl")
+    out = tmp_path / "out"
+    inputs = pipeline.load_inputs(str(tmp_path / "quickstart.yaml"), out=str(out))
+    assert len(inputs.benchmark.questions) == 48  # 16 domains x 3 levels x limitPerCell 1
+    assert len(set(inputs.benchmark.domains)) == 16
+    assert inputs.layout.run == "quickstart"
+    assert not out.exists()
+    assert pipeline.record_spec(inputs) is True
+    assert pipeline.record_spec(inputs) is True  # same spec again: nothing to report
+    assert (out / "quickstart" / "spec.json").is_file()
+
+
+def test_filters_that_leave_nothing(tmp_path: Path) -> None:
+    text = (REPO / "examples" / "quickstart.yaml").read_text(encoding="utf-8")
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        text.replace(
+            "      limitPerCell: 1", "      levels: [3]\n      domains: [law]\n      limitPerCell: 1"
+        )
+    )
+    shutil.copy(REPO / "examples" / "benchmark-ru-sample.jsonl", tmp_path / "benchmark-ru-sample.jsonl")
+    inputs = pipeline.load_inputs(str(spec))
+    assert [q.id for q in inputs.benchmark.questions] == ["law-3-01"]
+    bad = text.replace("      limitPerCell: 1", "      levels: [4]")
+    spec.write_text(bad)
+    with pytest.raises((InputError, ConfigError)):
+        pipeline.load_inputs(str(spec))
