@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -30,6 +31,8 @@ FILE_NAME = f"{CRD_NAME}.yaml"
 
 #: Where the generated CRD lives, relative to the repository root.
 OUTPUT_PATHS: tuple[str, ...] = (f"crds/{FILE_NAME}", f"charts/kubejury/crds/{FILE_NAME}")
+#: The field reference generated from the same schema (what ``kubectl explain`` shows, on one page).
+REFERENCE_PATH = "docs/evalrun-reference.md"
 
 HEADER = (
     "# Generated from kubejury.spec by `python -m kubejury_operator.crd --write` (make crds).\n"
@@ -116,8 +119,14 @@ def _resolve(node: Mapping[str, Any], defs: Mapping[str, Any]) -> dict[str, Any]
     return merged
 
 
-def structural(node: Mapping[str, Any], defs: Mapping[str, Any], path: str = "spec") -> dict[str, Any]:
-    """Convert one pydantic JSON-schema node into a Kubernetes structural-schema node."""
+def structural(
+    node: Mapping[str, Any], defs: Mapping[str, Any], path: str = "spec", *, keep_defaults: bool = False
+) -> dict[str, Any]:
+    """Convert one pydantic JSON-schema node into a Kubernetes structural-schema node.
+
+    Defaults are dropped (pydantic applies them; the API server must not store a second copy)
+    unless ``keep_defaults`` (for the field reference).
+    """
     node = _resolve(node, defs)
     nullable = False
     for key in ("anyOf", "oneOf"):
@@ -141,15 +150,18 @@ def structural(node: Mapping[str, Any], defs: Mapping[str, Any], path: str = "sp
         node = {**node, "enum": [node["const"]]}
     out: dict[str, Any] = {}
     for key, value in node.items():
-        if key not in _KEEP:
+        if key not in _KEEP and not (keep_defaults and key == "default" and value is not None):
             continue
         if key == "properties":
-            out[key] = {name: structural(child, defs, f"{path}.{name}") for name, child in value.items()}
+            out[key] = {
+                name: structural(child, defs, f"{path}.{name}", keep_defaults=keep_defaults)
+                for name, child in value.items()
+            }
         elif key == "items":
-            out[key] = structural(value, defs, f"{path}[]")
+            out[key] = structural(value, defs, f"{path}[]", keep_defaults=keep_defaults)
         elif key == "additionalProperties":
             if isinstance(value, Mapping):
-                out[key] = structural(value, defs, f"{path}.*")
+                out[key] = structural(value, defs, f"{path}.*", keep_defaults=keep_defaults)
             # ``false`` (unknown fields rejected) is what a structural schema does by pruning, and
             # ``additionalProperties`` may not be combined with ``properties``; ``true`` → preserve.
             elif value is True and "properties" not in node:
@@ -169,11 +181,11 @@ def structural(node: Mapping[str, Any], defs: Mapping[str, Any], path: str = "sp
     return {key: out[key] for key in [*first, *(k for k in out if k not in _FIRST)]}
 
 
-def spec_schema() -> dict[str, Any]:
+def spec_schema(*, keep_defaults: bool = False) -> dict[str, Any]:
     """The structural schema of ``.spec``, from :class:`kubejury.spec.EvalRunSpec`."""
     schema = EvalRunSpec.model_json_schema(by_alias=True, mode="validation")
     defs = schema.get("$defs", {})
-    return structural(schema, defs, "spec")
+    return structural(schema, defs, "spec", keep_defaults=keep_defaults)
 
 
 def crd() -> dict[str, Any]:
@@ -234,16 +246,83 @@ def render() -> str:
     return HEADER + yaml.safe_dump(crd(), sort_keys=False, allow_unicode=True, width=120)
 
 
+def _type_text(node: Mapping[str, Any]) -> str:
+    kind = str(node.get("type", "any"))
+    if kind == "array":
+        kind = f"[]{_type_text(node.get('items', {}))}"
+    elif kind == "object" and isinstance(node.get("additionalProperties"), Mapping):
+        kind = f"map[string]{_type_text(node['additionalProperties'])}"
+    return kind
+
+
+def _constraints(node: Mapping[str, Any]) -> str:
+    parts = []
+    if "enum" in node:
+        parts.append("one of " + ", ".join(f"`{v}`" for v in node["enum"]))
+    for bound, exclusive, inclusive_sign, strict_sign in (
+        ("minimum", "exclusiveMinimum", "≥", ">"),
+        ("maximum", "exclusiveMaximum", "≤", "<"),
+    ):
+        if bound in node:
+            sign = strict_sign if node.get(exclusive) is True else inclusive_sign
+            parts.append(f"{sign} {node[bound]}")
+    if "minItems" in node:
+        parts.append(f"at least {node['minItems']} item(s)")
+    if "pattern" in node:
+        parts.append(f"pattern `{node['pattern']}`")
+    return "; ".join(parts)
+
+
+def _reference_rows(node: Mapping[str, Any], path: str, required: bool) -> list[str]:
+    description = " ".join(str(node.get("description", "")).split()).replace("|", "\\|")
+    constraints = _constraints(node)
+    if constraints:
+        description = f"{description} ({constraints})" if description else constraints
+    default = json.dumps(node["default"], ensure_ascii=False) if "default" in node else ""
+    default = f"`{default}`" if default else ""
+    rows = [f"| `{path}` | {_type_text(node)} | {'yes' if required else default} | {description} |"]
+    target = node.get("items", node) if node.get("type") == "array" else node
+    suffix = "[]" if node.get("type") == "array" else ""
+    needed = set(target.get("required", []))
+    for name, child in target.get("properties", {}).items():
+        rows.extend(_reference_rows(child, f"{path}{suffix}.{name}", name in needed))
+    return rows
+
+
+def render_reference() -> str:
+    """Markdown reference of every ``spec`` field: path, type, required, description and limits."""
+    lines = [
+        "<!-- Generated from kubejury.spec by `python -m kubejury_operator.crd --write`; do not edit. -->",
+        "# EvalRun field reference",
+        "",
+        f"`apiVersion: {API_GROUP}/{API_VERSION}`, `kind: {KIND}`. The same text is in the CRD: "
+        "`kubectl explain evalrun.spec.models` shows it in a cluster. Names are camelCase; unknown "
+        "fields are rejected; `kubejury validate FILE` checks a file locally.",
+        "",
+        "| field | type | required / default | description |",
+        "|---|---|---|---|",
+        *_reference_rows(spec_schema(keep_defaults=True), "spec", True),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _outputs() -> dict[str, str]:
+    crd_text = render()
+    outputs = {relative: crd_text for relative in OUTPUT_PATHS}
+    outputs[REFERENCE_PATH] = render_reference()
+    return outputs
+
+
 def repo_root() -> Path:
     """The repository root (this file is ``operator/kubejury_operator/crd.py``)."""
     return Path(__file__).resolve().parents[2]
 
 
 def drifted(root: Path) -> list[Path]:
-    """Generated files under ``root`` that are missing or differ from :func:`render`."""
-    text = render()
+    """Generated files under ``root`` that are missing or differ from what the models give."""
     stale = []
-    for relative in OUTPUT_PATHS:
+    for relative, text in _outputs().items():
         path = root / relative
         if not path.is_file() or path.read_text(encoding="utf-8") != text:
             stale.append(path)
@@ -251,10 +330,9 @@ def drifted(root: Path) -> list[Path]:
 
 
 def write(root: Path) -> list[Path]:
-    """Write every generated file under ``root``; return the paths written."""
-    text = render()
+    """Write every generated file under ``root`` (CRD copies and the field reference)."""
     written = []
-    for relative in OUTPUT_PATHS:
+    for relative, text in _outputs().items():
         path = root / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
@@ -267,7 +345,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m kubejury_operator.crd", description=__doc__.split("\n")[0]
     )
     action = parser.add_mutually_exclusive_group()
-    action.add_argument("--write", action="store_true", help="write crds/ and charts/kubejury/crds/")
+    action.add_argument(
+        "--write",
+        action="store_true",
+        help="write crds/, charts/kubejury/crds/ and docs/evalrun-reference.md",
+    )
     action.add_argument("--check", action="store_true", help="exit 1 when the files on disk drift")
     parser.add_argument("--root", type=Path, default=None, help="repository root (default: this checkout)")
     args = parser.parse_args(argv)

@@ -13,7 +13,18 @@ import yaml
 
 from kubejury.spec import parse_evalrun
 from kubejury_operator import crd as crd_module
-from kubejury_operator.crd import OUTPUT_PATHS, SchemaError, crd, drifted, main, render, repo_root, structural
+from kubejury_operator.crd import (
+    OUTPUT_PATHS,
+    REFERENCE_PATH,
+    SchemaError,
+    crd,
+    drifted,
+    main,
+    render,
+    render_reference,
+    repo_root,
+    structural,
+)
 
 FORBIDDEN = {"anyOf", "oneOf", "allOf", "not", "$ref", "$defs", "const", "default", "title", "propertyNames"}
 
@@ -46,6 +57,17 @@ def test_files_on_disk_match_the_models(relative: str) -> None:
     assert path.read_text(encoding="utf-8") == render(), (
         f"{relative} drifted: run python -m kubejury_operator.crd --write"
     )
+
+
+def test_field_reference_on_disk_matches_the_models() -> None:
+    path = repo_root() / REFERENCE_PATH
+    assert path.read_text(encoding="utf-8") == render_reference(), (
+        "run python -m kubejury_operator.crd --write"
+    )
+    text = render_reference()
+    assert '| `spec.models[].quantization` | string | `"auto"` |' in text
+    assert "| `spec.judges` | []object | yes |" in text
+    assert drifted(repo_root()) == []
 
 
 def test_check_and_write_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
