@@ -158,7 +158,7 @@ class SecretKeyRef(_Model):
     """One key of a Kubernetes Secret in the EvalRun's namespace."""
 
     name: str = Field(
-        description="Name of the Secret (in the EvalRun's namespace).",
+        description="Name of the Secret in the EvalRun's namespace (lower-case DNS name: letters, digits, '-', '.').",
         min_length=1,
         max_length=253,
         pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
@@ -170,7 +170,7 @@ class SecretRef(_Model):
     """A whole Kubernetes Secret in the EvalRun's namespace."""
 
     name: str = Field(
-        description="Name of the Secret (in the EvalRun's namespace).",
+        description="Name of the Secret in the EvalRun's namespace (lower-case DNS name: letters, digits, '-', '.').",
         min_length=1,
         max_length=253,
         pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
@@ -694,7 +694,7 @@ class ModelCache(_Model):
 
     claim_name: str = Field(
         pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
-        description="Name of an existing PersistentVolumeClaim (ReadWriteMany for several nodes).",
+        description="Name of an existing PersistentVolumeClaim (lower-case DNS name; ReadWriteMany for several nodes).",
     )
     mount_path: str = Field(
         default="/root/.cache/huggingface",
@@ -1122,6 +1122,18 @@ def _unwrap(annotation: Any) -> Any:
     return annotation
 
 
+def _field_description(loc: Sequence[int | str]) -> str | None:
+    """The description of the field at ``loc`` (it says what is allowed), if known."""
+    names = [part for part in loc if isinstance(part, str)]
+    parent = (
+        _model_at(loc[: max(i for i, part in enumerate(loc) if isinstance(part, str))]) if names else None
+    )
+    if parent is None:
+        return None
+    field = next((f for n, f in parent.model_fields.items() if names[-1] in (n, f.alias)), None)
+    return field.description if field is not None else None
+
+
 def _allowed_fields(model: type[BaseModel]) -> str:
     return ", ".join(f.alias or n for n, f in model.model_fields.items())
 
@@ -1141,6 +1153,11 @@ def _problems_from_error(error: ErrorDetails) -> list[FieldProblem]:
     if kind == "missing":
         return [FieldProblem(path, "required field is missing")]
     message = error["msg"]
+    if kind == "string_pattern_mismatch":
+        described = _field_description(loc)
+        message = f"{error.get('input')!r} is not allowed here" + (
+            f": {described}" if described else f" ({message})"
+        )
     if kind == "value_error":
         message = message.removeprefix("Value error, ")
     if kind == "literal_error":

@@ -274,3 +274,16 @@ def test_evalrun_model_validate_applies_cross_field_rules() -> None:
     data = doc(models=[{"name": "a", "source": "a/b"}, {"name": "a", "source": "a/c"}])
     with pytest.raises(Exception, match="must be unique"):
         EvalRun.model_validate(data)
+
+
+def test_pattern_errors_say_what_is_allowed() -> None:
+    data = doc(models=[{"name": "bad name", "source": "a/b"}])
+    data["metadata"]["name"] = "Study_1"
+    problems = problems_of(data)
+    assert any(
+        p.startswith("metadata.name: 'Study_1' is not allowed here: Name of the run (DNS-1123")
+        for p in problems
+    )
+    assert any(
+        p.startswith("spec.models[0].name: 'bad name' is not allowed here: Unique name") for p in problems
+    )
