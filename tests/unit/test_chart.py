@@ -361,7 +361,8 @@ def test_watch_namespaces_switches_to_roles(all_on_objects: list[dict[str, Any]]
         "events",
     } <= role_resources
     # a fixed Job ServiceAccount means the operator creates none
-    assert "serviceaccounts" not in role_resources
+    (sa_rule,) = [r for r in roles[0]["rules"] if "serviceaccounts" in r["resources"]]
+    assert sa_rule["verbs"] == ["list"]
 
 
 def test_operator_rules_cover_what_it_does(default_objects: list[dict[str, Any]]) -> None:
@@ -374,11 +375,15 @@ def test_operator_rules_cover_what_it_does(default_objects: list[dict[str, Any]]
     }
     assert {"list", "watch", "patch"} <= rules[("kubejury.io", "evalruns")]
     assert "patch" in rules[("kubejury.io", "evalruns/status")]
-    assert rules[("", "pods")] == {"get", "list", "watch"}
-    assert rules[("", "nodes")] == {"get", "list", "watch"}
-    assert rules[("", "events")] == {"create", "patch"}
-    assert {"create", "patch", "delete"} <= rules[("apps", "deployments")]
-    assert {"create", "delete"} <= rules[("batch", "jobs")]
+    assert rules[("", "pods")] == {"get", "list"}
+    assert rules[("", "nodes")] == {"list"}
+    assert rules[("", "events")] == {"create"}
+    assert rules[("", "secrets")] == {"get"}
+    # what kubejury_operator.gateway does with the run's children
+    assert rules[("apps", "deployments")] == {"list", "create", "patch", "delete"}
+    for resource in ("services", "configmaps", "serviceaccounts"):
+        assert rules[("", resource)] == {"list", "create", "delete"}, resource
+    assert rules[("batch", "jobs")] == {"list", "create", "delete"}
     assert rules[("apiextensions.k8s.io", "customresourcedefinitions")] == {"list", "watch"}
     assert rules[("", "namespaces")] == {"list", "watch"}
     assert ("", "persistentvolumeclaims") not in rules  # the operator creates no PVCs
@@ -394,10 +399,18 @@ def test_webhook_rbac_only_in_kopf_self_signed_mode(
     (config,) = of_kind(default_objects, "ValidatingWebhookConfiguration")
     named = [r for r in self_signed if "resourceNames" in r]
     assert named and named[0]["resourceNames"] == [config["metadata"]["name"]]
-    assert set(named[0]["verbs"]) == {"get", "patch"}
+    assert named[0]["verbs"] == ["patch"]
     unnamed = [r for r in self_signed if "resourceNames" not in r]
     assert [r["verbs"] for r in unnamed] == [["create"]]
     assert "webhooks" not in config  # kopf fills them in
+    data = settings_data(default_objects)
+    assert data["KUBEJURY_WEBHOOK_MANAGED"] == config["metadata"]["name"]
+    assert data["KUBEJURY_WEBHOOK_HOST"] == "kj-kubejury-webhook.kubejury.svc"
+    assert data["KUBEJURY_WEBHOOK_PORT"] == "9443" and data["KUBEJURY_WEBHOOK_CERT"] == ""
+    (service,) = [
+        x for x in of_kind(default_objects, "Service") if x["metadata"]["name"] == "kj-kubejury-webhook"
+    ]
+    assert {p["port"] for p in service["spec"]["ports"]} == {443, 9443}
     assert webhook_rules(all_on_objects) == []  # cert-manager mode: the chart owns the configuration
 
 
@@ -458,9 +471,8 @@ def test_operator_deployment_shape(default_objects: list[dict[str, Any]]) -> Non
     assert deployment["spec"]["replicas"] == 1
     assert deployment["spec"]["strategy"] == {"type": "Recreate"}
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
-    assert "--liveness=http://0.0.0.0:8080/healthz" in container["args"]
-    assert "--standalone" in container["args"]
-    assert "--all-namespaces" in container["args"]
+    assert container["command"] == ["kubejury-operator"]
+    assert container["args"] == ["--liveness=http://0.0.0.0:8080/healthz"]
     probe = container["livenessProbe"]["httpGet"]
     assert probe["path"] == "/healthz"
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
@@ -468,10 +480,17 @@ def test_operator_deployment_shape(default_objects: list[dict[str, Any]]) -> Non
     assert probe["port"] == "health"
 
 
-def test_watch_namespaces_become_operator_arguments(all_on_objects: list[dict[str, Any]]) -> None:
-    (container,) = operator_deployment(all_on_objects)["spec"]["template"]["spec"]["containers"]
-    assert "--namespace=team-a" in container["args"] and "--namespace=team-b" in container["args"]
-    assert "--all-namespaces" not in container["args"]
+def settings_data(objects: list[dict[str, Any]]) -> dict[str, str]:
+    (settings,) = [c for c in of_kind(objects, "ConfigMap") if c["metadata"]["name"].endswith("-settings")]
+    data: dict[str, str] = settings["data"]
+    return data
+
+
+def test_watch_namespaces_reach_the_operator(
+    all_on_objects: list[dict[str, Any]], default_objects: list[dict[str, Any]]
+) -> None:
+    assert settings_data(all_on_objects)["KUBEJURY_WATCH_NAMESPACES"] == "team-a,team-b"
+    assert settings_data(default_objects)["KUBEJURY_WATCH_NAMESPACES"] == ""  # all namespaces
 
 
 def test_settings_reach_the_operator(all_on_objects: list[dict[str, Any]]) -> None:
@@ -487,11 +506,13 @@ def test_settings_reach_the_operator(all_on_objects: list[dict[str, Any]]) -> No
     assert data["KUBEJURY_STORAGE_SECRET"] == "s3-credentials"
     assert data["KUBEJURY_MODEL_CACHE_PVC"] == "model-cache"
     assert data["KUBEJURY_LOG_LEVEL"] == "DEBUG"
-    assert data["KUBEJURY_WEBHOOK_CERT_DIR"] == "/var/run/kubejury/webhook-tls"
+    assert data["KUBEJURY_WEBHOOK_CERT"] == "/var/run/kubejury/webhook-tls/tls.crt"
+    assert data["KUBEJURY_WEBHOOK_KEY"] == "/var/run/kubejury/webhook-tls/tls.key"
+    assert data["KUBEJURY_WEBHOOK_MANAGED"] == ""
     assert json.loads(data["KUBEJURY_GPU_TOLERATIONS"])[0]["key"] == "nvidia.com/gpu"
     assert data["KUBEJURY_JOB_IMAGE"].startswith("ghcr.io/kubejury/kubejury:")
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
-    assert mounts["webhook-tls"] == data["KUBEJURY_WEBHOOK_CERT_DIR"]
+    assert data["KUBEJURY_WEBHOOK_CERT"].startswith(mounts["webhook-tls"] + "/")
 
 
 # -------------------------------------------------------------------------------- the webhook
@@ -534,6 +555,7 @@ def test_webhook_can_be_turned_off(tmp_values: Path) -> None:
     assert not of_kind(objects, "ValidatingWebhookConfiguration")
     assert not [s for s in of_kind(objects, "Service") if s["metadata"]["name"].endswith("-webhook")]
     assert not [r for _, r in rbac_rules(objects) if "validatingwebhookconfigurations" in r["resources"]]
+    assert settings_data(objects)["KUBEJURY_WEBHOOK_PORT"] == ""  # the operator serves no webhook
 
 
 # ----------------------------------------------------------------------- the rest of the chart
