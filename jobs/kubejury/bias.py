@@ -200,6 +200,18 @@ def _estimate(total: float, count: float, draws: FloatArray, confidence: float) 
     return Estimate(mean, float(low), float(high), int(count))
 
 
+def _estimate_difference(
+    related: Estimate, baseline: Estimate, draws: FloatArray, confidence: float
+) -> Estimate:
+    mean = related.mean - baseline.mean
+    finite = draws[np.isfinite(draws)]
+    if finite.size == 0 or not related.n or not baseline.n:
+        return Estimate(mean, math.nan, math.nan, related.n)
+    tail = (1.0 - confidence) / 2.0
+    low, high = np.quantile(finite, [tail, 1.0 - tail])
+    return Estimate(mean, float(low), float(high), related.n)
+
+
 def self_preference(
     cube: ScoreCube,
     *,
@@ -252,22 +264,16 @@ def self_preference(
         # Per question: baseline sums/counts over unrelated models (shared by the judge's pairs).
         base_sum = filled[~related_mask, :, j].sum(axis=0)
         base_cnt = present[~related_mask, :, j].sum(axis=0).astype(np.float64)
-        for model, relation in relations.items():
-            m = cube.model_index(model)
-            rel_sum = filled[m, :, j]
-            rel_cnt = present[m, :, j].astype(np.float64)
-            sums = np.stack([rel_sum, base_sum], axis=1)
-            counts = np.stack([rel_cnt, base_cnt], axis=1)
-            draws = _bootstrap_ratio_draws(sums, counts, n_bootstrap, rng)
-            related = _estimate(float(rel_sum.sum()), float(rel_cnt.sum()), draws[:, 0], confidence)
-            baseline = _estimate(float(base_sum.sum()), float(base_cnt.sum()), draws[:, 1], confidence)
-            diff_draws = draws[:, 0] - draws[:, 1]
-            difference = Estimate(related.mean - baseline.mean, math.nan, math.nan, related.n)
-            finite = diff_draws[np.isfinite(diff_draws)]
-            if finite.size and related.n and baseline.n:
-                tail = (1.0 - confidence) / 2.0
-                low, high = np.quantile(finite, [tail, 1.0 - tail])
-                difference = Estimate(difference.mean, float(low), float(high), related.n)
+        # One bootstrap per judge: columns are its related models, then the unrelated baseline,
+        # so every pair of this judge is resampled on the same questions.
+        related_rows = [cube.model_index(model) for model in relations]
+        sums = np.column_stack([filled[related_rows, :, j].T, base_sum])
+        counts = np.column_stack([present[related_rows, :, j].T.astype(np.float64), base_cnt])
+        draws = _bootstrap_ratio_draws(sums, counts, n_bootstrap, rng)
+        baseline = _estimate(float(base_sum.sum()), float(base_cnt.sum()), draws[:, -1], confidence)
+        for k, (model, relation) in enumerate(relations.items()):
+            related = _estimate(float(sums[:, k].sum()), float(counts[:, k].sum()), draws[:, k], confidence)
+            difference = _estimate_difference(related, baseline, draws[:, k] - draws[:, -1], confidence)
             pairs.append(SelfPreferencePair(judge, model, relation, related, baseline, difference))
     if not pairs:
         return result(False, "no judge is declared to be, or share a family with, a model of this series", ())

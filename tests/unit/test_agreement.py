@@ -10,6 +10,7 @@ import pytest
 from scipy import stats
 
 from kubejury.agreement import (
+    average_ranks,
     icc2,
     json_value,
     judge_agreement,
@@ -18,6 +19,7 @@ from kubejury.agreement import (
     quadratic_weighted_kappa,
     round_scores,
     spearman,
+    value_counts,
 )
 from kubejury.cube import ScoreCube
 
@@ -269,3 +271,39 @@ def test_json_value_conversions() -> None:
     assert json_value({"a": np.bool_(True)}) == {"a": True}
     with pytest.raises(TypeError):
         json_value(object())
+
+
+def test_alpha_equals_the_package_on_raw_reliability_data() -> None:
+    krippendorff = pytest.importorskip("krippendorff")
+    rng = np.random.default_rng(12)
+    scores = np.round(rng.uniform(0, 10, size=(4, 25, 1)) + rng.normal(0, 1, size=(4, 25, 3)), 1)
+    scores[rng.random(scores.shape) < 0.2] = NAN
+    ratings = scores.reshape(-1, 3)
+    expected = krippendorff.alpha(reliability_data=ratings.T, level_of_measurement="interval")
+    assert judge_agreement(make_cube(scores)).krippendorff_alpha == pytest.approx(expected, abs=1e-12)
+
+
+def test_value_counts_rows_and_domain() -> None:
+    counts, domain = value_counts(np.array([[1.0, 1.0, NAN], [2.5, 1.0, 2.5]]))
+    assert domain.tolist() == [1.0, 2.5]
+    assert counts.tolist() == [[2, 0], [1, 2]]
+
+
+def test_alpha_on_a_seeded_sample_of_units() -> None:
+    rng = np.random.default_rng(4)
+    truth = rng.uniform(0, 10, size=(10, 300, 1))
+    cube = make_cube(np.round(truth + rng.normal(0, 1.0, size=(10, 300, 3))))
+    full = judge_agreement(cube, max_alpha_units=None)
+    sampled = judge_agreement(cube, max_alpha_units=1000, seed=1)
+    assert not full.alpha_sampled and full.n_alpha_units == 3000
+    assert sampled.alpha_sampled and sampled.n_alpha_units == 1000
+    assert sampled.krippendorff_alpha == pytest.approx(full.krippendorff_alpha, abs=0.03)
+    assert sampled == judge_agreement(cube, max_alpha_units=1000, seed=1)
+    assert sampled.icc2_1 == full.icc2_1  # only alpha is sampled
+
+
+def test_average_ranks_match_scipy_rankdata() -> None:
+    rng = np.random.default_rng(13)
+    x = np.round(rng.uniform(0, 10, size=500))
+    np.testing.assert_allclose(average_ranks(x), stats.rankdata(x))
+    assert average_ranks(np.array([3.0, 1.0, 3.0])).tolist() == [2.5, 1.0, 2.5]
