@@ -107,12 +107,26 @@ def _facts(
     return name.strip(), facts
 
 
+def _number_or_text(raw: Any) -> str | float | None:
+    """A plain count (``120000000000``, or ``"1.2e11"``, which YAML reads as text) or a size label."""
+    if raw is None or isinstance(raw, bool):
+        return None if raw is None else str(raw)
+    if isinstance(raw, int | float) and math.isfinite(raw):
+        return float(raw)
+    text = str(raw)
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return number if math.isfinite(number) else text
+
+
 def _model(entry: _Entry, source: str) -> ModelInfo:
     name, facts = _facts(entry, MODEL_KEYS, source, "model", "parameters")
     location = f"line {entry.line}"
     raw = facts.get("parameters")
     try:
-        parameters = parse_parameters(raw if raw is None or isinstance(raw, str) else float(raw))
+        parameters = parse_parameters(_number_or_text(raw))
     except (TypeError, ValueError) as error:
         raise InputError(source, str(error), location=location, field="parameters") from None
     memory = facts.get("gpu_memory_gib")
