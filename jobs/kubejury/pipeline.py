@@ -98,7 +98,9 @@ def open_run_storage(storage_spec: StorageSpec, out: str | None = None) -> Stora
         out or storage_spec.uri,
         endpoint_url=storage_spec.endpoint_url,
         region=storage_spec.region,
-        path_style=storage_spec.use_path_style or storage_spec.endpoint_url is None,
+        # Path-style unless switched off: MinIO/Ceph need it (also when their endpoint comes from the
+        # environment), and AWS S3 still accepts it.
+        path_style=storage_spec.path_style if storage_spec.path_style is not None else True,
     )
 
 

@@ -1,0 +1,57 @@
+"""A whole local run writing to S3 (a real moto S3 server on loopback) instead of a directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kubejury.cli import main
+from kubejury.storage import RunLayout, open_storage
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_run_with_s3_output(
+    tmp_path: Path, bucket: str, stub_server: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = tmp_path / "s3run.yaml"
+    spec.write_text(
+        f"""apiVersion: kubejury.io/v1alpha1
+kind: EvalRun
+metadata:
+  name: s3run
+spec:
+  benchmark:
+    uri: {(REPO / "examples" / "benchmark-ru-sample.jsonl").as_uri()}
+    filters:
+      limitPerCell: 1
+  models:
+    - name: m1
+      runtime: openai
+      source: {stub_server.base_url}
+  judges:
+    - name: j1
+      runtime: openai
+      source: {stub_server.base_url}
+  scoring:
+    bootstrapSamples: 50
+""",
+        encoding="utf-8",
+    )
+    code = main(["run", str(spec), "--out", f"s3://{bucket}/results", "--no-progress"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err[-3000:]
+    store, layout = open_storage(f"s3://{bucket}/results"), RunLayout("s3run")
+    answers = list(store.read_jsonl(layout.answers_prefix("primary", "m1")))
+    judgments = list(store.read_jsonl(layout.judgments_prefix("primary", "j1")))
+    assert len(answers) == 48 and len(judgments) == 48
+    keys = store.list("s3run/")
+    for name in ("report.html", "report.md", "report.json"):
+        assert f"s3run/report/{name}" in keys
+    assert store.exists("s3run/spec.json")
+    assert store.exists(layout.progress_key("primary", "generate", "m1"))
+    assert f"s3://{bucket}/results/s3run/report/report.html" in captured.out
