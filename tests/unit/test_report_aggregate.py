@@ -1,0 +1,133 @@
+"""aggregate.analyse_cubes on hand-built cubes: edge cases every report must survive."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import re
+
+import jsonschema
+import numpy as np
+import pytest
+
+from kubejury.aggregate import Analysis, analyse_cubes, compare_series, null_counts_from_cube
+from kubejury.benchmark import Benchmark, Question
+from kubejury.cube import ScoreCube
+from kubejury.errors import InputError
+from kubejury.report import render_all
+from kubejury.report.json_report import load_schema
+from kubejury.scoring import ScoringConfig, score_series
+
+QUESTIONS = (
+    Question("q1", "Law", 1, "?", "!"),
+    Question("q2", "Law", 2, "?", "!"),
+    Question("q3", "Med", 1, "?", "!"),
+    Question("q4", "Med", 2, "?", "!"),
+)
+BENCHMARK = Benchmark(QUESTIONS, "bench.jsonl")
+CONFIG = ScoringConfig(level_weights={1: 1.0, 2: 1.0}, bootstrap_samples=40)
+
+
+def cube(
+    series: str, models: tuple[str, ...], judges: tuple[str, ...], scores: list[list[list[float]]]
+) -> ScoreCube:
+    array = np.array(scores, dtype=np.float64)
+    return ScoreCube(
+        series=series,
+        models=models,
+        judges=judges,
+        question_ids=("q1", "q3", "q2", "q4"),  # (level, domain, id) order
+        domains=("Law", "Med"),
+        levels=(1, 2),
+        question_domain=np.array([0, 1, 0, 1], dtype=np.int64),
+        question_level=np.array([0, 0, 1, 1], dtype=np.int64),
+        scores=array,
+        has_record=np.ones(array.shape[:2], dtype=bool),
+    )
+
+
+def test_hand_computed_values_reach_report_json() -> None:
+    nan = math.nan
+    one = cube(
+        "s",
+        ("a", "b"),
+        ("j1", "j2"),
+        [
+            [[8, 10], [6, 6], [4, nan], [7, 9]],  # a: S = 9, 6, 4, 8
+            [[5, 5], [5, 5], [5, 5], [nan, nan]],  # b: last answer unscored
+        ],
+    )
+    analysis = analyse_cubes(
+        BENCHMARK, {"s": one}, CONFIG, generated_at=dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+    )
+    doc = json.loads(render_all(analysis)["report.json"])
+    jsonschema.validate(doc, load_schema(), cls=jsonschema.Draft202012Validator)
+    a = doc["series"]["s"]["models"]["a"]
+    # Level 1: Law 9, Med 6 -> 7.5; level 2: Law 4, Med 8 -> 6; W = (7.5 + 6) / 2; D = 1.5.
+    assert a["levels"] == {"1": 7.5, "2": 6.0}
+    assert a["weighted"] == 6.75 and a["degradation"] == 1.5
+    # σ over answers with two scores: q1 (8, 10) -> 1, q3 (6, 6) -> 0, q4 (7, 9) -> 1.
+    assert a["judge_sigma"] == pytest.approx(2 / 3, abs=1e-4)
+    assert a["domains"]["Law"]["weighted"] == 6.5 and a["domains"]["Med"]["weighted"] == 7.0
+    b = doc["series"]["s"]["models"]["b"]
+    assert b["n_unscored"] == 1 and b["n_scored"] == 3
+    assert b["levels"] == {"1": 5.0, "2": 5.0}  # level 2 has only Law scored
+    assert doc["series"]["s"]["ranking"] == ["a", "b"]
+    assert doc["series"]["s"]["domain_leaders"] == {"Law": "a", "Med": "a"}
+    # Null counts come from the cube when the loader gave none: j2 misses q2 of a, both miss q4 of b.
+    assert doc["series"]["s"]["judges"]["parse_failures"] == {"j1": 1, "j2": 2}
+    assert doc["generated_at"] == "2026-01-02T03:04:05Z"
+
+
+def test_one_judge_one_series_no_sizes_still_renders() -> None:
+    single = cube("only", ("a", "b"), ("j",), [[[9], [8], [7], [6]], [[5], [5], [5], [5]]])
+    analysis = analyse_cubes(BENCHMARK, {"only": single}, CONFIG)
+    files = render_all(analysis)
+    doc = json.loads(files["report.json"])
+    jsonschema.validate(doc, load_schema(), cls=jsonschema.Draft202012Validator)
+    series = doc["series"]["only"]
+    assert series["judges"]["applicable"] is False and series["judges"]["krippendorff_alpha"] is None
+    assert series["models"]["a"]["judge_sigma"] is None  # no answer has two judges
+    assert series["self_preference"]["applicable"] is False
+    assert doc["series_comparison"]["models"] == {}
+    md = files["report.md"].decode()
+    assert "Not applicable" in md and "Only one series" in md
+    html = files["report.html"].decode()
+    assert 'data-plot="size-only"' not in html and 'data-plot="judges-only"' not in html
+    assert 'data-plot="forest-only"' in html and 'data-plot="levels-only"' in html
+    assert not re.search(r"nan", md, re.I)
+
+
+def test_compare_series_lists_models_in_two_series_with_nan_when_missing() -> None:
+    first = cube("p", ("a", "b"), ("j",), [[[9], [9], [9], [9]], [[5], [5], [5], [5]]])
+    second = cube("q", ("a",), ("j",), [[[8], [8], [8], [8]]])
+    third = cube("r", ("b", "c"), ("j",), [[[6], [6], [6], [6]], [[1], [1], [1], [1]]])
+    scores = {s.series: score_series(s, CONFIG) for s in (first, second, third)}
+    comparison = compare_series(scores, "p")
+    assert comparison.series == ("p", "q", "r") and comparison.models == ("a", "b")
+    assert comparison.delta["a"]["q"] == pytest.approx(-1.0)
+    assert math.isnan(comparison.weighted["a"]["r"]) and math.isnan(comparison.delta["a"]["r"])
+    assert comparison.delta["b"]["r"] == pytest.approx(1.0)
+    assert comparison.delta["b"]["p"] == 0.0
+
+
+def test_primary_defaults_to_the_first_series_and_reports_put_it_first() -> None:
+    first = cube("later", ("a",), ("j",), [[[9], [9], [9], [9]]])
+    second = cube("earlier", ("a",), ("j",), [[[8], [8], [8], [8]]])
+    analysis: Analysis = analyse_cubes(BENCHMARK, {"later": first, "earlier": second}, CONFIG)
+    assert analysis.primary_series == "later"
+    md = render_all(analysis)["report.md"].decode()
+    assert md.index("## Series later (primary)") < md.index("## Series earlier")
+    assert "| a | 9.00 | 8.00 | -1.00 |" in md
+
+
+def test_no_cubes_is_an_input_error() -> None:
+    with pytest.raises(InputError, match="no judgments"):
+        analyse_cubes(BENCHMARK, {}, CONFIG)
+
+
+def test_null_counts_from_cube_ignore_answers_without_records() -> None:
+    c = cube("s", ("a",), ("j1", "j2"), [[[1, math.nan], [1, 1], [math.nan, math.nan], [2, 2]]])
+    c.has_record[0, 2] = False  # never asked: not a parse failure
+    assert null_counts_from_cube(c) == {"j1": 0, "j2": 1}
