@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
 from scipy import stats
 
 from kubejury.agreement import (
@@ -307,3 +311,41 @@ def test_average_ranks_match_scipy_rankdata() -> None:
     x = np.round(rng.uniform(0, 10, size=500))
     np.testing.assert_allclose(average_ranks(x), stats.rankdata(x))
     assert average_ranks(np.array([3.0, 1.0, 3.0])).tolist() == [2.5, 1.0, 2.5]
+
+
+def test_no_units_at_all() -> None:
+    cube = make_cube(np.zeros((2, 2, 3)))
+    cube = ScoreCube(**{**cube.__dict__, "has_record": np.zeros((2, 2), dtype=np.bool_)})
+    result = judge_agreement(cube)
+    assert result.n_units == 0 and result.n_alpha_units == 0
+    assert math.isnan(result.krippendorff_alpha) and math.isnan(result.icc2_k)
+    assert all(s.n_scored == 0 for s in result.per_judge)
+    json.dumps(result.to_dict(), allow_nan=False)
+
+
+score_matrices = arrays(
+    np.float64,
+    st.tuples(st.integers(3, 12), st.integers(2, 4)),
+    elements=st.integers(0, 10).map(float),
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(score_matrices, st.randoms(use_true_random=False), st.integers(-3, 3))
+def test_statistics_invariant_under_unit_order_and_shift(
+    ratings: np.ndarray, random: Any, shift: int
+) -> None:
+    order = list(range(ratings.shape[0]))
+    random.shuffle(order)
+    base = judge_agreement(make_cube(ratings[None, :, :]))
+    shuffled = judge_agreement(make_cube(ratings[None, order, :]))
+    shifted = judge_agreement(make_cube(ratings[None, :, :] + shift))
+    for other in (shuffled, shifted):
+        for name in ("krippendorff_alpha", "icc2_1", "icc2_k"):
+            a, b = getattr(base, name), getattr(other, name)
+            assert (math.isnan(a) and math.isnan(b)) or a == pytest.approx(b, abs=1e-9)
+        np.testing.assert_allclose(base.spearman, other.spearman, atol=1e-9)
+        np.testing.assert_allclose(base.pearson, other.pearson, atol=1e-9)
+    np.testing.assert_allclose(base.kappa_quadratic, shuffled.kappa_quadratic, atol=1e-9)
+    assert np.allclose(base.pearson, np.transpose(base.pearson), equal_nan=True)
+    assert np.allclose(base.kappa_quadratic, np.transpose(base.kappa_quadratic), equal_nan=True)
