@@ -496,17 +496,29 @@ def _selection(section: Any) -> list[Block]:
     facts = [as_mapping(m) for m in as_list(doc.get("models"))]
     by_name = {str(f.get("model")): f for f in facts}
 
-    def named(model: Any) -> Inline:
+    def named(model: Any, key: str = "weighted", label: str = "W") -> Inline:
         if model is None:
             return "none"
-        weighted = by_name.get(str(model), {}).get("weighted")
-        return Strong(f"{model} (W {fmt(weighted)})")
+        value = by_name.get(str(model), {}).get(key)
+        return Strong(f"{model} ({label} {fmt(value, 3 if key == 'weighted_per_billion' else 2)})")
 
     blocks: list[Block] = [
         para("Best overall: ", named(doc.get("best_overall")), "."),
-        para("Most robust: ", named(doc.get("most_robust")), f" — {doc.get('robust_rule')}."),
-        para("Lowest degradation of all models: ", named(doc.get("lowest_degradation")), "."),
-        para("Quality-to-size choice: ", named(doc.get("quality_to_size")), f" — {doc.get('quality_rule')}."),
+        para(
+            "Most robust: ",
+            named(doc.get("most_robust"), "degradation", "D"),
+            f" — {doc.get('robust_rule')}.",
+        ),
+        para(
+            "Lowest degradation of all models: ",
+            named(doc.get("lowest_degradation"), "degradation", "D"),
+            ".",
+        ),
+        para(
+            "Quality-to-size choice: ",
+            named(doc.get("quality_to_size"), "weighted_per_billion", "W per B params"),
+            f" — {doc.get('quality_rule')}.",
+        ),
         para(
             "Pareto frontier of W against size: "
             + (", ".join(as_list(doc.get("size_frontier"))) or "sizes unknown")

@@ -8,6 +8,7 @@ from __future__ import annotations
 from kubejury.report.blocks import Block, Heading, Inline, Paragraph, Plot, Strong, Table, report_blocks
 from kubejury.report.view import Report
 
+PLOTS_NOTE = "Plots (W against size, robustness lines, domain heatmap, interval forest, judge agreement) are in report.html."
 _ALIGN = {"l": "---", "r": "---:", "c": ":---:"}
 
 
@@ -44,11 +45,9 @@ def render_markdown(document: Report) -> str:
     """report.md from a report.json document."""
     _, blocks = report_blocks(document)
     lines: list[str] = []
+    note_at = next((i for i, b in enumerate(blocks) if i and not isinstance(b, Paragraph)), len(blocks))
     for index, block in enumerate(blocks):
+        if index == note_at:
+            lines += [PLOTS_NOTE, ""]
         lines += render_block(block)
-        if index == 0:
-            lines += [
-                "Plots (size, robustness, domain heatmap, intervals, judge agreement) are in report.html.",
-                "",
-            ]
     return "\n".join(lines).rstrip() + "\n"
