@@ -12,7 +12,8 @@ Why this module exists: kopf decides *when* to act; :mod:`kubejury_operator.reco
   (owner references make the cluster's garbage collector do the same; deleting explicitly frees
   GPUs at once and does not depend on it) and, only with ``spec.cleanupPolicy: Delete``, the
   run's stored results.
-* ``@kopf.on.validate``: the validating admission webhook, calling :mod:`.validation`.
+* ``@kopf.on.validate`` (only when ``KUBEJURY_WEBHOOK_PORT`` is set): the validating admission
+  webhook, calling :mod:`.validation`.
 * ``@kopf.on.startup``/``login``/``cleanup``: settings, API credentials for the gateway.
 """
 
@@ -444,7 +445,6 @@ def _delete_results(evalrun: specmod.EvalRun, name: str) -> int:
 # -------------------------------------------------------------------------------- admission
 
 
-@kopf.on.validate(GROUP, VERSION, PLURAL, id="validate-evalrun")
 async def validate(body: kopf.Body, memo: Any, **_: Any) -> None:
     from kubejury_operator.validation import admission_message, validate_evalrun
 
@@ -472,3 +472,9 @@ async def validate(body: kopf.Body, memo: Any, **_: Any) -> None:
         problems = validate_evalrun(obj)
     if problems:
         raise kopf.AdmissionError(admission_message(problems), code=422)
+
+
+# kopf refuses to start with admission handlers but no webhook server, so the handler is
+# registered only when the webhook is configured (``--webhook-port`` / KUBEJURY_WEBHOOK_PORT).
+if os.environ.get("KUBEJURY_WEBHOOK_PORT"):
+    kopf.on.validate(GROUP, VERSION, PLURAL, id="validate-evalrun")(validate)
