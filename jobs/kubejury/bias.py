@@ -7,7 +7,8 @@ module measures it:
 - :func:`self_preference` — for every judge declared to *be* an evaluated model (``same_as``) or
   to share its family, the mean over that model's answers of (the judge's score − the mean of the
   other judges' scores on the same answer), with a seeded bootstrap CI over questions; the same
-  quantity over the models unrelated to the judge is the baseline (the judge's general leniency),
+  quantity over the *neutral* models (related to no judge of the panel) is the baseline (the
+  judge's general leniency),
   and their difference (difference-in-differences) is the self-preference estimate.
 - :func:`leave_one_judge_out` — the study's ranking recomputed with each judge removed, Kendall's
   tau to the full ranking and the largest rank change: does any single judge decide the result?
@@ -60,8 +61,9 @@ class SelfPreferencePair:
     """One (judge, related model) pair.
 
     ``related``: mean over the model's answers of (judge score − mean of the other judges on the
-    same answer). ``baseline``: the same over the answers of every model unrelated to the judge
-    (neither ``same_as`` nor same family). ``difference``: ``related − baseline``, the
+    same answer). ``baseline``: the same over the answers of every *neutral* model — related to no
+    judge of the panel, so no other judge's own self-preference leaks into the reference.
+    ``difference``: ``related − baseline``, the
     self-preference estimate net of the judge's general leniency; its CI comes from the same
     bootstrap replicates (paired over questions). A positive difference whose interval excludes 0
     means the judge favours the related model beyond its usual leniency.
@@ -253,17 +255,28 @@ def self_preference(
     present = ~np.isnan(deltas)
     filled = np.where(present, deltas, 0.0)
     rng = np.random.default_rng(seed)
-    pairs: list[SelfPreferencePair] = []
-    for j, judge in enumerate(cube.judges):
-        relations = related_models(
+    relations_of = {
+        judge: related_models(
             cube, judge, judge_same_as=same_as, judge_family=judge_fam, model_family=model_fam
         )
+        for judge in cube.judges
+    }
+    neutral = np.array([not any(model in rel for rel in relations_of.values()) for model in cube.models])
+    pairs: list[SelfPreferencePair] = []
+    for j, judge in enumerate(cube.judges):
+        relations = relations_of[judge]
         if not relations:
             continue
-        related_mask = np.array([model in relations for model in cube.models])
-        # Per question: baseline sums/counts over unrelated models (shared by the judge's pairs).
-        base_sum = filled[~related_mask, :, j].sum(axis=0)
-        base_cnt = present[~related_mask, :, j].sum(axis=0).astype(np.float64)
+        for model in relations:
+            shared = [other for other in cube.judges if other != judge and model in relations_of[other]]
+            if shared:
+                notes.append(
+                    f"model {model!r} is also related to judge(s) {', '.join(shared)}, whose scores are part of "
+                    f"the reference for judge {judge!r}: its self-preference estimate is understated"
+                )
+        # Per question: baseline sums/counts over neutral models (shared by the judge's pairs).
+        base_sum = filled[neutral, :, j].sum(axis=0)
+        base_cnt = present[neutral, :, j].sum(axis=0).astype(np.float64)
         # One bootstrap per judge: columns are its related models, then the unrelated baseline,
         # so every pair of this judge is resampled on the same questions.
         related_rows = [cube.model_index(model) for model in relations]

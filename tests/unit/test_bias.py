@@ -340,3 +340,34 @@ def test_verbosity_bias_constant_scores_is_nan() -> None:
     result = verbosity_bias(cube)
     assert math.isnan(result.per_judge[0].pearson)
     assert json.loads(json.dumps(result.to_dict(), allow_nan=False))["per_judge"][0]["pearson"] is None
+
+
+def test_baseline_uses_only_models_related_to_no_judge() -> None:
+    # Judge "me" is model "self"; judge "a" is model "a-model". Judge "me" gives +1 to "self",
+    # +0 to the neutral "x"; judge "a" gives +3 to its own model, which pushes "me"'s delta there to
+    # -1.5 (= 5 - mean(8, 5)). Those answers must not count in "me"'s baseline.
+    base = np.full((3, 4), 5.0)
+    me = base + np.array([1.0, 0.0, 0.0])[:, None]
+    a = base + np.array([0.0, 0.0, 3.0])[:, None]
+    scores = np.stack([me, a, base], axis=-1)
+    cube = make_cube(scores, models=("self", "x", "a-model"), judges=("me", "a", "b"))
+    result = self_preference(cube, judge_same_as={"me": "self", "a": "a-model"}, n_bootstrap=50)
+    by_judge = {pair.judge: pair for pair in result.pairs}
+    assert by_judge["me"].baseline.mean == pytest.approx(0.0)
+    assert by_judge["me"].baseline.n == 4
+    # With "a-model" in the baseline it would be (0 + -1.5) / 2 = -0.75 and the difference 1.75.
+    assert by_judge["me"].difference.mean == pytest.approx(1.0)
+    assert by_judge["a"].related.mean == pytest.approx(3.0)
+    assert by_judge["a"].baseline.mean == pytest.approx(0.0)
+
+
+def test_note_when_two_judges_share_a_related_model() -> None:
+    cube = offset_cube(dict.fromkeys(MODELS, 0.0))
+    result = self_preference(
+        cube,
+        judge_family={"alpha-120b-judge": "alpha", "deep": "alpha"},
+        model_family={"alpha-120b": "alpha"},
+        n_bootstrap=20,
+    )
+    assert {pair.judge for pair in result.pairs} == {"alpha-120b-judge", "deep"}
+    assert any("understated" in note for note in result.notes)
