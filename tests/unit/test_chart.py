@@ -47,7 +47,11 @@ ALL_FEATURES: dict[str, Any] = {
     "webhook": {"certManager": {"enabled": True}},
     "modelCache": {"create": True, "claimName": "model-cache", "storageClassName": "fast"},
     "jobs": {"serviceAccount": {"name": "kubejury-job", "extraNamespaces": ["team-c"]}},
-    "storage": {"credentials": {"secretName": "s3-credentials"}, "s3Endpoint": "http://minio.minio:9000"},
+    "storage": {
+        "credentials": {"secretName": "s3-credentials"},
+        "s3Endpoint": "http://minio.minio:9000",
+        "resultsClaimName": "kubejury-results",
+    },
     "inference": {"hfTokenSecretName": "hf-token"},
     "imagePullSecrets": [{"name": "regcred"}],
     "operator": {"logLevel": "DEBUG", "tolerations": [{"key": "infra", "operator": "Exists"}]},
@@ -513,6 +517,11 @@ def test_settings_reach_the_operator(all_on_objects: list[dict[str, Any]]) -> No
     assert data["KUBEJURY_JOB_IMAGE"].startswith("ghcr.io/kubejury/kubejury:")
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     assert data["KUBEJURY_WEBHOOK_CERT"].startswith(mounts["webhook-tls"] + "/")
+    # file:// run storage: the operator reads progress records where the Jobs write them
+    assert data["KUBEJURY_RESULTS_PVC"] == "kubejury-results"
+    assert mounts["results"] == "/var/lib/kubejury/results"
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["results"]["persistentVolumeClaim"]["claimName"] == "kubejury-results"
 
 
 # -------------------------------------------------------------------------------- the webhook
