@@ -11,7 +11,8 @@ Inputs are the labels NVIDIA GPU Feature Discovery puts on GPU nodes — ``nvidi
 older GFD releases; compute capability (CC) decides. When CC or memory labels are missing, a
 table of known products fills them in.
 
-Nodes are grouped into *pools* (same product, memory and GPUs per node). A model runs on one
+Nodes are parsed and grouped into *pools* (same product, memory and GPUs per node) by
+:mod:`kubejury_operator.gpu_nodes`. A model runs on one
 node (tensor parallelism only; no multi-node pipeline parallelism).
 
 Quantization with ``quantization: auto`` (runtime vllm), by the pool's compute capability:
@@ -62,23 +63,29 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kubejury.modelinfo import parse_active_parameters, parse_parameters
 from kubejury.spec import EvalRunSpec, ModelSpec, is_gguf_type, normalize_quantization
-
-GPU_RESOURCE = "nvidia.com/gpu"
-LABEL_PRODUCT = "nvidia.com/gpu.product"
-LABEL_MEMORY = "nvidia.com/gpu.memory"
-LABEL_COUNT = "nvidia.com/gpu.count"
-CC_LABELS: tuple[tuple[str, str], ...] = (
-    ("nvidia.com/gpu.compute.major", "nvidia.com/gpu.compute.minor"),
-    ("nvidia.com/cuda.compute.major", "nvidia.com/cuda.compute.minor"),
+from kubejury_operator.gpu_nodes import (
+    GIB,
+    GpuPool,
+    NodeInfo,
+    cpu_nodes,
+    gpu_pools,
+    matches_selector,
+    pool_node_selector,
+    tolerations_for,
 )
+from kubejury_operator.gpu_nodes import GPU_RESOURCE as GPU_RESOURCE
+from kubejury_operator.gpu_nodes import KNOWN_GPUS as KNOWN_GPUS
+from kubejury_operator.gpu_nodes import known_gpu as known_gpu
+from kubejury_operator.gpu_nodes import parse_node as parse_node
+from kubejury_operator.gpu_nodes import parse_node_list as parse_node_list
+from kubejury_operator.gpu_nodes import parse_quantity as parse_quantity
 
-GIB = float(1 << 30)
 TP_SIZES: tuple[int, ...] = (1, 2, 4, 8)
 
 #: Bytes per parameter of each weight format (GGUF: llama.cpp's bits per weight / 8).
@@ -139,232 +146,7 @@ GGUF_AUTO_GPU: tuple[str, ...] = ("q8_0", "q6_k", "q5_k_m", "q4_k_m")
 GGUF_AUTO_CPU: tuple[str, ...] = ("q4_k_m",)
 GGUF_ASSUMED = "q4_k_m"
 
-#: Known products: (substring of the GFD product label, lower case) → (CC, MiB per GPU).
-#: Only used when a node lacks the compute-capability or memory labels. Longest match wins.
-KNOWN_GPUS: dict[str, tuple[tuple[int, int], int]] = {
-    "h100": ((9, 0), 81559),
-    "h100-nvl": ((9, 0), 95830),
-    "h200": ((9, 0), 143771),
-    "gh200": ((9, 0), 97871),
-    "h800": ((9, 0), 81559),
-    "b200": ((10, 0), 183359),
-    "gb200": ((10, 0), 189471),
-    "b300": ((10, 3), 275040),
-    "rtx-pro-6000-blackwell": ((12, 0), 97887),
-    "l40s": ((8, 9), 46068),
-    "l40": ((8, 9), 46068),
-    "l4": ((8, 9), 23034),
-    "rtx-6000-ada": ((8, 9), 49140),
-    "a100-sxm4-40gb": ((8, 0), 40960),
-    "a100-pcie-40gb": ((8, 0), 40960),
-    "a100-sxm4-80gb": ((8, 0), 81920),
-    "a100-80gb": ((8, 0), 81920),
-    "a100": ((8, 0), 40960),
-    "a800": ((8, 0), 81920),
-    "a30": ((8, 0), 24576),
-    "a10g": ((8, 6), 23028),
-    "a10": ((8, 6), 23028),
-    "a40": ((8, 6), 46068),
-    "rtx-a6000": ((8, 6), 49140),
-    "t4": ((7, 5), 15360),
-    "v100": ((7, 0), 16384),
-}
-
 _GGUF_IN_NAME = re.compile(r"(?<![a-z0-9])(i?q\d_[a-z0-9_]+|q\d_\d|f16|bf16|f32|mxfp4)(?![a-z0-9])", re.I)
-
-
-# ----------------------------------------------------------------------------------------------
-# Nodes and pools
-# ----------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class NodeInfo:
-    """What placement needs to know about one Kubernetes node."""
-
-    name: str
-    labels: Mapping[str, str]
-    gpus: int  # allocatable nvidia.com/gpu (0: a CPU node)
-    gpu_product: str | None = None
-    gpu_memory_mib: int | None = None
-    compute_capability: tuple[int, int] | None = None
-    memory_bytes: int | None = None  # allocatable memory
-    taints: tuple[Mapping[str, Any], ...] = ()
-    unschedulable: bool = False
-
-
-@dataclass(frozen=True)
-class GpuPool:
-    """GPU nodes that look the same to placement: product, memory per GPU and GPUs per node."""
-
-    product: str
-    memory_mib: int
-    gpus_per_node: int
-    compute_capability: tuple[int, int] | None
-    nodes: tuple[NodeInfo, ...]
-
-    @property
-    def memory_gib(self) -> float:
-        return self.memory_mib * (1 << 20) / GIB
-
-    @property
-    def cc_text(self) -> str:
-        cc = self.compute_capability
-        return f"{cc[0]}.{cc[1]}" if cc else "unknown"
-
-    def describe(self) -> str:
-        return f"{self.gpus_per_node} × {self.product} ({self.memory_gib:.1f} GiB, CC {self.cc_text})"
-
-
-_QUANTITY = re.compile(r"^([0-9.]+)([a-zA-Z]*)$")
-_SUFFIX = {
-    "": 1,
-    "k": 10**3,
-    "M": 10**6,
-    "G": 10**9,
-    "T": 10**12,
-    "P": 10**15,
-    "Ki": 1 << 10,
-    "Mi": 1 << 20,
-    "Gi": 1 << 30,
-    "Ti": 1 << 40,
-    "Pi": 1 << 50,
-    "m": 1e-3,
-}
-
-
-def parse_quantity(text: object) -> float | None:
-    """A Kubernetes quantity ("64Gi", "500m", "8") as a number; ``None`` when unreadable."""
-    if isinstance(text, int | float) and not isinstance(text, bool):
-        return float(text)
-    if not isinstance(text, str):
-        return None
-    match = _QUANTITY.match(text.strip())
-    if not match or match[2] not in _SUFFIX:
-        return None
-    try:
-        return float(match[1]) * _SUFFIX[match[2]]
-    except ValueError:
-        return None
-
-
-def _int_label(labels: Mapping[str, str], key: str) -> int | None:
-    try:
-        return int(labels[key])
-    except (KeyError, ValueError, TypeError):
-        return None
-
-
-def known_gpu(product: str | None) -> tuple[tuple[int, int], int] | None:
-    """(compute capability, MiB) of a product from :data:`KNOWN_GPUS` (longest substring match)."""
-    if not product:
-        return None
-    text = product.lower().replace(" ", "-")
-    matches = [key for key in KNOWN_GPUS if key in text]
-    if not matches:
-        return None
-    return KNOWN_GPUS[max(matches, key=len)]
-
-
-def parse_node(obj: Mapping[str, Any]) -> NodeInfo:
-    """A :class:`NodeInfo` from a Node object (as ``kubectl get node -o json`` prints it)."""
-    metadata = obj.get("metadata") or {}
-    labels = {str(k): str(v) for k, v in (metadata.get("labels") or {}).items()}
-    status = obj.get("status") or {}
-    allocatable = status.get("allocatable") or {}
-    spec = obj.get("spec") or {}
-    gpus_alloc = parse_quantity(allocatable.get(GPU_RESOURCE))
-    gpus = int(gpus_alloc) if gpus_alloc is not None else 0
-    product = labels.get(LABEL_PRODUCT)
-    if gpus == 0 and allocatable.get(GPU_RESOURCE) is None and product:
-        gpus = _int_label(labels, LABEL_COUNT) or 0  # no device plugin data: trust GFD's count
-    cc: tuple[int, int] | None = None
-    for major_key, minor_key in CC_LABELS:
-        major, minor = _int_label(labels, major_key), _int_label(labels, minor_key)
-        if major is not None:
-            cc = (major, minor or 0)
-            break
-    memory_mib = _int_label(labels, LABEL_MEMORY)
-    known = known_gpu(product)
-    if known is not None:
-        cc = cc or known[0]
-        memory_mib = memory_mib or known[1]
-    memory = parse_quantity(allocatable.get("memory"))
-    taints = tuple(t for t in (spec.get("taints") or []) if isinstance(t, Mapping))
-    return NodeInfo(
-        name=str(metadata.get("name", "")),
-        labels=labels,
-        gpus=gpus if product or gpus else 0,
-        gpu_product=product if gpus else None,
-        gpu_memory_mib=memory_mib if gpus else None,
-        compute_capability=cc if gpus else None,
-        memory_bytes=int(memory) if memory is not None else None,
-        taints=taints,
-        unschedulable=bool(spec.get("unschedulable", False)),
-    )
-
-
-def parse_node_list(data: object) -> list[NodeInfo]:
-    """Nodes from ``kubectl get nodes -o json`` (a ``List``/``NodeList``), one Node, or a list of Nodes."""
-    items = (data.get("items") if "items" in data else [data]) if isinstance(data, Mapping) else data
-    if not isinstance(items, list):
-        raise ValueError("expected a Kubernetes List of Node objects (kubectl get nodes -o json)")
-    nodes = []
-    for i, item in enumerate(items):
-        if not isinstance(item, Mapping) or item.get("kind", "Node") != "Node":
-            raise ValueError(f"items[{i}] is not a Node")
-        nodes.append(parse_node(item))
-    return nodes
-
-
-def _blocking_taints(node: NodeInfo) -> list[Mapping[str, Any]]:
-    return [t for t in node.taints if t.get("effect") in ("NoSchedule", "NoExecute")]
-
-
-def gpu_pools(nodes: Iterable[NodeInfo]) -> list[GpuPool]:
-    """Schedulable GPU nodes grouped by (product, memory, GPUs per node), largest GPUs first."""
-    groups: dict[tuple[str, int, int], list[NodeInfo]] = {}
-    for node in nodes:
-        if node.unschedulable or node.gpus <= 0 or not node.gpu_memory_mib:
-            continue
-        key = (node.gpu_product or "unknown-gpu", node.gpu_memory_mib, node.gpus)
-        groups.setdefault(key, []).append(node)
-    pools = []
-    for (product, memory, count), members in groups.items():
-        ccs = {n.compute_capability for n in members if n.compute_capability}
-        cc = min(ccs) if ccs else None
-        pools.append(GpuPool(product, memory, count, cc, tuple(sorted(members, key=lambda n: n.name))))
-    return sorted(pools, key=lambda p: (-p.memory_mib, -p.gpus_per_node, p.product))
-
-
-def cpu_nodes(nodes: Iterable[NodeInfo]) -> list[NodeInfo]:
-    """Schedulable nodes without GPUs that accept ordinary Pods (no NoSchedule/NoExecute taints)."""
-    return [n for n in nodes if n.gpus <= 0 and not n.unschedulable and not _blocking_taints(n)]
-
-
-def _selector(pool: GpuPool, pools: Sequence[GpuPool]) -> dict[str, str]:
-    selector = {LABEL_PRODUCT: pool.product}
-    if sum(1 for p in pools if p.product == pool.product) > 1:
-        selector[LABEL_MEMORY] = str(pool.memory_mib)
-        if sum(1 for p in pools if (p.product, p.memory_mib) == (pool.product, pool.memory_mib)) > 1:
-            selector[LABEL_COUNT] = str(pool.gpus_per_node)
-    return selector
-
-
-def _tolerations(nodes: Iterable[NodeInfo]) -> list[dict[str, Any]]:
-    """Tolerations for the pool's NoSchedule/NoExecute taints (the GPU taint included)."""
-    seen: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for node in nodes:
-        for taint in _blocking_taints(node):
-            key, effect = str(taint.get("key", "")), str(taint.get("effect", ""))
-            value = taint.get("value")
-            toleration: dict[str, Any] = {"key": key, "effect": effect}
-            if value in (None, ""):
-                toleration["operator"] = "Exists"
-            else:
-                toleration.update(operator="Equal", value=str(value))
-            seen.setdefault((key, effect, str(value)), toleration)
-    return [seen[k] for k in sorted(seen)]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -540,10 +322,6 @@ def _tp_sizes(model: ModelSpec, gpus_per_node: int) -> list[int]:
     return [tp for tp in TP_SIZES if tp <= gpus_per_node]
 
 
-def _matches(node: NodeInfo, selector: Mapping[str, str]) -> bool:
-    return all(node.labels.get(k) == v for k, v in selector.items())
-
-
 @dataclass(frozen=True)
 class _Candidate:
     pool: GpuPool | None
@@ -574,7 +352,7 @@ def _unschedulable(model: ModelSpec, runtime: str, quant: str, reason: str, need
 
 
 def _place_vllm(model: ModelSpec, nodes: Sequence[NodeInfo]) -> Placement:
-    pools = gpu_pools(n for n in nodes if _matches(n, model.node_selector))
+    pools = gpu_pools(n for n in nodes if matches_selector(n, model.node_selector))
     all_pools = gpu_pools(nodes)
     first_quant = (
         model.quantization
@@ -675,8 +453,8 @@ def _place_vllm(model: ModelSpec, nodes: Sequence[NodeInfo]) -> Placement:
         quantization=chosen.option.quantization,
         tensor_parallel_size=chosen.gpus,
         gpu_product=pool.product,
-        node_selector={**_selector(pool, all_pools), **model.node_selector},
-        tolerations=_tolerations(pool.nodes),
+        node_selector={**pool_node_selector(pool, all_pools), **model.node_selector},
+        tolerations=tolerations_for(pool.nodes),
         vllm_args=list(chosen.option.args),
         reason=f"{chosen.option.why}; TP {chosen.gpus} on {pool.describe()}: {fit}",
         memory_gib=chosen.need_gib,
@@ -742,7 +520,7 @@ def _place_gguf(model: ModelSpec, nodes: Sequence[NodeInfo]) -> Placement:
     fixed = explicit or _gguf_fixed_type(model)
     gpu_types = [fixed] if fixed else list(GGUF_AUTO_GPU)
     cpu_types = [fixed] if fixed else list(GGUF_AUTO_CPU)
-    eligible = [n for n in nodes if _matches(n, model.node_selector)]
+    eligible = [n for n in nodes if matches_selector(n, model.node_selector)]
     pools = gpu_pools(eligible)
     all_pools = gpu_pools(nodes)
     cpus = cpu_nodes(eligible)
@@ -789,8 +567,8 @@ def _place_gguf(model: ModelSpec, nodes: Sequence[NodeInfo]) -> Placement:
             quantization=gguf,
             tensor_parallel_size=chosen.gpus,
             gpu_product=pool.product,
-            node_selector={**_selector(pool, all_pools), **model.node_selector},
-            tolerations=_tolerations(pool.nodes),
+            node_selector={**pool_node_selector(pool, all_pools), **model.node_selector},
+            tolerations=tolerations_for(pool.nodes),
             reason=(
                 f"GGUF {gguf.upper()} ({how}) on the smallest GPUs that hold it: {chosen.gpus} GPU(s) on a node "
                 f"with {pool.describe()}; {fit}"

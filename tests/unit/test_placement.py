@@ -14,18 +14,8 @@ from typing import Any
 import pytest
 
 from kubejury.spec import ModelSpec, parse_evalrun
-from kubejury_operator.placement import (
-    GPU_RESOURCE,
-    NodeInfo,
-    Placement,
-    gpu_pools,
-    known_gpu,
-    parse_node,
-    parse_node_list,
-    parse_quantity,
-    place_model,
-    plan_placements,
-)
+from kubejury_operator.gpu_nodes import GPU_RESOURCE, NodeInfo, gpu_pools, parse_node, parse_node_list
+from kubejury_operator.placement import Placement, place_model, plan_placements
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "nodes"
 
@@ -246,21 +236,6 @@ def test_prequantized_fp8_needs_no_flag() -> None:
     assert (placement.quantization, placement.vllm_args) == ("fp8", [])
 
 
-def test_compute_capability_decides_not_family() -> None:
-    # Same Blackwell node without gpu.compute labels but with cuda.compute ones.
-    node = gpu_node(
-        "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition", 97887, (12, 0), 8, cc_prefix="nvidia.com/cuda.compute"
-    )
-    info = parse_node(node)
-    assert info.compute_capability == (12, 0)
-    # No compute-capability labels at all: the known-product table fills in.
-    bare = parse_node(gpu_node("NVIDIA-H100-80GB-HBM3", 81559, None, 8))
-    assert bare.compute_capability == (9, 0)
-    assert known_gpu("NVIDIA-A100-SXM4-80GB") == ((8, 0), 81920)
-    assert known_gpu("Tesla-T4") == ((7, 5), 15360)
-    assert known_gpu("Mystery-GPU") is None
-
-
 def test_explicit_quantization_honoured() -> None:
     bf16 = model("q", source="hf://Qwen/Qwen3.5-27B", parameters="27B", quantization="bf16")
     placement = place_model(bf16, nodes_of(CLUSTERS["H100-80GB x8"]))
@@ -379,31 +354,6 @@ def test_plan_covers_models_and_judges() -> None:
     assert list(plans) == ["qwen3.5-27b", "gpt-oss-120b", "tiny"]
     assert all(isinstance(p, Placement) for p in plans.values())
     assert plans["tiny"].quantization == "q4_k_m"  # the embedded Gemma-3 270M
-
-
-def test_example_node_lists_parse() -> None:
-    h100 = parse_node_list(json.loads((EXAMPLES / "h100-cluster.json").read_text()))
-    assert [p.describe() for p in gpu_pools(h100)] == ["8 × NVIDIA-H100-80GB-HBM3 (79.6 GiB, CC 9.0)"]
-    cpu = parse_node_list(json.loads((EXAMPLES / "cpu-only.json").read_text()))
-    assert gpu_pools(cpu) == []
-    with pytest.raises(ValueError, match="Node"):
-        parse_node_list({"kind": "List", "items": [{"kind": "Pod"}]})
-
-
-@pytest.mark.parametrize(
-    ("text", "value"),
-    [
-        ("64Gi", 64 * 2**30),
-        ("500m", 0.5),
-        ("8", 8.0),
-        ("128G", 128e9),
-        ("1Ki", 1024.0),
-        ("x", None),
-        (None, None),
-    ],
-)
-def test_parse_quantity(text: object, value: float | None) -> None:
-    assert parse_quantity(text) == value
 
 
 def test_small_gguf_models_stay_off_gpus_when_cpu_nodes_exist() -> None:
