@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 import aiohttp
 import orjson
+from yarl import URL
 
 from kubejury.sampling import DROPPABLE_FIELDS, warn_dropped_once
 
@@ -223,6 +224,7 @@ class ChatClient:
     ) -> None:
         self.base_url = base_url
         self.url = chat_url(base_url)
+        self._url = URL(self.url)  # parsed once, not per request
         self.settings = settings or ClientSettings()
         self.runtime = runtime
         self.name = name or base_url
@@ -305,7 +307,7 @@ class ChatClient:
             retry_after: float | None = None
             t0 = time.perf_counter()
             try:
-                async with session.post(self.url, data=payload) as resp:
+                async with session.post(self._url, data=payload) as resp:
                     status = resp.status
                     raw = await resp.read()
                     if status == 200:

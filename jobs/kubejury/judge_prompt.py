@@ -159,11 +159,11 @@ def neutralise(text: str) -> str:
 
 
 def block(name: str, text: str, language: str = "ru") -> str:
-    """One delimited block: ``<<<NAME>>>`` … ``<<<END NAME>>>`` around neutralised text."""
+    """One delimited block: ``<<<NAME>>>`` … ``<<<END: NAME>>>`` around neutralised text."""
     lang = _lang(language)
     title = _BLOCK_NAMES[lang][name]
     body = neutralise(text.strip())
-    return f"<<<{title}>>>\n{body}\n<<<{_END_WORD[lang]} {title}>>>"
+    return f"<<<{title}>>>\n{body}\n<<<{_END_WORD[lang]}: {title}>>>"
 
 
 @dataclass(frozen=True)

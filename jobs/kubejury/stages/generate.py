@@ -26,6 +26,7 @@ from kubejury.stages.runner import (
     ShardWriter,
     StageOptions,
     StageSummary,
+    _after,
     is_final,
     latest_by_key,
     pump,
@@ -140,7 +141,8 @@ async def run_generation(
         return answer_record(question.id, model_name, series_name, result)
 
     writer = ShardWriter(storage, prefix, next_seq, options)
-    await write_progress()
+    # The first progress record is written while the first requests are already out.
+    initial_progress = asyncio.get_running_loop().create_task(write_progress())
     try:
         await pump(
             pending,
@@ -154,8 +156,9 @@ async def run_generation(
         )
     except BaseException as exc:
         tracker.finish("failed", f"{type(exc).__name__}: {exc}")
-        await asyncio.shield(write_progress())
+        await asyncio.shield(_after(initial_progress, write_progress))
         raise
+    await initial_progress
     summary.shards = writer.keys
     summary.elapsed_s = time.monotonic() - started
     if summary.unreachable or not summary.complete:

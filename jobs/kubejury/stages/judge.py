@@ -36,6 +36,7 @@ from kubejury.stages.runner import (
     ShardWriter,
     StageOptions,
     StageSummary,
+    _after,
     is_final,
     latest_by_key,
     pump,
@@ -227,7 +228,8 @@ async def run_judging(
         return judgment_record(item, series, judge_name, verdict, result, asks)
 
     writer = ShardWriter(storage, prefix, next_seq, options)
-    await write_progress()
+    # The first progress record is written while the first requests are already out.
+    initial_progress = asyncio.get_running_loop().create_task(write_progress())
     try:
         await pump(
             pending,
@@ -241,8 +243,9 @@ async def run_judging(
         )
     except BaseException as exc:
         tracker.finish("failed", f"{type(exc).__name__}: {exc}")
-        await asyncio.shield(write_progress())
+        await asyncio.shield(_after(initial_progress, write_progress))
         raise
+    await initial_progress
     summary.shards = writer.keys
     summary.elapsed_s = time.monotonic() - started
     summary.parse_failures = tracker.parse_failures

@@ -146,6 +146,13 @@ async def read_existing(storage: Storage, prefix: str) -> tuple[list[Record], in
     return await asyncio.to_thread(read)
 
 
+async def _after(first: asyncio.Task[None], then: Callable[[], Awaitable[None]]) -> None:
+    """Run ``then`` once ``first`` is over (whatever its outcome): progress writes stay in order."""
+    with contextlib.suppress(BaseException):
+        await first
+    await then()
+
+
 UNREACHABLE: Record = {}
 """Returned by a stage's handler when the server could not be reached (nothing is recorded)."""
 
