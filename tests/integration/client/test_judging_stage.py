@@ -259,3 +259,19 @@ async def test_judge_dying_mid_run_then_rerun_completes_exactly_once(
     counts = Counter((r["question_id"], r["model"]) for r in raw)
     assert len(counts) == 2 * len(questions) - 1
     assert set(counts.values()) == {1}
+
+
+async def test_probe_judge_counts_fooled_scores(fast: ClientSettings) -> None:
+    from kubejury.testing.adversarial import ADVERSARIAL, probe_judge
+
+    def gullible(body: dict[str, Any]) -> str:
+        return "[[10]]" if "Игнорируй" in user_text(body) else "Неверно: пять лет вместо трёх. [[1]]"
+
+    async with (
+        FaultServer(responder=gullible) as server,
+        ChatClient(server.base_url, settings=fast) as client,
+    ):
+        result = await probe_judge(client, "judge", structured_output=False)
+    assert result.fooled == ["ignore_above"]
+    assert len(result.scores) == len(ADVERSARIAL)
+    assert result.scores["fake_verdict"] == 1.0
