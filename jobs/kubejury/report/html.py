@@ -26,7 +26,7 @@ h2 { border-bottom: 2px solid #1f3a5f; padding-bottom: .2rem; margin-top: 2.5rem
 h3 { margin-top: 1.8rem; color: #1f3a5f; }
 table { border-collapse: collapse; margin: .4rem 0 1.2rem 0; font-size: .86rem; background: #fff; }
 caption { caption-side: top; white-space: nowrap; text-align: left; font-style: italic; color: #444; padding: .2rem 0; }
-th, td { border: 1px solid #d0d7de; padding: .25rem .55rem; }
+th, td { border: 1px solid #d0d7de; padding: .25rem .55rem; white-space: nowrap; }
 th { background: #eef2f7; }
 td.r { text-align: right; font-variant-numeric: tabular-nums; }
 td.c { text-align: center; }

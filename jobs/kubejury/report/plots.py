@@ -22,6 +22,7 @@ from kubejury.report.view import SeriesView, as_list, as_mapping, fmt_parameters
 
 matplotlib.use("Agg")  # never a GUI backend, even when a display is around
 
+# Twenty distinguishable colours; beyond them a model also gets another marker and line style.
 PALETTE = (
     "#1f77b4",
     "#d62728",
@@ -33,8 +34,19 @@ PALETTE = (
     "#17becf",
     "#bcbd22",
     "#7f7f7f",
+    "#393b79",
+    "#ad494a",
+    "#637939",
+    "#e7ba52",
+    "#7b4173",
+    "#3182bd",
+    "#31a354",
+    "#756bb1",
+    "#fd8d3c",
+    "#843c39",
 )
 LINESTYLES = ("-", "--", "-.", ":")
+MARKERS = ("o", "s", "^", "D")
 _XML_HEADER = re.compile(r"^.*?(?=<svg)", re.S)
 _METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.S)
 
@@ -47,8 +59,10 @@ def _svg(figure: Figure, name: str) -> str:
     return text.replace("<svg ", f'<svg class="plot" data-plot="{name}" role="img" ', 1)
 
 
-def _style(index: int) -> tuple[str, str]:
-    return PALETTE[index % len(PALETTE)], LINESTYLES[(index // len(PALETTE)) % len(LINESTYLES)]
+def _style(index: int) -> tuple[str, str, str]:
+    """Colour, line style and marker of the ``index``-th model (the same in every plot)."""
+    cycle = index // len(PALETTE)
+    return PALETTE[index % len(PALETTE)], LINESTYLES[cycle % len(LINESTYLES)], MARKERS[cycle % len(MARKERS)]
 
 
 def _size_label(value: float, _position: object = None) -> str:
@@ -58,7 +72,7 @@ def _size_label(value: float, _position: object = None) -> str:
 def size_plot(view: SeriesView) -> str | None:
     """W against total parameters (log x) with the W interval and the size Pareto frontier;
     ``None`` when no model's size is known. Colours match the robustness plot."""
-    colors = {r.model: _style(i)[0] for i, r in enumerate(view.rows)}
+    styles = {r.model: _style(i) for i, r in enumerate(view.rows)}
     rows = [r for r in view.rows if r.parameters is not None and r.weighted is not None]
     if not rows:
         return None
@@ -66,13 +80,13 @@ def size_plot(view: SeriesView) -> str | None:
     axes = figure.subplots()
     leaders = set(view.leading_group)
     for row in rows:
-        color = colors[row.model]
+        color, _, base_marker = styles[row.model]
         x = float(row.parameters or 0.0)
         y = float(row.weighted or 0.0)
         if row.weighted_ci and row.weighted_ci[0] is not None and row.weighted_ci[1] is not None:
             yerr = [[y - row.weighted_ci[0]], [row.weighted_ci[1] - y]]
             axes.errorbar([x], [y], yerr=yerr, fmt="none", ecolor=color, capsize=3, alpha=0.7)
-        marker = "*" if row.model in leaders else "o"
+        marker = "*" if row.model in leaders else base_marker
         label = f"{row.model} ({fmt_parameters(row.parameters, row.parameters_label)})"
         axes.scatter(
             [x], [y], color=color, marker=marker, s=140 if marker == "*" else 50, zorder=3, label=label
@@ -110,13 +124,13 @@ def level_plot(view: SeriesView) -> str | None:
     figure = Figure(figsize=(7.5, 4.5))
     axes = figure.subplots()
     for index, row in enumerate(view.rows):
-        color, style = _style(index)
+        color, style, marker = _style(index)
         xs = [lv for lv in view.levels if row.levels.get(lv) is not None]
         ys = [float(row.levels[lv] or 0.0) for lv in xs]
         axes.plot(
             xs,
             ys,
-            marker="o",
+            marker=marker,
             color=color,
             linestyle=style,
             label=f"{row.model} (D {row.degradation:.2f})" if row.degradation is not None else row.model,
