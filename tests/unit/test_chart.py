@@ -7,6 +7,7 @@ the tests fail and say how to get it.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -393,29 +394,54 @@ def test_operator_rules_cover_what_it_does(default_objects: list[dict[str, Any]]
     assert ("", "persistentvolumeclaims") not in rules  # the operator creates no PVCs
 
 
-def test_webhook_rbac_only_in_kopf_self_signed_mode(
-    default_objects: list[dict[str, Any]], all_on_objects: list[dict[str, Any]]
-) -> None:
-    def webhook_rules(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return [r for _, r in rbac_rules(objects) if "validatingwebhookconfigurations" in r["resources"]]
+@pytest.mark.parametrize("which", ["default_objects", "all_on_objects", "cluster_all_on_objects"])
+def test_webhook_needs_no_rbac(which: str, request: pytest.FixtureRequest) -> None:
+    """The chart owns the webhook configuration in every mode; the operator only serves."""
+    objects = request.getfixturevalue(which)
+    for _, rule in rbac_rules(objects):
+        assert "admissionregistration.k8s.io" not in rule["apiGroups"], rule
+    assert settings_data(objects)["KUBEJURY_WEBHOOK_MANAGED"] == ""
 
-    self_signed = webhook_rules(default_objects)
+
+def test_chart_generated_certificate_serves_the_webhook(default_objects: list[dict[str, Any]]) -> None:
+    """Default mode: the CA in the webhook configuration signed the certificate the operator serves,
+    and that certificate names the Service the API server calls."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
     (config,) = of_kind(default_objects, "ValidatingWebhookConfiguration")
-    named = [r for r in self_signed if "resourceNames" in r]
-    assert named and named[0]["resourceNames"] == [config["metadata"]["name"]]
-    assert named[0]["verbs"] == ["patch"]
-    unnamed = [r for r in self_signed if "resourceNames" not in r]
-    assert [r["verbs"] for r in unnamed] == [["create"]]
-    assert "webhooks" not in config  # kopf fills them in
+    (webhook,) = config["webhooks"]
+    (secret,) = of_kind(default_objects, "Secret")
+    assert secret["type"] == "kubernetes.io/tls"
+    ca_pem = base64.b64decode(webhook["clientConfig"]["caBundle"])
+    assert base64.b64decode(secret["data"]["ca.crt"]) == ca_pem
+    ca = x509.load_pem_x509_certificate(ca_pem)
+    cert = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+    assert cert.issuer == ca.subject
+    public_key = ca.public_key()
+    assert isinstance(public_key, rsa.RSAPublicKey)
+    assert cert.signature_hash_algorithm is not None
+    public_key.verify(
+        cert.signature, cert.tbs_certificate_bytes, padding.PKCS1v15(), cert.signature_hash_algorithm
+    )
+    service_ref = webhook["clientConfig"]["service"]
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
+        x509.DNSName
+    )
+    assert f"{service_ref['name']}.{service_ref['namespace']}.svc" in names
+    # the operator serves exactly this key pair
+    deployment = operator_deployment(default_objects)
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["webhook-tls"]["secret"]["secretName"] == secret["metadata"]["name"]
     data = settings_data(default_objects)
-    assert data["KUBEJURY_WEBHOOK_MANAGED"] == config["metadata"]["name"]
-    assert data["KUBEJURY_WEBHOOK_HOST"] == "kj-kubejury-webhook.kubejury.svc"
-    assert data["KUBEJURY_WEBHOOK_PORT"] == "9443" and data["KUBEJURY_WEBHOOK_CERT"] == ""
+    assert data["KUBEJURY_WEBHOOK_CERT"] == "/var/run/kubejury/webhook-tls/tls.crt"
+    assert data["KUBEJURY_WEBHOOK_KEY"] == "/var/run/kubejury/webhook-tls/tls.key"
+    assert data["KUBEJURY_WEBHOOK_PORT"] == "9443"
     (service,) = [
-        x for x in of_kind(default_objects, "Service") if x["metadata"]["name"] == "kj-kubejury-webhook"
+        x for x in of_kind(default_objects, "Service") if x["metadata"]["name"] == service_ref["name"]
     ]
-    assert {p["port"] for p in service["spec"]["ports"]} == {443, 9443}
-    assert webhook_rules(all_on_objects) == []  # cert-manager mode: the chart owns the configuration
+    assert [(p["port"], p["targetPort"]) for p in service["spec"]["ports"]] == [(443, "webhook")]
+    assert webhook["failurePolicy"] == "Fail"
 
 
 def test_job_service_account_has_no_permissions_and_no_token(all_on_objects: list[dict[str, Any]]) -> None:
@@ -545,6 +571,8 @@ def test_cert_manager_webhook_is_wired_to_the_operator(all_on_objects: list[dict
     )
     (certificate,) = of_kind(all_on_objects, "Certificate")
     assert f"{service_ref['name']}.kubejury.svc" in certificate["spec"]["dnsNames"]
+    assert not of_kind(all_on_objects, "Secret")  # cert-manager writes it
+    assert "caBundle" not in webhook["clientConfig"]  # cainjector writes it
     assert (
         config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
         == f"kubejury/{certificate['metadata']['name']}"
