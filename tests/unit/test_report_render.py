@@ -144,3 +144,18 @@ def test_html_numbers_match_the_document(html: str, document: dict[str, Any]) ->
     primary = document["series"]["t0"]
     for model in primary["ranking"]:
         assert f"<strong>{primary['models'][model]['weighted']:.2f}</strong>" in html
+
+
+def test_plots_survive_an_interval_that_excludes_the_estimate(document: dict[str, Any]) -> None:
+    # Percentile bootstrap intervals need not contain the point estimate.
+    from kubejury.report import plots
+    from kubejury.report.view import read_report
+
+    doc = copy.deepcopy(document)
+    model = doc["series"]["t0"]["models"]["alpha-27b"]
+    model["weighted_ci95"] = [model["weighted"] + 0.1, model["weighted"] + 0.2]
+    view = read_report(doc).series[0]
+    size_svg = plots.size_plot(view)
+    forest_svg = plots.forest_plot(view)
+    assert size_svg is not None and size_svg.startswith("<svg")
+    assert forest_svg is not None and forest_svg.startswith("<svg")

@@ -13,6 +13,7 @@ import io
 import math
 import re
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import matplotlib
 from matplotlib.figure import Figure
@@ -65,6 +66,19 @@ def _style(index: int) -> tuple[str, str, str]:
     return PALETTE[index % len(PALETTE)], LINESTYLES[cycle % len(LINESTYLES)], MARKERS[cycle % len(MARKERS)]
 
 
+LEGEND_ROWS = 28  # entries per legend column before a second column starts
+
+
+def _legend_figsize(entries: int) -> tuple[float, float]:
+    """Room for a legend of ``entries`` lines at the right of the axes."""
+    return 7.5, max(4.5, 0.17 * min(entries, LEGEND_ROWS) + 1.2)
+
+
+def _legend(axes: Any, entries: int) -> None:
+    columns = 1 + (entries - 1) // LEGEND_ROWS if entries > 0 else 1
+    axes.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8, ncol=columns)
+
+
 def _size_label(value: float, _position: object = None) -> str:
     return fmt_parameters(value, None)
 
@@ -76,7 +90,7 @@ def size_plot(view: SeriesView) -> str | None:
     rows = [r for r in view.rows if r.parameters is not None and r.weighted is not None]
     if not rows:
         return None
-    figure = Figure(figsize=(7.5, 4.5))
+    figure = Figure(figsize=_legend_figsize(len(rows)))
     axes = figure.subplots()
     leaders = set(view.leading_group)
     for row in rows:
@@ -84,7 +98,8 @@ def size_plot(view: SeriesView) -> str | None:
         x = float(row.parameters or 0.0)
         y = float(row.weighted or 0.0)
         if row.weighted_ci and row.weighted_ci[0] is not None and row.weighted_ci[1] is not None:
-            yerr = [[y - row.weighted_ci[0]], [row.weighted_ci[1] - y]]
+            # A percentile interval need not contain the point estimate: never a negative error bar.
+            yerr = [[max(0.0, y - row.weighted_ci[0])], [max(0.0, row.weighted_ci[1] - y)]]
             axes.errorbar([x], [y], yerr=yerr, fmt="none", ecolor=color, capsize=3, alpha=0.7)
         marker = "*" if row.model in leaders else base_marker
         label = f"{row.model} ({fmt_parameters(row.parameters, row.parameters_label)})"
@@ -110,7 +125,7 @@ def size_plot(view: SeriesView) -> str | None:
     axes.set_ylabel("weighted score W (95% CI)")
     axes.set_title(f"W against model size — series {view.name} (★ leading group)")
     axes.grid(True, which="major", alpha=0.3)
-    axes.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
+    _legend(axes, len(view.rows))
     return _svg(figure, f"size-{view.name}")
 
 
@@ -121,7 +136,7 @@ def level_plot(view: SeriesView) -> str | None:
     """Score(m, d) by level, one line per model: the study's robustness lines."""
     if not view.rows or not view.levels:
         return None
-    figure = Figure(figsize=(7.5, 4.5))
+    figure = Figure(figsize=_legend_figsize(len(view.rows)))
     axes = figure.subplots()
     for index, row in enumerate(view.rows):
         color, style, marker = _style(index)
@@ -140,7 +155,7 @@ def level_plot(view: SeriesView) -> str | None:
     axes.set_ylabel("Score(m, level)")
     axes.set_title(f"Score by difficulty level — series {view.name}")
     axes.grid(True, alpha=0.3)
-    axes.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
+    _legend(axes, len(view.rows))
     return _svg(figure, f"levels-{view.name}")
 
 
