@@ -12,6 +12,7 @@ pattern, or a list of those.
 
 from __future__ import annotations
 
+import bisect
 import csv
 import glob
 import io
@@ -64,28 +65,33 @@ ANSWER_SCHEMA: dict[str, pl.DataType] = {
 class KeyedRecords:
     """Records as integer codes into small dictionaries, plus where each record came from.
 
-    ``series``, ``models`` and ``question_ids`` list the distinct values in order of first
-    appearance; ``*_code`` arrays index them. ``source_index`` indexes ``sources`` and ``row`` is
-    the record's 0-based position among the non-blank lines of its file (see :meth:`location`).
+    ``series`` lists the distinct series in order of first appearance; ``models`` and
+    ``question_ids`` are sorted. The ``*_code`` arrays index them. Records keep file order;
+    ``offsets[k]`` is the index of the first record of ``sources[k]`` (with the total at the end),
+    so :meth:`location` can name the file and line of any record when an error needs it.
     """
 
     sources: tuple[str, ...]
+    offsets: tuple[int, ...]
     series: tuple[str, ...]
     models: tuple[str, ...]
     question_ids: tuple[str, ...]
     series_code: Codes
     model_code: Codes
     question_code: Codes
-    source_index: Codes
-    row: Codes
 
     def __len__(self) -> int:
-        return int(self.row.shape[0])
+        return int(self.series_code.shape[0])
 
     def location(self, record: int) -> tuple[str, str]:
         """(file, ``"line N"``) of record number ``record`` — reads the file; for error messages."""
-        source = self.sources[int(self.source_index[record])]
-        return source, f"line {_line_number(source, int(self.row[record]))}"
+        return _location(self.sources, self.offsets, record)
+
+
+def _location(sources: Sequence[str], offsets: Sequence[int], record: int) -> tuple[str, str]:
+    k = bisect.bisect_right(offsets, record) - 1
+    k = min(max(k, 0), len(sources) - 1)
+    return sources[k], f"line {_line_number(sources[k], record - offsets[k])}"
 
 
 @dataclass(frozen=True)
@@ -292,23 +298,32 @@ def _read_ndjson(
 
 
 # ---------------------------------------------------------------------------------------------
-# Encoding
+# Encoding and validation, vectorised over all files at once
 
 
-class _Dictionary:
-    """Distinct strings in order of first appearance, and their codes."""
+@dataclass(frozen=True)
+class _Collected:
+    frame: pl.DataFrame  # every file's records, in order (chunks are not copied together)
+    sources: tuple[str, ...]
+    offsets: tuple[int, ...]
 
-    def __init__(self) -> None:
-        self.values: list[str] = []
-        self.index: dict[str, int] = {}
+    def fail(self, record: int, message: str, field: str | None) -> InputError:
+        source, location = _location(self.sources, self.offsets, record)
+        return InputError(source, message, location=location, field=field)
 
-    def encode(self, column: pl.Series, distinct: Sequence[str]) -> Codes:
-        for value in distinct:
-            if value not in self.index:
-                self.index[value] = len(self.values)
-                self.values.append(value)
-        codes = column.cast(pl.Enum(self.values)).to_physical().cast(pl.Int32)
-        return codes.to_numpy().astype(np.int32, copy=False)
+
+def _collect(files: list[str], schema: Mapping[str, pl.DataType], kind: str) -> _Collected:
+    frames: list[pl.DataFrame] = []
+    offsets = [0]
+    for source in files:
+        frame = _read_ndjson(source, schema, _FIELDS[kind], kind)
+        offsets.append(offsets[-1] + frame.height)
+        if frame.height:
+            frames.append(frame)
+    if not frames:
+        raise InputError(", ".join(files), f"no {kind} records: the file(s) are empty")
+    frame = frames[0] if len(frames) == 1 else pl.concat(frames, rechunk=False)
+    return _Collected(frame=frame, sources=tuple(files), offsets=tuple(offsets))
 
 
 def _first_row(column: pl.Series, value: str | None) -> int:
@@ -316,108 +331,71 @@ def _first_row(column: pl.Series, value: str | None) -> int:
     return int(hits.arg_true()[0])
 
 
-def _encode_column(
-    frame: pl.DataFrame, name: str, dictionary: _Dictionary, required: bool, source: str, kind: str
-) -> Codes:
-    """Codes of one key column; null / empty values are found from its distinct values (cheap)."""
-    column = frame[name]
-    distinct = column.unique(maintain_order=True).to_list()
-    if None in distinct:
+def _encode(collected: _Collected, name: str, required: bool, kind: str) -> tuple[tuple[str, ...], Codes]:
+    """Dictionary and codes of one key column, validated through its distinct values (cheap).
+
+    ``series`` keeps first-appearance order (null → ``"default"``); other dictionaries are sorted.
+    """
+    column = collected.frame[name]
+    if column.null_count():
         if required:
-            row = _first_row(column, None)
-            raise InputError(
-                source,
-                f"required {kind} field is missing or null",
-                location=f"line {_line_number(source, row)}",
-                field=name,
-            )
+            raise collected.fail(_first_row(column, None), f"required {kind} field is missing or null", name)
         column = column.fill_null(DEFAULT_SERIES)
-        distinct = [DEFAULT_SERIES if v is None else v for v in distinct]
+    distinct = column.unique(maintain_order=name == "series").to_list()
     if any(v.startswith(("{", "[")) for v in distinct):
         # polars stores a JSON object or array given for a string field as its text; find the line.
-        problem = _find_bad_line(source, _FIELDS[kind], kind)
-        if problem is not None:
-            raise problem
+        for source in collected.sources:
+            problem = _find_bad_line(source, _FIELDS[kind], kind)
+            if problem is not None:
+                raise problem
     if "" in distinct:
-        row = _first_row(column, "")
         hint = f" (omit the field for '{DEFAULT_SERIES}')" if name == "series" else ""
-        raise InputError(
-            source,
-            f"{kind} field is empty{hint}",
-            location=f"line {_line_number(source, row)}",
-            field=name,
-        )
-    return dictionary.encode(column, distinct)
+        raise collected.fail(_first_row(column, ""), f"{kind} field is empty{hint}", name)
+    values = tuple(distinct) if name == "series" else tuple(sorted(distinct))
+    if len(values) == 1:
+        return values, np.zeros(column.len(), dtype=np.int32)
+    codes = column.cast(pl.Enum(values)).to_physical().cast(pl.Int32).to_numpy()
+    return values, codes.astype(np.int32, copy=False)
+
+
+def _check_range(
+    collected: _Collected, name: str, low: float, high: float | None, message: str
+) -> FloatArray:
+    """The column as float64 (NaN for null), after checking low <= value (<= high)."""
+    column = collected.frame[name]
+    bad = (column < low) | column.is_nan()
+    if high is not None:
+        bad = bad | (column > high)
+    bad = bad.fill_null(False)
+    if bad.any():
+        row = int(bad.arg_true()[0])
+        raise collected.fail(row, message.format(value=column[row]), name)
+    return column.fill_null(np.nan).to_numpy().astype(np.float64, copy=False)
 
 
 def _duplicates(keys: list[Codes], sizes: list[int]) -> tuple[int, int] | None:
-    """Indices (first, second) of a pair of records with equal keys, or None."""
+    """Indices (first, second) of the earliest repeated key, or None."""
     n = int(keys[0].shape[0]) if keys else 0
     if n < 2:
         return None
     flat = np.zeros(n, dtype=np.int64)
     space = 1
     for key, size in zip(keys, sizes, strict=True):
-        flat = flat * max(size, 1) + key
+        flat *= max(size, 1)
+        flat += key
         space *= max(size, 1)
     if space <= max(4 * n, 1 << 24):
         counts = np.bincount(flat, minlength=space)
         if counts.max(initial=0) <= 1:
             return None
-        bad = np.flatnonzero(counts[flat] > 1)
-        first = int(bad[0])
-        second = int(bad[1:][flat[bad[1:]] == flat[first]][0])
-        return first, second
+        second = int(np.flatnonzero(counts[flat] > 1)[1:][0])
+        repeated = np.flatnonzero(flat == flat[second])
+        return int(repeated[0]), int(repeated[1])
     order = np.argsort(flat, kind="stable")
     same = np.flatnonzero(flat[order][1:] == flat[order][:-1])
     if same.size == 0:
         return None
-    pairs = sorted((int(order[i]), int(order[i + 1])) for i in same)
-    return pairs[0]
-
-
-@dataclass
-class _Collected:
-    series: _Dictionary
-    models: _Dictionary
-    questions: _Dictionary
-    codes: dict[str, list[Codes]]
-    sources: list[str]
-
-
-def _collect(
-    files: list[str],
-    schema: Mapping[str, pl.DataType],
-    fields: Mapping[str, tuple[str, bool]],
-    required: Sequence[str],
-    kind: str,
-    extra_keys: Mapping[str, _Dictionary],
-) -> tuple[_Collected, list[pl.DataFrame]]:
-    collected = _Collected(_Dictionary(), _Dictionary(), _Dictionary(), {}, files)
-    frames: list[pl.DataFrame] = []
-    dictionaries = {
-        "series": collected.series,
-        "model": collected.models,
-        "question_id": collected.questions,
-        **extra_keys,
-    }
-    for index, source in enumerate(files):
-        frame = _read_ndjson(source, schema, fields, kind)
-        if frame.height == 0:
-            continue
-        for name, dictionary in dictionaries.items():
-            codes = _encode_column(frame, name, dictionary, name in required, source, kind)
-            collected.codes.setdefault(name, []).append(codes)
-        collected.codes.setdefault("source_index", []).append(np.full(frame.height, index, dtype=np.int32))
-        collected.codes.setdefault("row", []).append(np.arange(frame.height, dtype=np.int32))
-        frames.append(frame.drop(list(dictionaries)))
-    if not frames:
-        raise InputError(", ".join(files), f"no {kind} records: the file(s) are empty")
-    return collected, frames
-
-
-def _concat(parts: list[Codes]) -> Codes:
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+    return min((int(order[i]), int(order[i + 1])) for i in same)
 
 
 def _raise_duplicate(records: KeyedRecords, pair: tuple[int, int], what: str) -> None:
@@ -425,9 +403,7 @@ def _raise_duplicate(records: KeyedRecords, pair: tuple[int, int], what: str) ->
     second_file, second_line = records.location(pair[1])
     where = f"{first_line}" if first_file == second_file else f"{first_file}, {first_line}"
     raise InputError(
-        second_file,
-        f"duplicate {what}: also at {where}; each must appear once",
-        location=second_line,
+        second_file, f"duplicate {what}: also at {where}; each must appear once", location=second_line
     )
 
 
@@ -438,54 +414,34 @@ def load_judgments(sources: Sources, *, text: bool = False) -> Judgments:
     """
     files = resolve_sources(sources, "judgments")
     schema = {**JUDGMENT_SCHEMA, **(JUDGMENT_TEXT_SCHEMA if text else {})}
-    judges = _Dictionary()
-    collected, frames = _collect(
-        files, schema, JUDGMENT_FIELDS, ("question_id", "model", "judge"), "judgment", {"judge": judges}
-    )
-    scores: list[FloatArray] = []
-    for index, frame in enumerate(frames):
-        score = frame["score"]
-        bad = ((score < SCORE_MIN) | (score > SCORE_MAX) | score.is_nan()).fill_null(False)
-        if bad.any():
-            row = int(bad.arg_true()[0])
-            source = files[int(collected.codes["source_index"][index][0])]
-            raise InputError(
-                source,
-                f"score {score[row]!r} is outside 0..10",
-                location=f"line {_line_number(source, row)}",
-                field="score",
-            )
-        scores.append(score.fill_null(np.nan).to_numpy().astype(np.float64, copy=False))
-    codes = {name: _concat(parts) for name, parts in collected.codes.items()}
+    collected = _collect(files, schema, "judgment")
+    series, series_code = _encode(collected, "series", False, "judgment")
+    models, model_code = _encode(collected, "model", True, "judgment")
+    question_ids, question_code = _encode(collected, "question_id", True, "judgment")
+    judges, judge_code = _encode(collected, "judge", True, "judgment")
+    score = _check_range(collected, "score", SCORE_MIN, SCORE_MAX, "score {value!r} is outside 0..10")
     result = Judgments(
-        sources=tuple(files),
-        series=tuple(collected.series.values),
-        models=tuple(collected.models.values),
-        question_ids=tuple(collected.questions.values),
-        series_code=codes["series"],
-        model_code=codes["model"],
-        question_code=codes["question_id"],
-        source_index=codes["source_index"],
-        row=codes["row"],
-        judges=tuple(judges.values),
-        judge_code=codes["judge"],
-        score=scores[0] if len(scores) == 1 else np.concatenate(scores),
-        text=pl.concat([f.select("rationale", "error") for f in frames]) if text else None,
+        sources=collected.sources,
+        offsets=collected.offsets,
+        series=series,
+        models=models,
+        question_ids=question_ids,
+        series_code=series_code,
+        model_code=model_code,
+        question_code=question_code,
+        judges=judges,
+        judge_code=judge_code,
+        score=score,
+        text=collected.frame.select("rationale", "error") if text else None,
     )
-    pair = _duplicates(
-        [result.series_code, result.model_code, result.question_code, result.judge_code],
-        [len(result.series), len(result.models), len(result.question_ids), len(result.judges)],
-    )
+    keys = [series_code, model_code, question_code, judge_code]
+    pair = _duplicates(keys, [len(series), len(models), len(question_ids), len(judges)])
     if pair is not None:
-        s, m, q, j = (
-            int(a[pair[0]])
-            for a in (result.series_code, result.model_code, result.question_code, result.judge_code)
-        )
+        s, m, q, j = (int(k[pair[0]]) for k in keys)
         _raise_duplicate(
             result,
             pair,
-            f"judgment (series {result.series[s]!r}, model {result.models[m]!r}, question {result.question_ids[q]!r}, "
-            f"judge {result.judges[j]!r})",
+            f"judgment (series {series[s]!r}, model {models[m]!r}, question {question_ids[q]!r}, judge {judges[j]!r})",
         )
     return result
 
@@ -496,56 +452,37 @@ def load_answers(sources: Sources, *, text: bool = False) -> Answers:
     ``text=True`` also keeps the ``answer`` text itself; its length is always kept.
     """
     files = resolve_sources(sources, "answers")
-    collected, frames = _collect(files, ANSWER_SCHEMA, ANSWER_FIELDS, ("question_id", "model"), "answer", {})
-    values = pl.concat(
-        [
-            f.select(
-                pl.col("answer").str.len_chars().cast(pl.Float64).alias("answer_chars"),
-                pl.col("usage").struct.field("prompt_tokens").alias("prompt_tokens"),
-                pl.col("usage").struct.field("completion_tokens").alias("completion_tokens"),
-                pl.col("latency_s"),
-                pl.col("finish_reason"),
-                pl.col("error"),
-                *([pl.col("answer")] if text else []),
-            )
-            for f in frames
-        ]
+    collected = _collect(files, ANSWER_SCHEMA, "answer")
+    series, series_code = _encode(collected, "series", False, "answer")
+    models, model_code = _encode(collected, "model", True, "answer")
+    question_ids, question_code = _encode(collected, "question_id", True, "answer")
+    _check_range(collected, "latency_s", 0.0, None, "latency_s must be a non-negative number, got {value!r}")
+    values = collected.frame.select(
+        pl.col("answer").str.len_chars().cast(pl.Float64).alias("answer_chars"),
+        pl.col("usage").struct.field("prompt_tokens").alias("prompt_tokens"),
+        pl.col("usage").struct.field("completion_tokens").alias("completion_tokens"),
+        pl.col("latency_s"),
+        pl.col("finish_reason"),
+        pl.col("error"),
+        *([pl.col("answer")] if text else []),
     )
-    for index, frame in enumerate(frames):
-        latency = frame["latency_s"]
-        bad = ((latency < 0) | latency.is_nan()).fill_null(False)
-        if bad.any():
-            row = int(bad.arg_true()[0])
-            source = files[int(collected.codes["source_index"][index][0])]
-            raise InputError(
-                source,
-                "latency_s must be a non-negative number",
-                location=f"line {_line_number(source, row)}",
-                field="latency_s",
-            )
-    codes = {name: _concat(parts) for name, parts in collected.codes.items()}
     result = Answers(
-        sources=tuple(files),
-        series=tuple(collected.series.values),
-        models=tuple(collected.models.values),
-        question_ids=tuple(collected.questions.values),
-        series_code=codes["series"],
-        model_code=codes["model"],
-        question_code=codes["question_id"],
-        source_index=codes["source_index"],
-        row=codes["row"],
+        sources=collected.sources,
+        offsets=collected.offsets,
+        series=series,
+        models=models,
+        question_ids=question_ids,
+        series_code=series_code,
+        model_code=model_code,
+        question_code=question_code,
         values=values,
     )
-    pair = _duplicates(
-        [result.series_code, result.model_code, result.question_code],
-        [len(result.series), len(result.models), len(result.question_ids)],
-    )
+    keys = [series_code, model_code, question_code]
+    pair = _duplicates(keys, [len(series), len(models), len(question_ids)])
     if pair is not None:
-        s, m, q = (int(a[pair[0]]) for a in (result.series_code, result.model_code, result.question_code))
+        s, m, q = (int(k[pair[0]]) for k in keys)
         _raise_duplicate(
-            result,
-            pair,
-            f"answer (series {result.series[s]!r}, model {result.models[m]!r}, question {result.question_ids[q]!r})",
+            result, pair, f"answer (series {series[s]!r}, model {models[m]!r}, question {question_ids[q]!r})"
         )
     return result
 
@@ -668,8 +605,22 @@ def _question_lookup(benchmark: Benchmark, records: KeyedRecords, kind: str) -> 
 _T = TypeVar("_T", bound=np.generic)
 
 
-def _select(values: npt.NDArray[_T], mask: npt.NDArray[np.bool_] | None) -> npt.NDArray[_T]:
-    return values if mask is None else values[mask]
+Selector = slice | npt.NDArray[np.bool_]
+
+
+def _select(values: npt.NDArray[_T], selector: Selector) -> npt.NDArray[_T]:
+    return values[selector]
+
+
+def _series_selectors(codes: Codes, n_series: int) -> list[Selector]:
+    """How to pick each series' records: slices (no copy) when records are grouped by series, as
+    they are when every file holds one series; boolean masks otherwise."""
+    if n_series == 1:
+        return [slice(None)]
+    if codes.shape[0] and bool(np.all(codes[1:] >= codes[:-1])):
+        bounds = np.searchsorted(codes, np.arange(n_series + 1), side="left").tolist()
+        return [slice(bounds[k], bounds[k + 1]) for k in range(n_series)]
+    return [codes == k for k in range(n_series)]
 
 
 def build_cubes(
@@ -690,9 +641,16 @@ def build_cubes(
     question_ids = tuple(q.id for q in ordered)
     n_q = len(ordered)
 
+    answer_columns: dict[str, FloatArray] = {}
+    if answers is not None:
+        for name in ("answer_chars", "completion_tokens", "latency_s"):
+            column = answers.values[name].cast(pl.Float64).fill_null(np.nan)
+            answer_columns[name] = column.to_numpy().astype(np.float64, copy=False)
+
     cubes: dict[str, ScoreCube] = {}
+    selectors = _series_selectors(judgments.series_code, len(judgments.series))
     for s, series in enumerate(judgments.series):
-        mask = judgments.series_code == s if len(judgments.series) > 1 else None
+        mask = selectors[s]
         model_codes = _select(judgments.model_code, mask)
         judge_codes = _select(judgments.judge_code, mask)
         present_models = np.flatnonzero(np.bincount(model_codes, minlength=len(judgments.models)))
@@ -724,9 +682,8 @@ def build_cubes(
             keep = a_models >= 0
             flat = a_models[keep] * n_q + a_lookup[answers.question_code[a_mask][keep]]
             for name in extra:
-                column = answers.values[name].cast(pl.Float64).fill_null(np.nan).to_numpy()[a_mask][keep]
                 values = np.full(n_m * n_q, np.nan)
-                values[flat] = column
+                values[flat] = answer_columns[name][a_mask][keep]
                 extra[name] = values.reshape(n_m, n_q)
 
         cubes[series] = ScoreCube(
