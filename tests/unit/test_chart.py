@@ -25,9 +25,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "kubejury"
 
-# Oldest and newest Kubernetes the chart supports (Chart.yaml kubeVersion: >=1.30; matchConditions
-# of the webhook are GA from 1.30). kubernetes-validate ships the schemas.
-OLDEST = "1.30.0"
+# Oldest and newest Kubernetes the chart supports (Chart.yaml kubeVersion: >=1.29, the same oldest
+# version the operator's manifest tests use). kubernetes-validate ships the schemas.
+OLDEST = "1.29.0"
 NEWEST = kubernetes_validate.latest_version()
 
 # Custom resources of other projects: kubernetes-validate carries only the built-in Kubernetes
@@ -679,3 +679,11 @@ def test_every_object_is_labelled_and_namespaced(all_on_objects: list[dict[str, 
             assert obj["metadata"].get("namespace"), (
                 f"{obj['kind']}/{obj['metadata']['name']} has no namespace"
             )
+
+
+def test_chart_ships_the_evalrun_crd(default_objects: list[dict[str, Any]]) -> None:
+    """crds/ holds the generated CRD (kept identical to the top-level crds/ by the CRD tests); it is
+    part of what the schema checks above validate."""
+    (crd,) = of_kind(default_objects, "CustomResourceDefinition")
+    assert crd["metadata"]["name"] == "evalruns.kubejury.io"
+    assert crd["spec"]["names"]["kind"] == "EvalRun"
