@@ -333,12 +333,9 @@ def aggregate(
     )
 
 
-REPORT_FILES = ("report.json", "report.md", "report.html")
-
-
 def render_reports(analysis: Analysis) -> dict[str, bytes]:
-    """The three report files' bytes, keyed by file name (pure)."""
-    from kubejury.report import render_all
+    """The three report files' bytes (report.json, report.md, report.html), keyed by file name (pure)."""
+    from kubejury.report import render_all  # the report package refers back to this module's types
 
     return render_all(analysis)
 

@@ -155,7 +155,13 @@ def _leading_group(view: SeriesView) -> list[Block]:
             )
         )
     models = [r.model for r in view.rows if r.model in view.prob_better]
-    if models and len(models) <= MAX_MATRIX_MODELS:
+    if len(models) > MAX_MATRIX_MODELS:
+        blocks.append(
+            para(
+                f"P(better) for all {len(models)} × {len(models)} pairs of models: see report.json (prob_better)."
+            )
+        )
+    elif models:
         rows = [[a, *(("·" if a == b else fmt(view.prob_better[a].get(b))) for b in models)] for a in models]
         blocks.append(
             table(

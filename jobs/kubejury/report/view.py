@@ -139,10 +139,6 @@ class ReportView:
     comparison: tuple[ComparisonRow, ...]
     inputs: Mapping[str, Any]
 
-    @property
-    def primary_view(self) -> SeriesView | None:
-        return self.series[0] if self.series else None
-
 
 def _levels_of(report: Report) -> tuple[int, ...]:
     levels = _list(_mapping(report.get("benchmark")).get("levels"))
