@@ -27,11 +27,13 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TypeVar, get_args
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
+
+from kubejury.client import ErrorKind
 
 PHASES: tuple[str, ...] = (
     "Pending",
@@ -49,16 +51,10 @@ UNKNOWN_PHASE = "Unknown"
 STAGES: tuple[str, ...] = ("provisioning", "generation", "judging", "aggregation")
 """Pipeline stages used for progress, ETA and duration labels."""
 
-ERROR_KINDS: tuple[str, ...] = (
-    "timeout",
-    "connection",
-    "http_4xx",
-    "http_5xx",
-    "rate_limited",
-    "invalid_response",
-    "other",
-)
-"""Request error kinds (closed set, keeps ``kubejury_request_errors_total`` bounded)."""
+ERROR_KINDS: tuple[str, ...] = (*get_args(ErrorKind), "parse", "other")
+"""Request error kinds (closed set, keeps ``kubejury_request_errors_total`` bounded): the engine
+client's :data:`kubejury.client.ErrorKind` values, ``parse`` (a judge reply without a score) and
+``other`` for anything else."""
 
 STAGE_DURATION_BUCKETS: tuple[float, ...] = (
     10.0,
