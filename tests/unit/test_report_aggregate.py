@@ -131,3 +131,22 @@ def test_null_counts_from_cube_ignore_answers_without_records() -> None:
     c = cube("s", ("a",), ("j1", "j2"), [[[1, math.nan], [1, 1], [math.nan, math.nan], [2, 2]]])
     c.has_record[0, 2] = False  # never asked: not a parse failure
     assert null_counts_from_cube(c) == {"j1": 0, "j2": 1}
+
+
+def test_all_tens_render_without_errors() -> None:
+    # Degenerate data: every statistic of spread is undefined, every interval has zero width.
+    perfect = cube("s", ("a", "b"), ("j1", "j2"), [[[10, 10]] * 4, [[10, 10]] * 4])
+    analysis = analyse_cubes(BENCHMARK, {"s": perfect}, CONFIG)
+    files = render_all(analysis)
+    doc = json.loads(files["report.json"])
+    jsonschema.validate(doc, load_schema(), cls=jsonschema.Draft202012Validator)
+    series = doc["series"]["s"]
+    assert series["models"]["a"]["weighted"] == 10.0 and series["models"]["a"]["weighted_ci95"] == [
+        10.0,
+        10.0,
+    ]
+    assert series["prob_better"]["a"]["b"] == 0.5
+    assert series["judges"]["krippendorff_alpha"] is None
+    html = files["report.html"].decode()
+    for kind in ("forest", "levels", "domains", "judges"):
+        assert f'data-plot="{kind}-s"' in html
