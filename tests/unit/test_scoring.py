@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from kubejury.cube import ScoreCube
 from kubejury.errors import ConfigError
 from kubejury.scoring import NO_TIER, ScoringConfig, TierRule, score_series
+from kubejury.series_compare import compare_series
 
 NAN = math.nan
 
@@ -263,3 +264,92 @@ def test_constant_shift_moves_w_and_keeps_d(
     np.testing.assert_allclose(b.weighted, a.weighted + shift, atol=1e-9, equal_nan=True)
     np.testing.assert_allclose(b.degradation, a.degradation, atol=1e-9, equal_nan=True)
     np.testing.assert_allclose(b.judge_sigma, a.judge_sigma, atol=1e-9, equal_nan=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Cross-check with an independent pandas implementation of docs/method.md, steps 1–6
+
+
+def pandas_reference(cube: ScoreCube) -> dict[str, dict[str, float]]:
+    """W, D and σ per model, written from docs/method.md with pandas groupby, not from scoring.py."""
+    pd = pytest.importorskip("pandas")
+    rows = []
+    for m, model in enumerate(cube.models):
+        for q, qid in enumerate(cube.question_ids):
+            for j, judge in enumerate(cube.judges):
+                if cube.has_record[m, q]:
+                    value = cube.scores[m, q, j]
+                    rows.append(
+                        {
+                            "model": model,
+                            "question": qid,
+                            "judge": judge,
+                            "domain": cube.domains[cube.question_domain[q]],
+                            "level": cube.levels[cube.question_level[q]],
+                            "score": None if math.isnan(value) else float(value),
+                        }
+                    )
+    frame = pd.DataFrame(rows)
+    per_q = frame.groupby(["model", "question", "domain", "level"])["score"].agg(["mean", "count"])
+    per_q["std0"] = frame.groupby(["model", "question", "domain", "level"])["score"].std(ddof=0)
+    per_q = per_q.reset_index()
+    scored = per_q[per_q["count"] > 0]
+    cell = scored.groupby(["model", "domain", "level"])["mean"].mean().reset_index()
+    level = cell.groupby(["model", "level"])["mean"].mean().reset_index()
+    level["w"] = level["level"].map({1: 0.6, 2: 0.8, 3: 1.0})
+    out: dict[str, dict[str, float]] = {}
+    for model, group in level.groupby("model"):
+        by_level = dict(zip(group["level"], group["mean"], strict=True))
+        lo, hi = min(cube.levels), max(cube.levels)
+        out[str(model)] = {
+            "W": float((group["w"] * group["mean"]).sum() / group["w"].sum()),
+            "D": by_level.get(lo, math.nan) - by_level.get(hi, math.nan),
+        }
+    sigma = per_q[per_q["count"] >= 2].groupby("model")["std0"].mean()
+    for model in out:
+        out[model]["sigma"] = float(sigma.get(model, math.nan))
+    return out
+
+
+@settings(max_examples=25, deadline=None)
+@given(question_rows)
+def test_matches_independent_pandas_implementation(rows: list[tuple[str, int, list[float | None]]]) -> None:
+    cube = cube_from_rows(rows, models=3)
+    s = score_series(cube, ScoringConfig())
+    reference = pandas_reference(cube)
+    for m, model in enumerate(s.models):
+        if model not in reference:
+            assert math.isnan(s.weighted[m])
+            continue
+        assert s.weighted[m] == pytest.approx(reference[model]["W"], nan_ok=True)
+        assert s.degradation[m] == pytest.approx(reference[model]["D"], nan_ok=True)
+        assert s.judge_sigma[m] == pytest.approx(reference[model]["sigma"], nan_ok=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Series comparison (Table 7)
+
+
+def test_compare_series() -> None:
+    questions = [("q1", "law", 1), ("q2", "law", 3)]
+    base = {"a": {"q1": [9.0], "q2": [8.0]}, "b": {"q1": [7.0], "q2": [7.0]}, "c": {"q1": [5.0], "q2": [5.0]}}
+    hot = {"a": {"q1": [8.0], "q2": [8.0]}, "b": {"q1": [7.5], "q2": [7.5]}}
+    other = {"c": {"q1": [6.0], "q2": [6.0]}, "d": {"q1": [1.0], "q2": [1.0]}}
+    config = ScoringConfig()
+    scores = {
+        "t0": score_series(make_cube(questions, base, judges=("j",), series="t0"), config),
+        "t08": score_series(make_cube(questions, hot, judges=("j",), series="t08"), config),
+        "rp": score_series(make_cube(questions, other, judges=("j",), series="rp"), config),
+    }
+    table = compare_series(scores)
+    assert table.primary == "t0" and table.series == ("t0", "t08", "rp")
+    assert table.models == ("a", "b", "c")  # d is in one series only
+    w_a = (0.6 * 9 + 1.0 * 8) / 1.6
+    np.testing.assert_allclose(table.weighted[0], [w_a, 8.0, np.nan])
+    np.testing.assert_allclose(table.difference[0], [0.0, 8.0 - w_a, np.nan])
+    np.testing.assert_allclose(table.difference[2], [0.0, np.nan, 1.0])
+    assert table.mean_difference()["t08"] == pytest.approx(((8.0 - w_a) + 0.5) / 2)
+    swapped = compare_series(scores, primary="t08")
+    assert swapped.series[0] == "t08" and swapped.models == ("a", "b", "c")
+    with pytest.raises(ConfigError):
+        compare_series(scores, primary="nope")

@@ -125,3 +125,21 @@ def test_bad_settings_are_config_errors() -> None:
         bootstrap_series(synthetic_cube(), ScoringConfig(bootstrap_samples=0))
     with pytest.raises(ConfigError):
         bootstrap_series(synthetic_cube(), ScoringConfig(confidence=1.5))
+
+
+def test_percentile_interval_matches_numpy() -> None:
+    from kubejury.uncertainty import _percentile_interval
+
+    rng = np.random.default_rng(5)
+    values = rng.normal(size=(301, 4, 3))
+    values[rng.random(values.shape) < 0.1] = np.nan
+    values[:, 0, 0] = np.nan  # undefined in every replicate
+    values[:, 1, 1] = np.nan
+    values[7, 1, 1] = 2.5  # defined in one replicate only
+    got = _percentile_interval(values, 0.95)
+    with np.errstate(invalid="ignore"), pytest.warns(RuntimeWarning):
+        expected = np.stack(
+            [np.nanquantile(values, 0.025, axis=0), np.nanquantile(values, 0.975, axis=0)], axis=-1
+        )
+    np.testing.assert_allclose(got, expected, equal_nan=True)
+    assert got.shape == (4, 3, 2) and np.isnan(got[0, 0]).all() and got[1, 1].tolist() == [2.5, 2.5]
