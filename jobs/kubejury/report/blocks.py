@@ -652,7 +652,54 @@ def report_blocks(document: Report) -> tuple[ReportView, list[Block]]:
             "answer; scored/unscored = answers with at least one / no usable judge score."
         ),
     ]
+    blocks += _summary(report)
     for view in report.series:
         blocks += series_blocks(view, report)
     blocks += [Heading(2, "Series effects", "series-effects"), *_comparison(report)]
     return report, blocks
+
+
+def _summary(report: ReportView) -> list[Block]:
+    """The answer first: who leads the primary series, and how sure we are."""
+    view = report.series[0] if report.series else None
+    if view is None or not view.rows:
+        return []
+    top = view.rows[0]
+    blocks: list[Block] = [Heading(2, "Summary", "summary")]
+    blocks.append(
+        para(
+            f"Primary series {view.name}: ",
+            Strong(f"{top.model}"),
+            f" ranks first with W {fmt(top.weighted)} {fmt_interval(top.weighted_ci)}"
+            + (f", tier {top.tier}" if top.tier else "")
+            + ".",
+        )
+    )
+    if view.leading_group:
+        others = [m for m in view.leading_group if m != top.model]
+        if others:
+            blocks.append(
+                para(
+                    f"Not distinguishable from it at 95% (paired bootstrap over questions): {', '.join(others)}; "
+                    "the order within this leading group is not established."
+                )
+            )
+        else:
+            blocks.append(para("It is ahead of every other model at 95% (paired bootstrap over questions)."))
+    selection = as_mapping(view.selection)
+    robust = selection.get("most_robust")
+    robust_row = view.row(str(robust)) if robust else None
+    if robust_row is not None:
+        blocks.append(
+            para(f"Most robust to harder questions: {robust_row.model} (D {fmt(robust_row.degradation)}).")
+        )
+    if view.domain_leaders:
+        counts: dict[str, int] = {}
+        for leader in view.domain_leaders.values():
+            counts[leader] = counts.get(leader, 0) + 1
+        led = ", ".join(f"{m} {n}" for m, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+        blocks.append(para(f"Domains led: {led} (of {len(view.domain_leaders)})."))
+    alpha = as_number(view.judges.get("krippendorff_alpha"))
+    if alpha is not None:
+        blocks.append(para(f"Judge agreement: Krippendorff's α = {alpha:.3f}."))
+    return blocks
