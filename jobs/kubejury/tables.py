@@ -374,7 +374,8 @@ def _check_range(
 
 
 def _duplicates(keys: list[Codes], sizes: list[int]) -> tuple[int, int] | None:
-    """Indices (first, second) of the earliest repeated key, or None."""
+    """Indices (earlier, later) of two records with the same key, or None: the pair whose later
+    record comes first, paired with that key's previous occurrence."""
     n = int(keys[0].shape[0]) if keys else 0
     if n < 2:
         return None
@@ -384,18 +385,18 @@ def _duplicates(keys: list[Codes], sizes: list[int]) -> tuple[int, int] | None:
         flat *= max(size, 1)
         flat += key
         space *= max(size, 1)
+    candidates = np.arange(n)
     if space <= max(4 * n, 1 << 24):
         counts = np.bincount(flat, minlength=space)
         if counts.max(initial=0) <= 1:
             return None
-        second = int(np.flatnonzero(counts[flat] > 1)[1:][0])
-        repeated = np.flatnonzero(flat == flat[second])
-        return int(repeated[0]), int(repeated[1])
-    order = np.argsort(flat, kind="stable")
+        candidates = np.flatnonzero(counts[flat] > 1)  # the error path from here on
+    order = candidates[np.argsort(flat[candidates], kind="stable")]
     same = np.flatnonzero(flat[order][1:] == flat[order][:-1])
     if same.size == 0:
         return None
-    return min((int(order[i]), int(order[i + 1])) for i in same)
+    # The pair whose second record comes first in the files (the first repeat a reader meets).
+    return min(((int(order[i]), int(order[i + 1])) for i in same), key=lambda pair: pair[1])
 
 
 def _raise_duplicate(records: KeyedRecords, pair: tuple[int, int], what: str) -> None:

@@ -161,6 +161,18 @@ def test_duplicate_judgment_names_both_lines(tmp_path: Path) -> None:
         load_judgments(path)
     assert info.value.location == "line 3" and "also at line 1" in str(info.value)
     assert "'alpha'" in str(info.value) and "'law-1'" in str(info.value)
+    # The first repeat in file order is reported, with its previous occurrence.
+    path = write_jsonl(
+        tmp_path / "j.jsonl",
+        judgment(),
+        judgment(judge="b"),
+        judgment(judge="c"),
+        judgment(judge="b"),
+        judgment(),
+    )
+    with pytest.raises(InputError) as info:
+        load_judgments(path)
+    assert info.value.location == "line 4" and "also at line 2" in str(info.value)
     # Across files: both files are named.
     other = write_jsonl(tmp_path / "k.jsonl", judgment(judge="c"), judgment(judge="b", series="default"))
     first = write_jsonl(tmp_path / "j.jsonl", judgment(), judgment(judge="b"))
