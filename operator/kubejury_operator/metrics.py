@@ -398,6 +398,41 @@ def metric_names() -> frozenset[str]:
     return frozenset(names)
 
 
+_FAMILIES: tuple[Gauge | Counter | Histogram, ...] = (
+    RUNS,
+    RUN_PROGRESS_ITEMS,
+    RUN_TOTAL_ITEMS,
+    RUN_ETA_SECONDS,
+    ITEMS_GENERATED,
+    ITEMS_JUDGED,
+    REQUEST_ERRORS,
+    JUDGE_PARSE_FAILURES,
+    STAGE_DURATION,
+    RECONCILES,
+    RECONCILE_ERRORS,
+    RECONCILE_DURATION,
+    BUILD_INFO,
+)
+
+
+def metric_labels() -> dict[str, frozenset[str]]:
+    """Label names of every ``kubejury_*`` sample name (``le`` included for histogram buckets);
+    the dashboard test checks that queries only group and filter by labels that exist."""
+    result: dict[str, frozenset[str]] = {}
+    for family in _FAMILIES:
+        (described,) = list(family.describe())
+        labels = frozenset(family._labelnames)
+        if described.type == "counter":
+            result[described.name + "_total"] = labels
+        elif described.type == "histogram":
+            result[described.name + "_bucket"] = labels | {"le"}
+            result[described.name + "_sum"] = labels
+            result[described.name + "_count"] = labels
+        else:
+            result[described.name] = labels
+    return result
+
+
 def start_metrics_server(port: int, addr: str = "0.0.0.0") -> None:
     """Serve ``REGISTRY`` on ``http://addr:port/metrics`` from a background thread."""
     start_http_server(port, addr=addr, registry=REGISTRY)

@@ -1,6 +1,7 @@
 """The Grafana dashboards query only series that exist: every kubejury_* series is exported by
-kubejury_operator.metrics (introspected from its registry), every vllm:* series is in the
-documented list in docs/metrics.md."""
+kubejury_operator.metrics (introspected from its registry) and is grouped and filtered only by
+labels it has; every vllm:* series is in the documented list in docs/metrics.md. Every query is
+parsed by a real PromQL parser (promql-parser, the Rust parser's Python bindings)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import promql_parser
 import pytest
 
 from kubejury_operator import metrics
@@ -36,6 +38,40 @@ def expressions(dashboard: dict[str, Any]) -> Iterator[str]:
         query = variable.get("query")
         if variable.get("type") == "query":
             yield query["query"] if isinstance(query, dict) else str(query)
+
+
+GRAFANA_MACROS = {"$__rate_interval": "5m", "$__range": "6h", "$__interval": "1m"}
+
+
+def parse(expr: str) -> Any:
+    """The PromQL AST of a dashboard expression (Grafana's range macros replaced by durations;
+    ``label_values(<selector>, <label>)`` variable queries yield their selector)."""
+    for macro, duration in GRAFANA_MACROS.items():
+        expr = expr.replace(macro, duration)
+    match = re.fullmatch(r"\s*label_values\((.*),\s*(\w+)\s*\)\s*", expr, flags=re.S)
+    if match:
+        expr = match[1]
+    return promql_parser.parse(expr)
+
+
+def selectors(node: Any, grouping: tuple[str, ...] = ()) -> Iterator[tuple[Any, tuple[str, ...]]]:
+    """Every vector selector under ``node``, with the ``by (...)`` labels that group it."""
+    kind = type(node).__name__
+    if kind == "VectorSelector":
+        yield node, grouping
+        return
+    if kind == "AggregateExpr" and node.modifier is not None and str(node.modifier).startswith("by"):
+        grouping = (*grouping, *node.modifier.labels)
+    for attribute in ("lhs", "rhs", "expr", "vector_selector", "param"):
+        child = getattr(node, attribute, None)
+        if child is not None and not isinstance(child, str | int | float):
+            yield from selectors(child, grouping)
+    for child in getattr(node, "args", None) or []:
+        yield from selectors(child, grouping)
+
+
+def selector_names(expr: str) -> set[str]:
+    return {vs.name for vs, _ in selectors(parse(expr)) if vs.name}
 
 
 def documented_vllm_series() -> set[str]:
@@ -76,6 +112,49 @@ def test_runs_dashboard_covers_the_required_views() -> None:
     ):
         assert required in titles
     assert any(title.startswith("Stage durations") for title in titles)
+
+
+@pytest.mark.parametrize("name", ["runs", "inference"])
+def test_every_query_is_valid_promql(name: str) -> None:
+    for expr in expressions(load(name)):
+        try:
+            parse(expr)
+        except Exception as error:  # the parser raises plain ValueError/RuntimeError subclasses
+            pytest.fail(f"{name}.json: invalid PromQL {expr!r}: {error}")
+
+
+def test_parser_based_extraction_agrees_with_the_text_scan() -> None:
+    for name in ("runs", "inference"):
+        for expr in expressions(load(name)):
+            scanned = set(KUBEJURY_SERIES.findall(expr)) | set(VLLM_SERIES.findall(expr))
+            assert selector_names(expr) == scanned, expr
+
+
+def test_kubejury_queries_use_only_labels_the_metrics_have() -> None:
+    labels = metrics.metric_labels()
+    for expr in expressions(load("runs")):
+        found = list(selectors(parse(expr)))
+        for vs, _ in found:
+            assert vs.name in labels, f"{vs.name} is not exported ({expr})"
+            for matcher in vs.matchers.matchers:
+                assert matcher.name in labels[vs.name], f"{vs.name} has no label {matcher.name!r} ({expr})"
+        for grouping in {g for _, g in found}:
+            inner = {v.name for v, g in found if g == grouping}
+            available = set.union(*(set(labels[n]) for n in inner))
+            missing = set(grouping) - available
+            assert not missing, f"grouping by {sorted(missing)} that {sorted(inner)} lack ({expr})"
+
+
+def test_variable_queries_use_existing_labels() -> None:
+    labels = metrics.metric_labels()
+    for variable in load("runs")["templating"]["list"]:
+        if variable["type"] != "query":
+            continue
+        query = variable["query"]["query"]
+        match = re.fullmatch(r"label_values\((.*),\s*(\w+)\)", query)
+        assert match, query
+        (vs, _), *_ = list(selectors(parse(query)))
+        assert match[2] in labels[vs.name], query
 
 
 def test_every_kubejury_series_is_exported_by_the_operator() -> None:
