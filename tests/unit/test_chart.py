@@ -53,7 +53,10 @@ ALL_FEATURES: dict[str, Any] = {
         "s3Endpoint": "http://minio.minio:9000",
         "resultsClaimName": "kubejury-results",
     },
-    "inference": {"hfTokenSecretName": "hf-token"},
+    "inference": {
+        "hfTokenSecretName": "hf-token",
+        "gpuTolerations": [{"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}],
+    },
     "imagePullSecrets": [{"name": "regcred"}],
     "operator": {"logLevel": "DEBUG", "tolerations": [{"key": "infra", "operator": "Exists"}]},
 }
@@ -539,7 +542,9 @@ def test_settings_reach_the_operator(all_on_objects: list[dict[str, Any]]) -> No
     assert data["KUBEJURY_WEBHOOK_CERT"] == "/var/run/kubejury/webhook-tls/tls.crt"
     assert data["KUBEJURY_WEBHOOK_KEY"] == "/var/run/kubejury/webhook-tls/tls.key"
     assert data["KUBEJURY_WEBHOOK_MANAGED"] == ""
-    assert json.loads(data["KUBEJURY_GPU_TOLERATIONS"])[0]["key"] == "nvidia.com/gpu"
+    assert json.loads(data["KUBEJURY_GPU_TOLERATIONS"]) == [
+        {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}
+    ]
     assert data["KUBEJURY_JOB_IMAGE"].startswith("ghcr.io/kubejury/kubejury:")
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     assert data["KUBEJURY_WEBHOOK_CERT"].startswith(mounts["webhook-tls"] + "/")
