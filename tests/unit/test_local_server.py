@@ -42,7 +42,7 @@ def test_different_files_or_context_get_their_own_server() -> None:
 def test_server_command_uses_loopback_and_real_flags() -> None:
     plan = ServerPlan(Path("/m.gguf"), "gemma", 2048, ("--n_batch", "256"), alias="gemma")
     cmd = server_command(plan, 8123, threads=2, python="py")
-    assert cmd[:3] == ["py", "-m", "llama_cpp.server"]
+    assert cmd[:3] == ["py", "-m", "kubejury.local.llama_entry"]
     joined = " ".join(cmd)
     for flag in (
         "--model /m.gguf",
@@ -65,3 +65,49 @@ def test_resolve_rejects_downloads_and_missing_files(tmp_path: Path) -> None:
     real = tmp_path / "m.gguf"
     real.write_bytes(b"GGUF")
     assert resolve_gguf(ModelSpec(name="x", runtime="llamacpp", ggufPath=str(real))) == real
+
+
+def test_openai_json_schema_is_translated_for_llama_cpp_python() -> None:
+    from kubejury.local.llama_entry import translate_response_format
+
+    schema = {"type": "object", "properties": {"score": {"type": "integer"}}}
+    body = {
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "v", "strict": True, "schema": schema},
+        }
+    }
+    assert translate_response_format(body)
+    assert body["response_format"] == {"type": "json_object", "schema": schema}
+    untouched = {"response_format": {"type": "json_object"}}
+    assert not translate_response_format(untouched)
+    assert untouched == {"response_format": {"type": "json_object"}}
+    assert not translate_response_format({"messages": []})
+
+
+async def test_middleware_rewrites_only_chat_completion_bodies() -> None:
+    import json
+
+    from kubejury.local.llama_entry import JsonSchemaCompat
+
+    seen: list[tuple[str, bytes, dict[bytes, bytes]]] = []
+
+    async def app(scope, receive, send):  # type: ignore[no-untyped-def]
+        message = await receive()
+        seen.append((scope["path"], message["body"], dict(scope["headers"])))
+
+    body = json.dumps(
+        {"response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "object"}}}}
+    )
+    for path in ("/v1/chat/completions", "/v1/completions"):
+        sent = [{"type": "http.request", "body": body.encode(), "more_body": False}]
+
+        async def receive(sent=sent):  # type: ignore[no-untyped-def]
+            return sent.pop(0)
+
+        scope = {"type": "http", "method": "POST", "path": path, "headers": [(b"content-length", b"1")]}
+        await JsonSchemaCompat(app)(scope, receive, None)  # type: ignore[arg-type]
+    (_, body1, headers1), (_, body2, _) = seen
+    assert json.loads(body1)["response_format"] == {"type": "json_object", "schema": {"type": "object"}}
+    assert headers1[b"content-length"] == str(len(body1)).encode()
+    assert body2 == body.encode()
