@@ -14,7 +14,6 @@ hand it cubes they built themselves; :func:`aggregate` only adds loading.
 from __future__ import annotations
 
 import datetime as dt
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +37,7 @@ from kubejury.experts import ExpertAgreement, ExpertRows, PanelScores, expert_ag
 from kubejury.modelinfo import ModelInfo
 from kubejury.scoring import ScoringConfig, SeriesScores, score_series
 from kubejury.selection import ModelSelection, select_models
+from kubejury.series_compare import SeriesComparison, compare_series
 from kubejury.storage import LocalStorage, Storage
 from kubejury.tables import Experts, Judgments, build_cubes, load_answers, load_experts, load_judgments
 from kubejury.uncertainty import SeriesUncertainty, bootstrap_series
@@ -79,22 +79,6 @@ class SeriesAnalysis:
 
 
 @dataclass(frozen=True)
-class SeriesComparison:
-    """The study's Table 7: W of each model in each series and its difference from the primary.
-
-    ``weighted[model][series]`` and ``delta[model][series]`` (``W(series) − W(primary)``) are NaN
-    when the model is missing from that series or from the primary. Only models present in at
-    least two series are listed.
-    """
-
-    primary: str
-    series: tuple[str, ...]
-    models: tuple[str, ...]
-    weighted: dict[str, dict[str, float]]
-    delta: dict[str, dict[str, float]]
-
-
-@dataclass(frozen=True)
 class Analysis:
     """Everything a report says. ``series`` is ordered with the primary series first."""
 
@@ -112,31 +96,6 @@ class Analysis:
 # --------------------------------------------------------------------------------------------
 # Pure core
 # --------------------------------------------------------------------------------------------
-
-
-def compare_series(scores: Mapping[str, SeriesScores], primary: str) -> SeriesComparison:
-    """W per series and difference from ``primary`` for every model present in ≥ 2 series."""
-    names = tuple([primary] + [s for s in scores if s != primary]) if primary in scores else tuple(scores)
-    presence: dict[str, int] = {}
-    for series_scores in scores.values():
-        for model in series_scores.models:
-            presence[model] = presence.get(model, 0) + 1
-    models = tuple(m for m in presence if presence[m] >= 2)
-    weighted: dict[str, dict[str, float]] = {}
-    delta: dict[str, dict[str, float]] = {}
-    for model in models:
-        per = {}
-        for name in names:
-            series_scores = scores[name]
-            per[name] = (
-                float(series_scores.weighted[series_scores.model_index(model)])
-                if model in series_scores.models
-                else math.nan
-            )
-        weighted[model] = per
-        base = per.get(primary, math.nan)
-        delta[model] = {name: per[name] - base for name in names}
-    return SeriesComparison(primary, names, models, weighted, delta)
 
 
 def null_counts_from_cube(cube: ScoreCube) -> dict[str, int]:

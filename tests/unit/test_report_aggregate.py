@@ -11,13 +11,13 @@ import jsonschema
 import numpy as np
 import pytest
 
-from kubejury.aggregate import Analysis, analyse_cubes, compare_series, null_counts_from_cube
+from kubejury.aggregate import Analysis, analyse_cubes, null_counts_from_cube
 from kubejury.benchmark import Benchmark, Question
 from kubejury.cube import ScoreCube
 from kubejury.errors import InputError
 from kubejury.report import render_all
 from kubejury.report.json_report import load_schema
-from kubejury.scoring import ScoringConfig, score_series
+from kubejury.scoring import ScoringConfig
 
 QUESTIONS = (
     Question("q1", "Law", 1, "?", "!"),
@@ -99,17 +99,21 @@ def test_one_judge_one_series_no_sizes_still_renders() -> None:
     assert not re.search(r"nan", md, re.I)
 
 
-def test_compare_series_lists_models_in_two_series_with_nan_when_missing() -> None:
+def test_series_comparison_in_report_json_with_null_when_missing() -> None:
     first = cube("p", ("a", "b"), ("j",), [[[9], [9], [9], [9]], [[5], [5], [5], [5]]])
     second = cube("q", ("a",), ("j",), [[[8], [8], [8], [8]]])
     third = cube("r", ("b", "c"), ("j",), [[[6], [6], [6], [6]], [[1], [1], [1], [1]]])
-    scores = {s.series: score_series(s, CONFIG) for s in (first, second, third)}
-    comparison = compare_series(scores, "p")
-    assert comparison.series == ("p", "q", "r") and comparison.models == ("a", "b")
-    assert comparison.delta["a"]["q"] == pytest.approx(-1.0)
-    assert math.isnan(comparison.weighted["a"]["r"]) and math.isnan(comparison.delta["a"]["r"])
-    assert comparison.delta["b"]["r"] == pytest.approx(1.0)
-    assert comparison.delta["b"]["p"] == 0.0
+    analysis = analyse_cubes(BENCHMARK, {"p": first, "q": second, "r": third}, CONFIG)
+    files = render_all(analysis)
+    comparison = json.loads(files["report.json"])["series_comparison"]
+    assert comparison["series"] == ["p", "q", "r"] and list(comparison["models"]) == ["a", "b"]
+    assert comparison["models"]["a"]["q"] == {"weighted": 8.0, "delta": -1.0}
+    assert comparison["models"]["a"]["r"] == {"weighted": None, "delta": None}
+    assert comparison["models"]["b"]["r"]["delta"] == 1.0 and comparison["models"]["b"]["p"]["delta"] == 0.0
+    assert comparison["mean_delta"] == {"p": 0.0, "q": -1.0, "r": 1.0}
+    md = files["report.md"].decode()
+    assert "| a | 9.00 | 8.00 | – | -1.00 | – |" in md
+    assert "| **mean over models** |  |  |  | -1.00 | +1.00 |" in md
 
 
 def test_primary_defaults_to_the_first_series_and_reports_put_it_first() -> None:

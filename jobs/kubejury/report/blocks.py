@@ -329,7 +329,7 @@ def _comparison(report: ReportView) -> list[Block]:
         *[f"W {s}" for s in others],
         *[f"Δ {s}" for s in others],
     ]
-    rows = [
+    rows: list[list[Inline]] = [
         [
             row.model,
             fmt(row.weighted.get(report.primary)),
@@ -338,6 +338,9 @@ def _comparison(report: ReportView) -> list[Block]:
         ]
         for row in report.comparison
     ]
+    if report.mean_delta:
+        mean = ["–" if report.mean_delta.get(s) is None else f"{report.mean_delta[s]:+.2f}" for s in others]
+        rows.append([Strong("mean over models"), "", *["" for _ in others], *mean])
     return [
         table(
             header,

@@ -186,14 +186,12 @@ def _comparison(analysis: Analysis) -> dict[str, Any]:
         "series": list(comparison.series),
         "models": {
             model: {
-                series: {
-                    "weighted": comparison.weighted[model][series],
-                    "delta": comparison.delta[model][series],
-                }
-                for series in comparison.series
+                series: {"weighted": comparison.weighted[i, k], "delta": comparison.difference[i, k]}
+                for k, series in enumerate(comparison.series)
             }
-            for model in comparison.models
+            for i, model in enumerate(comparison.models)
         },
+        "mean_delta": comparison.mean_difference(),
     }
 
 

@@ -137,6 +137,7 @@ class ReportView:
     series: tuple[SeriesView, ...]  # primary first
     comparison_series: tuple[str, ...]
     comparison: tuple[ComparisonRow, ...]
+    mean_delta: dict[str, float | None]  # series -> mean of W(series) - W(primary) over shared models
     inputs: Mapping[str, Any]
 
 
@@ -256,6 +257,7 @@ def read_report(report: Report) -> ReportView:
         series=views,
         comparison_series=comparison_series,
         comparison=tuple(rows),
+        mean_delta={str(k): _num(v) for k, v in _mapping(comparison_doc.get("mean_delta")).items()},
         inputs=_mapping(report.get("inputs")),
     )
 
