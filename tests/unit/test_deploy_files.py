@@ -141,3 +141,21 @@ def test_study_example_is_the_study_setup() -> None:
     primary = run.spec.series[0]
     assert (primary.temperature, primary.repetition_penalty) == (0.0, 1.2)
     assert run.spec.scoring.level_weights == {1: 0.6, 2: 0.8, 3: 1.0}
+
+
+@pytest.mark.parametrize("name", ["evalrun-kind-cpu.yaml", "evalrun-study.yaml"])
+def test_cluster_examples_fit_the_crd_schema(name: str) -> None:
+    """What the API server checks on `kubectl apply`: the CRD's structural schema (OpenAPI 3.0,
+    whose boolean exclusiveMinimum/Maximum are draft-4 semantics). Unknown fields are the spec's
+    business (checked above); here types, enums, patterns and required fields."""
+    import jsonschema  # type: ignore[import-untyped]
+
+    crd = yaml.safe_load((ROOT / "crds" / "evalruns.kubejury.io.yaml").read_text())
+    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1alpha1"]
+    validator = jsonschema.Draft4Validator(version["schema"]["openAPIV3Schema"])
+    document = yaml.safe_load((ROOT / "examples" / name).read_text())
+    errors = [f"{'.'.join(map(str, e.path))}: {e.message}" for e in validator.iter_errors(document)]
+    assert not errors, errors
+    broken = yaml.safe_load((ROOT / "examples" / name).read_text())
+    broken["spec"]["models"][0]["maxModelLen"] = "long"
+    assert list(validator.iter_errors(broken)), "the schema check can fail"
