@@ -158,6 +158,17 @@ def test_bad_input_files_name_the_file_and_line(
     assert code == 2 and "empty" in capsys.readouterr().err
 
 
+def test_unwritable_out_is_a_clear_error(
+    fixture: Fixture, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory", encoding="utf-8")
+    argv = ["report", "--benchmark", str(fixture.benchmark), "--judgments", str(fixture.judgments_dir)]
+    code = main([*argv, "--bootstrap", "0", "--out", str(blocker / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and "cannot write the reports there" in err and str(blocker) in err
+
+
 def test_needs_out_or_format_json(fixture: Fixture, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["report", "--benchmark", str(fixture.benchmark), "--judgments", str(fixture.judgments_dir)])
     assert code == 2 and "--out" in capsys.readouterr().err

@@ -128,7 +128,10 @@ def run(args: argparse.Namespace) -> int:
         inputs={"models": args.models},
     )
     if args.out is not None:
-        written = write_reports(analysis, args.out)
+        try:
+            written = write_reports(analysis, args.out)
+        except OSError as error:
+            raise InputError(args.out, f"cannot write the reports there: {error.strerror or error}") from None
         if args.format != "json":
             primary = analysis.series[analysis.primary_series].scores
             top = ", ".join(primary.ranking[:3])
