@@ -143,3 +143,23 @@ def test_percentile_interval_matches_numpy() -> None:
         )
     np.testing.assert_allclose(got, expected, equal_nan=True)
     assert got.shape == (4, 3, 2) and np.isnan(got[0, 0]).all() and got[1, 1].tolist() == [2.5, 2.5]
+
+
+def test_pairing_separates_a_small_but_consistent_gap() -> None:
+    # b is exactly a − 0.1 on every question. The marginal intervals overlap heavily, but the
+    # paired bootstrap sees b lose in every replicate.
+    cube = synthetic_cube(n_models=1, offsets=[0.0])
+    scores = np.concatenate([cube.scores, cube.scores - 0.1], axis=0)
+    paired = ScoreCube(
+        **{
+            **cube.__dict__,
+            "models": ("a", "b"),
+            "scores": scores,
+            "has_record": np.ones((2, cube.n_questions), bool),
+        }
+    )
+    u = bootstrap_series(paired, CONFIG)
+    assert u.prob_better[0, 1] == 1.0
+    assert u.leading_group == ("a",)
+    assert u.weighted_ci[1, 1] > u.weighted_ci[0, 0]  # the marginal intervals overlap
+    np.testing.assert_allclose(u.gap_to_top_ci[1], [0.1, 0.1], atol=1e-9)
