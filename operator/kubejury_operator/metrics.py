@@ -216,6 +216,10 @@ class _RunMemory:
     request_errors: dict[tuple[str, str], int] = field(default_factory=dict)
     parse_failures: dict[str, int] = field(default_factory=dict)
     durations_seen: set[str] = field(default_factory=set)
+    phase_entered_at: float | None = None  # None: the phase began before this process saw the run
+    last_done: int | None = None
+    last_seen_at: float | None = None
+    throughput: float | None = None  # smoothed items per second (answers + judgments)
 
 
 _lock = threading.Lock()
@@ -262,8 +266,49 @@ def _refresh_phase_gauge() -> None:
         RUNS.labels(phase=phase).set(count)
 
 
-def observe_run(observation: RunObservation) -> None:
-    """Update every per-run series from one reconcile's view of a run."""
+_PHASE_STAGE = {
+    "Provisioning": "provisioning",
+    "Generating": "generation",
+    "Judging": "judging",
+    "Aggregating": "aggregation",
+}
+"""Which stage's duration a phase measures (phases follow each other; stages are pipelined)."""
+
+_ETA_STAGES = ("generation", "judging")
+_THROUGHPUT_SMOOTHING = 0.3
+_FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+def _estimate_eta(memory: _RunMemory, observation: RunObservation, now: float) -> float | None:
+    """Seconds left for the answer and judgment items, from the throughput this process saw.
+
+    Throughput is the increase of finished items between observations, smoothed exponentially;
+    no estimate before two observations, while nothing moves yet, or once the run is finished.
+    """
+    done = sum(p.done for s, p in observation.progress.items() if s in _ETA_STAGES)
+    total = sum(p.total for s, p in observation.progress.items() if s in _ETA_STAGES)
+    if memory.last_done is not None and memory.last_seen_at is not None and now > memory.last_seen_at:
+        rate = max(done - memory.last_done, 0) / (now - memory.last_seen_at)
+        if memory.throughput is None:
+            memory.throughput = rate
+        else:
+            memory.throughput = _THROUGHPUT_SMOOTHING * rate + (1 - _THROUGHPUT_SMOOTHING) * memory.throughput
+    memory.last_done, memory.last_seen_at = done, now
+    remaining = total - done
+    if observation.phase in _FINISHED_PHASES or remaining <= 0 or not memory.throughput:
+        return None
+    return remaining / memory.throughput
+
+
+def observe_run(observation: RunObservation, now: float | None = None) -> None:
+    """Update every per-run series from one reconcile's view of a run.
+
+    When the observation carries no ``eta_seconds``, the ETA is estimated from the throughput
+    seen across observations; when it carries no duration for a stage, the stage's duration is
+    taken from the phase transitions this process saw (entering and leaving the phase). ``now``
+    (monotonic seconds) is for tests.
+    """
+    now = time.monotonic() if now is None else now
     key = (observation.namespace, observation.name)
     ns, name = key
     phase = normalize_phase(observation.phase)
@@ -275,6 +320,7 @@ def observe_run(observation: RunObservation) -> None:
         if memory is None:
             memory = _RunMemory(phase=phase)
             _runs[key] = memory
+        previous_phase = memory.phase
         memory.phase = phase
         _refresh_phase_gauge()
 
@@ -283,12 +329,14 @@ def observe_run(observation: RunObservation) -> None:
             RUN_TOTAL_ITEMS.labels(ns, name, stage).set(progress.total)
             memory.stages.add(stage)
 
-        if observation.eta_seconds is None:
+        estimated = _estimate_eta(memory, observation, now)
+        eta = observation.eta_seconds if observation.eta_seconds is not None else estimated
+        if eta is None:
             if memory.has_eta:
                 RUN_ETA_SECONDS.remove(ns, name)
                 memory.has_eta = False
         else:
-            RUN_ETA_SECONDS.labels(ns, name).set(max(observation.eta_seconds, 0.0))
+            RUN_ETA_SECONDS.labels(ns, name).set(max(eta, 0.0))
             memory.has_eta = True
 
         for model, count in observation.generated.items():
@@ -322,6 +370,15 @@ def observe_run(observation: RunObservation) -> None:
             memory.durations_seen.add(stage)
             if not first_sight:
                 STAGE_DURATION.labels(stage=stage).observe(max(seconds, 0.0))
+
+        if first_sight:
+            memory.phase_entered_at = None  # the phase began before this process saw the run
+        elif phase != previous_phase:
+            left = _PHASE_STAGE.get(previous_phase)
+            if left is not None and memory.phase_entered_at is not None and left not in memory.durations_seen:
+                memory.durations_seen.add(left)
+                STAGE_DURATION.labels(stage=left).observe(max(now - memory.phase_entered_at, 0.0))
+            memory.phase_entered_at = now
 
 
 def forget_run(namespace: str, name: str) -> None:

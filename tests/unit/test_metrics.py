@@ -178,3 +178,47 @@ def test_metrics_server_serves_the_registry_on_loopback() -> None:
         body = reply.read().decode()
     assert 'kubejury_build_info{version="9.9.9-test"} 1.0' in body
     assert "kubejury_runs{" in body
+
+
+def gen(done: int, total: int = 1000) -> dict[str, StageProgress]:
+    return {"generation": StageProgress(done, total), "judging": StageProgress(0, total)}
+
+
+def test_eta_is_estimated_from_observed_throughput() -> None:
+    eta = "kubejury_run_eta_seconds"
+    metrics.observe_run(obs(progress=gen(0)), now=0.0)
+    assert value(eta, namespace="ns", name="run") is None  # one observation: no rate yet
+    metrics.observe_run(obs(progress=gen(100)), now=10.0)  # 10 items/s
+    assert value(eta, namespace="ns", name="run") == pytest.approx((2000 - 100) / 10.0)
+    metrics.observe_run(obs(progress=gen(300)), now=20.0)  # 20 items/s, smoothed: 0.3*20 + 0.7*10
+    assert value(eta, namespace="ns", name="run") == pytest.approx((2000 - 300) / 13.0)
+    metrics.observe_run(obs(progress=gen(300), eta_seconds=42.0), now=30.0)  # the operator's own wins
+    assert value(eta, namespace="ns", name="run") == 42.0
+    metrics.observe_run(obs(phase="Succeeded", progress=gen(1000)), now=40.0)
+    assert value(eta, namespace="ns", name="run") is None
+
+
+def test_stage_durations_come_from_phase_transitions_this_process_saw() -> None:
+    def count(stage: str) -> float:
+        return value("kubejury_stage_duration_seconds_count", stage=stage) or 0.0
+
+    def total(stage: str) -> float:
+        return value("kubejury_stage_duration_seconds_sum", stage=stage) or 0.0
+
+    before = {s: (count(s), total(s)) for s in metrics.STAGES}
+    metrics.observe_run(obs(phase="Pending"), now=0.0)
+    metrics.observe_run(obs(phase="Provisioning"), now=5.0)
+    metrics.observe_run(obs(phase="Provisioning"), now=30.0)
+    metrics.observe_run(obs(phase="Generating"), now=65.0)
+    metrics.observe_run(obs(phase="Judging", stage_durations={"generation": 500.0}), now=100.0)
+    metrics.observe_run(obs(phase="Aggregating"), now=160.0)
+    assert count("provisioning") - before["provisioning"][0] == 1
+    assert total("provisioning") - before["provisioning"][1] == pytest.approx(60.0)
+    # the operator's own figure wins, and a stage is never observed twice
+    assert count("generation") - before["generation"][0] == 1
+    assert total("generation") - before["generation"][1] == pytest.approx(500.0)
+    assert total("judging") - before["judging"][1] == pytest.approx(60.0)
+    # a run first seen mid-phase (operator restart) gets no duration for that phase
+    metrics.observe_run(obs(name="resumed", phase="Generating"), now=200.0)
+    metrics.observe_run(obs(name="resumed", phase="Judging"), now=210.0)
+    assert count("generation") - before["generation"][0] == 1
