@@ -289,7 +289,8 @@ async def reconcile(runtime: OperatorRuntime, body: Mapping[str, Any], logger: l
                 },
             )
             await gw.post_event(obj, "Warning", "InvalidSpec", message)
-        raise kopf.PermanentError(f"invalid EvalRun spec: {message}")
+            raise kopf.PermanentError(f"invalid EvalRun spec: {message}")
+        return "Failed"  # already reported for this generation; wait for a spec change
 
     labels = {mf.LABEL_RUN: mf.label_value(name), mf.LABEL_MANAGED_BY: mf.MANAGED_BY}
     children = {kind: await gw.list_objects(kind, namespace, labels) for kind in CHILD_KINDS}

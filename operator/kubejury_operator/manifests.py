@@ -25,6 +25,7 @@ Objects per run (all carry an owner reference to the EvalRun, so deleting the ru
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -155,7 +156,20 @@ class WorkloadSettings:
             job_service_account=text("KUBEJURY_JOB_SERVICE_ACCOUNT", base.job_service_account),
             results_pvc=text("KUBEJURY_RESULTS_PVC", base.results_pvc),
             storage_secret=text("KUBEJURY_STORAGE_SECRET", base.storage_secret),
+            extra_tolerations=tuple(_json_env(env, "KUBEJURY_GPU_TOLERATIONS", list) or ()),
+            job_resources=_json_env(env, "KUBEJURY_JOB_RESOURCES", dict) or base.job_resources,
         )
+
+
+def _json_env(env: Mapping[str, str], key: str, kind: type) -> Any:
+    """A JSON value from the environment (the chart passes lists and maps as JSON), or ``None``."""
+    raw = env.get(key)
+    if not raw:
+        return None
+    value = json.loads(raw)
+    if not isinstance(value, kind):
+        raise ValueError(f"{key} must be a JSON {kind.__name__}, got {raw!r}")
+    return value or None
 
 
 @dataclass(frozen=True)

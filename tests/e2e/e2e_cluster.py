@@ -88,6 +88,7 @@ class SimulatedCluster:
         self.job_logs: dict[str, str] = {}
         self.max_model_servers_up = 0  # most evaluated-model Deployments with replicas ≥ 1 at once
         self.garbage_collected: list[str] = []
+        self.errors: list[str] = []  # exceptions inside the simulation loop
         self.paused = False  # when True, no new Job starts (lets a test stop the operator mid-run)
         self._started: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -133,9 +134,12 @@ class SimulatedCluster:
 
     async def _loop(self) -> None:
         while True:
-            await self._deployments()
-            await self._jobs()
-            await self._garbage_collect()
+            try:
+                await self._deployments()
+                await self._jobs()
+                await self._garbage_collect()
+            except Exception as exc:  # keep simulating; tests print these when they time out
+                self.errors.append(f"{type(exc).__name__}: {exc}")
             await asyncio.sleep(0.2)
 
     # ------------------------------------------------------------------- simulated controllers

@@ -320,3 +320,17 @@ def test_settings_from_env() -> None:
     assert s.job_image == "img:1"
     assert s.model_cache_pvc is None
     assert s.startup_budget_seconds == 600
+
+
+def test_settings_from_chart_json_env() -> None:
+    s = m.WorkloadSettings.from_env(
+        {
+            "KUBEJURY_GPU_TOLERATIONS": '[{"key": "gpu-pool", "operator": "Exists", "effect": "NoSchedule"}]',
+            "KUBEJURY_JOB_RESOURCES": '{"requests": {"cpu": "1"}}',
+        }
+    )
+    assert s.job_resources == {"requests": {"cpu": "1"}}
+    pod = m.model_deployment(RUN, VLLM, 1, s)["spec"]["template"]["spec"]
+    assert {"key": "gpu-pool", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+    with pytest.raises(ValueError, match="KUBEJURY_JOB_RESOURCES"):
+        m.WorkloadSettings.from_env({"KUBEJURY_JOB_RESOURCES": "[]"})
