@@ -708,3 +708,51 @@ def test_webhook_path_is_the_registered_kopf_handler_id() -> None:
     handlers = (ROOT / "operator" / "kubejury_operator" / "handlers.py").read_text()
     registered = re.findall(r"kopf\.on\.validate\([^)]*\bid=\"([^\"]+)\"", handlers)
     assert registered == [values["webhook"]["handlerId"]]
+
+
+def test_the_operator_understands_what_the_chart_passes(
+    all_on_objects: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The contract between the chart and the operator, with the operator's own parsing code:
+    the Deployment's arguments and the settings ConfigMap as the container would see them."""
+    import kopf
+
+    from kubejury_operator import __main__ as entry
+    from kubejury_operator.handlers import configure_admission
+    from kubejury_operator.manifests import WorkloadSettings
+
+    data = settings_data(all_on_objects)
+    for key, text in data.items():
+        monkeypatch.setenv(key, text)
+    (container,) = operator_deployment(all_on_objects)["spec"]["template"]["spec"]["containers"]
+    args = entry.build_parser().parse_args(container["args"])
+    assert args.liveness == "http://0.0.0.0:8080/healthz"
+    assert args.metrics_port == 9090
+    assert args.webhook_port == 9443
+    assert [n for n in args.namespace if n.strip()] == ["team-a", "team-b"]
+    assert args.log_level == "DEBUG"
+
+    settings = WorkloadSettings.from_env(data)
+    assert settings.job_image == data["KUBEJURY_JOB_IMAGE"]
+    assert settings.vllm_image == "docker.io/vllm/vllm-openai:v0.11.0"
+    assert settings.model_cache_pvc == "model-cache"
+    assert settings.storage_secret == "s3-credentials"
+    assert settings.results_pvc == "kubejury-results"
+    assert settings.job_service_account == "kubejury-job"
+    assert settings.hf_token_secret == "hf-token"
+    assert settings.startup_budget_seconds == 1800
+    assert [dict(t) for t in settings.extra_tolerations] == [
+        {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}
+    ]
+    assert settings.job_resources["limits"]["memory"] == "2Gi"
+
+    operator_settings = kopf.OperatorSettings()
+    configure_admission(operator_settings, data)
+    server = operator_settings.admission.server
+    assert isinstance(server, kopf.WebhookServer)
+    assert (server.port, server.certfile, server.pkeyfile) == (
+        9443,
+        "/var/run/kubejury/webhook-tls/tls.crt",
+        "/var/run/kubejury/webhook-tls/tls.key",
+    )
+    assert operator_settings.admission.managed is None  # the chart owns the configuration
