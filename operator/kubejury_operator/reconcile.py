@@ -303,7 +303,7 @@ def summary_from_report(report: Mapping[str, Any], report_uri: str | None) -> di
     from kubejury.report.view import read_report
 
     view = read_report(report)
-    primary = view.primary_view
+    primary = view.series[0] if view.series else None  # read_report puts the primary series first
     summary: dict[str, Any] = {"primarySeries": view.primary, "reportUri": report_uri}
     if primary is None:
         summary["ranking"] = []

@@ -110,14 +110,13 @@ async def wait_for(
     try:
         await asyncio.wait_for(poll(), timeout=timeout)
     except TimeoutError:
-        runs = {
+        runs: dict[str, Any] = {
             o["metadata"]["name"]: (o.get("status") or {}).get("conditions")
             for o in cluster.objects("evalruns")
         }
-        jobs = {o["metadata"]["name"]: o.get("status") for o in cluster.objects("jobs")}
-        runs["jobs"] = jobs  # type: ignore[assignment]
-        runs["job_runs"] = dict(cluster.job_runs)  # type: ignore[assignment]
-        runs["simulation_errors"] = cluster.errors[-5:]  # type: ignore[assignment]
+        runs["jobs"] = {o["metadata"]["name"]: o.get("status") for o in cluster.objects("jobs")}
+        runs["job_runs"] = dict(cluster.job_runs)
+        runs["simulation_errors"] = cluster.errors[-5:]
         logs = {k: v[-800:] for k, v in cluster.job_logs.items()}
         raise AssertionError(f"timed out waiting for {what}; evalruns={runs}; job logs={logs}") from None
 
