@@ -38,6 +38,10 @@ RESULTS = Path(__file__).resolve().parent / "results" / "aggregation.md"
 FORMAT_VERSION = 2  # bump to regenerate cached files when the generator changes
 RATIONALE = "Matches the reference on the key points; minor omissions."
 LEVEL_WEIGHTS = {1: 0.6, 2: 0.8, 3: 1.0}
+# OpenBLAS threads for the measured processes (unless OPENBLAS_NUM_THREADS is set): its worker
+# threads spin while waiting, and on 2 shared cores a second one made the bootstrap's matrix
+# products ~2-3x slower in wall time; polars keeps its own pool for reading.
+BLAS_THREADS = 1
 
 
 @dataclass(frozen=True)
@@ -249,8 +253,10 @@ def child(kind: str, scale_name: str) -> None:
 
 def measure(kind: str, scale: Scale, timeout: float) -> dict[str, Any]:
     command = [sys.executable, __file__, "--child", kind, "--scale", scale.name]
+    env = dict(os.environ)
+    env.setdefault("OPENBLAS_NUM_THREADS", str(BLAS_THREADS))
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False, env=env)
     except subprocess.TimeoutExpired:
         return {"error": f"did not finish within {timeout:.0f} s"}
     if done.returncode != 0:
@@ -276,6 +282,35 @@ def _fmt_stages(stages: dict[str, float]) -> str:
     return ", ".join(f"{k} {v:.2f}" for k, v in stages.items())
 
 
+def _row(scale: Scale, size: int, ours: dict[str, Any], theirs: dict[str, Any]) -> str:
+    if "error" in ours:
+        return f"| {scale.name} | {scale.judgments:,} | kubejury failed: {ours['error']} |" + " |" * 8
+    stages = " / ".join(f"{ours['stages'][k]:.2f}" for k in ("read", "cubes", "score", "bootstrap"))
+    stage_cpu = " / ".join(f"{ours['stage_cpu_s'][k]:.2f}" for k in ("read", "cubes", "score", "bootstrap"))
+    if "error" in theirs:
+        pandas_cell, ratio, formula_ratio, agreement = theirs["error"], "n/a", "n/a", "n/a"
+    else:
+        pandas_cell = (
+            f"{theirs['wall_s']:.2f} s ({theirs['cpu_s']:.2f} s CPU; read {theirs['stages']['read']:.2f}, "
+            f"formulas {theirs['stages']['formulas']:.2f}), {theirs['peak_rss_mib']:.0f} MiB"
+        )
+        ratio = f"{theirs['wall_s'] / ours['wall_s']:.1f}×"
+        formula_ratio = (
+            f"{theirs['stages']['formulas'] / (ours['stages']['cubes'] + ours['stages']['score']):.1f}×"
+        )
+        diffs = [
+            abs(ours["weighted"][s][m] - theirs["weighted"][s][m])
+            for s in ours["weighted"]
+            for m in ours["weighted"][s]
+        ]
+        agreement = f"{max(diffs):.1e}"
+    return (
+        f"| {scale.name} | {scale.judgments:,} ({len(scale.series)} series, {size / 2**20:.0f} MiB) "
+        f"| **{ours['wall_s']:.2f} s** | {ours['cpu_s']:.2f} s | **{ours['peak_rss_mib']:.0f} MiB** "
+        f"| {stages} (CPU {stage_cpu}) | {scale.samples} | {pandas_cell} | {ratio} | {formula_ratio} | {agreement} |"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--child", choices=["kubejury", "pandas"], help=argparse.SUPPRESS)
@@ -297,7 +332,7 @@ def main() -> int:
         folder = generate(scale)
         size = sum(p.stat().st_size for p in (folder / "judgments").glob("*.jsonl"))
         print(
-            f"[{scale.name}] data ready in {time.perf_counter() - t:.1f} s: {folder} ({size / 2**20:.0f} MiB of judgments)"
+            f"[{scale.name}] data ready in {time.perf_counter() - t:.1f} s: {folder} ({size / 2**20:.0f} MiB)"
         )
         ours = measure("kubejury", scale, timeout=900)
         print(f"[{scale.name}] kubejury: {json.dumps({k: v for k, v in ours.items() if k != 'weighted'})}")
@@ -305,71 +340,51 @@ def main() -> int:
             {"error": "skipped"} if args.skip_pandas else measure("pandas", scale, args.pandas_timeout)
         )
         print(f"[{scale.name}] pandas:   {json.dumps({k: v for k, v in theirs.items() if k != 'weighted'})}")
-        if "error" in ours:
-            rows.append(f"| {scale.name} | {scale.judgments:,} | kubejury failed: {ours['error']} | | | | |")
-            continue
-        ratio = formula_ratio = "n/a"
-        agreement = "n/a"
-        if "error" not in theirs:
-            ratio = f"{theirs['wall_s'] / ours['wall_s']:.1f}×"
-            ours_formulas = ours["stages"]["cubes"] + ours["stages"]["score"]
-            formula_ratio = f"{theirs['stages']['formulas'] / ours_formulas:.1f}×"
-            diffs = [
-                abs(ours["weighted"][s][m] - theirs["weighted"][s][m])
-                for s in ours["weighted"]
-                for m in ours["weighted"][s]
-            ]
-            agreement = f"{max(diffs):.1e}"
-        pandas_cell = (
-            theirs.get("error", "")
-            if "error" in theirs
-            else f"{theirs['wall_s']:.2f} s ({_fmt_stages(theirs['stages'])}), {theirs['peak_rss_mib']:.0f} MiB"
-        )
-        rows.append(
-            f"| {scale.name} | {scale.judgments:,} ({len(scale.series)} series, {size / 2**20:.0f} MiB JSONL) "
-            f"| **{ours['wall_s']:.2f} s** wall, {ours['cpu_s']:.2f} s CPU ({_fmt_stages(ours['stages'])}) "
-            f"| **{ours['peak_rss_mib']:.0f} MiB** | {scale.samples} | {pandas_cell} | {ratio} (formulas only: {formula_ratio}) "
-            f"| {agreement} |"
-        )
-        notes.append(f"{scale.name}: leading-group sizes per series {ours['leading_group_sizes']}")
-        print(rows[-1])
+        rows.append(_row(scale, size, ours, theirs))
+        if "leading_group_sizes" in ours:
+            notes.append(f"{scale.name}: leading-group size per series {ours['leading_group_sizes']}")
     load_after = _load()
 
-    contended = max(float(load_before.split(" / ")[0]), float(load_after.split(" / ")[0])) > 1.5
+    busy = max(float(x) for x in (load_before.split(" / ")[0], load_after.split(" / ")[0]))
+    blas = os.environ.get("OPENBLAS_NUM_THREADS", str(BLAS_THREADS))
     text = [
         "# Aggregation performance",
         "",
-        "Measured by `python benchmarks/aggregation.py` (one command; synthetic data generated once under",
-        "`~/.cache/kubejury/bench/`). Each figure comes from a fresh subprocess; peak RSS is that process's",
-        "`ru_maxrss`. Times are wall-clock from the first byte read to the last interval computed.",
+        "Measured by `python benchmarks/aggregation.py` (one command; synthetic data are generated once under",
+        "`~/.cache/kubejury/bench/`, not in the repository). Each measurement runs in a fresh subprocess; peak",
+        "RSS is that process's `ru_maxrss`. Wall time runs from the first byte read to the last interval computed.",
         "",
-        f"- Machine: {os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, Python {platform.python_version()},"
-        f" load average (1/5/15 min) {load_before} before and {load_after} after the run.",
-        "- kubejury: `load_benchmark` + `load_judgments` (polars columnar NDJSON reader) → `build_cubes` →"
-        " per series `score_series` + `bootstrap_series` (stratified cluster bootstrap, replicates drawn once and"
-        " shared by the series, see docs/method.md).",
-        '- pandas baseline: `pandas.read_json(lines=True, engine="pyarrow")` + `groupby` implementation of steps 1–6'
-        ' (S(q), S_i, Score, W, D, σ) — **no bootstrap**. "formulas only" compares pandas\' groupby time with'
-        " kubejury's cube building + scoring, both from data already in memory.",
-        "- Judgment records carry a short rationale (~60 characters); real rationales are longer and make the files,"
-        " and the JSON parsing, proportionally larger.",
+        f"- Machine: {os.cpu_count()} CPUs ({platform.machine()}), Python {platform.python_version()}; load average"
+        f" (1/5/15 min) {load_before} before the run and {load_after} after it. OPENBLAS_NUM_THREADS={blas}.",
+        "- kubejury: `load_benchmark` + `load_judgments` (polars columnar NDJSON reader, dictionary-encoded keys) →",
+        "  `build_cubes` → for every series `score_series` + `bootstrap_series` (stratified cluster bootstrap; the",
+        "  replicates are drawn once and shared by the series; see docs/method.md).",
+        '- pandas baseline: `pandas.read_json(lines=True, engine="pyarrow")` and a `groupby` implementation of',
+        '  steps 1–6 (S(q), S_i, Score, W, D, σ), **no bootstrap**. "formulas only" compares its groupby time',
+        "  with kubejury's cube building + scoring, both from data already in memory. max |ΔW| is the largest",
+        "  difference between the two implementations' weighted scores (a correctness cross-check).",
+        "- Synthetic data: 16 domains × 3 levels, model quality, level robustness, question difficulty and judge",
+        "  bias drawn at random, scores rounded to 0.5, 1% null scores. Records carry a ~60-character rationale;",
+        "  real rationales are longer, which makes files and JSON parsing proportionally larger.",
         "- Targets (issue 2): 10 M judgments in ≤ 15 s wall and ≤ 3 GiB peak; the study's 69,120 well under 1 s.",
         "",
-        "| scale | judgments | kubejury end to end (stages, s) | peak RSS | bootstrap samples | pandas, no bootstrap | pandas ÷ kubejury | max \\|ΔW\\| vs pandas |",
-        "|---|---|---|---|---|---|---|---|",
+        "| scale | judgments (JSONL size) | kubejury wall | CPU | peak RSS | stages wall: read / cubes / score / bootstrap (s) | bootstrap samples | pandas, no bootstrap | pandas ÷ kubejury (wall) | formulas only | max \\|ΔW\\| |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
         *rows,
         "",
         *[f"- {n}" for n in notes],
     ]
-    if contended:
+    if busy > 1.5:
         text += [
             "",
-            "**Taken under contention**: the machine's 2 cores were shared with other jobs during this run (see the load",
-            "averages above), so wall times are inflated relative to an idle machine; CPU seconds are the less",
-            "disturbed figure.",
+            f"**Taken under contention**: the 2 cores were shared with other jobs (1-minute load average up to {busy:.1f}),",
+            "so wall times are inflated compared with an idle machine. CPU seconds are the less disturbed figure:",
+            "on 2 idle cores the read stage (polars parses on both) takes about half its CPU time, the rest about",
+            "its CPU time.",
         ]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(text) + "\n", encoding="utf-8")
+    print("\n".join(text))
     print(f"written {args.out}")
     return 0
 

@@ -385,12 +385,13 @@ def _duplicates(keys: list[Codes], sizes: list[int]) -> tuple[int, int] | None:
         flat *= max(size, 1)
         flat += key
         space *= max(size, 1)
-    candidates = np.arange(n)
     if space <= max(4 * n, 1 << 24):
         counts = np.bincount(flat, minlength=space)
         if counts.max(initial=0) <= 1:
             return None
         candidates = np.flatnonzero(counts[flat] > 1)  # the error path from here on
+    else:
+        candidates = np.arange(n)
     order = candidates[np.argsort(flat[candidates], kind="stable")]
     same = np.flatnonzero(flat[order][1:] == flat[order][:-1])
     if same.size == 0:
