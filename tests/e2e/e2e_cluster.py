@@ -225,6 +225,19 @@ class SimulatedCluster:
         return [sys.executable, "-m", "kubejury.cli", *args], env
 
     async def _run_job(self, job: Mapping[str, Any], status_path: str) -> None:
+        try:
+            await self._execute_job(job, status_path)
+        except Exception as exc:  # a broken simulation must fail the Job visibly, not hang the test
+            self.errors.append(f"Job {job['metadata']['name']}: {type(exc).__name__}: {exc}")
+            failed = {
+                "conditions": [
+                    {"type": "Failed", "status": "True", "reason": "SimulationError", "message": str(exc)}
+                ]
+            }
+            with contextlib.suppress(Exception):
+                await self.request("PATCH", status_path, {"status": failed})
+
+    async def _execute_job(self, job: Mapping[str, Any], status_path: str) -> None:
         meta = job["metadata"]
         attempts = int(job["spec"].get("backoffLimit", 0)) + 1
         command, env = self._command(job)

@@ -1,0 +1,89 @@
+"""The kopf handlers' pure parts: admission wiring, placement adapter, pinned placement.
+
+``kubejury_operator.handlers`` is imported inside the tests, not at collection: importing it
+registers kopf handlers with the reconcile interval read from the environment, which the e2e
+conftest shortens; collection of the whole suite must not fix it first.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import kopf
+import pytest
+
+from kubejury.spec import parse_evalrun
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def body(**spec_overrides: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "benchmark": {"uri": "s3://b/bench.jsonl"},
+        "models": [{"name": "qwen", "source": "hf://Qwen/Qwen3.5-27B", "parameters": "27B"}],
+        "judges": [{"name": "judge", "source": "hf://google/gemma-4-31b", "parameters": "31B"}],
+    }
+    spec.update(spec_overrides)
+    return {
+        "apiVersion": "kubejury.io/v1alpha1",
+        "kind": "EvalRun",
+        "metadata": {"name": "r", "namespace": "evals"},
+        "spec": spec,
+    }
+
+
+async def test_admission_accepts_a_valid_run() -> None:
+    from kubejury_operator import handlers
+
+    await handlers.validate(body=body(), memo=SimpleNamespace())  # type: ignore[arg-type]
+
+
+async def test_admission_rejects_with_the_field_named() -> None:
+    from kubejury_operator import handlers
+
+    bad = body(judges=[])
+    with pytest.raises(kopf.AdmissionError) as caught:
+        await handlers.validate(body=bad, memo=SimpleNamespace())  # type: ignore[arg-type]
+    assert "spec.judges" in str(caught.value)
+
+
+def test_placements_from_the_nodes_kubectl_returns() -> None:
+    from kubejury_operator import handlers
+
+    nodes = json.loads((REPO / "examples" / "nodes" / "h100-cluster.json").read_text())["items"]
+    decisions = handlers.compute_placements(parse_evalrun(body()), nodes)
+    assert set(decisions) == {"qwen", "judge"}
+    assert decisions["qwen"].schedulable
+    assert decisions["qwen"].quantization == "fp8"
+    assert decisions["qwen"].node_selector["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
+
+
+def test_pinned_placement_only_after_pending() -> None:
+    from kubejury_operator import handlers
+
+    evalrun = parse_evalrun(body())
+    recorded = {
+        name: {"schedulable": True, "runtime": "vllm", "quantization": "bf16", "tensorParallelSize": 2}
+        for name in ("qwen", "judge")
+    }
+    assert handlers._pinned({"phase": "Pending", "placement": recorded}, evalrun) is None
+    pinned = handlers._pinned({"phase": "Generating", "placement": recorded}, evalrun)
+    assert pinned is not None and pinned["qwen"].tensor_parallel_size == 2
+    assert handlers._pinned({"phase": "Generating", "placement": {"qwen": recorded["qwen"]}}, evalrun) is None
+
+
+def test_webhook_server_only_when_a_port_is_set() -> None:
+    from kubejury_operator import handlers
+
+    settings = kopf.OperatorSettings()
+    handlers.configure_admission(settings, {})
+    assert settings.admission.server is None
+    handlers.configure_admission(
+        settings, {"KUBEJURY_WEBHOOK_PORT": "9443", "KUBEJURY_WEBHOOK_MANAGED": "kj"}
+    )
+    assert isinstance(settings.admission.server, kopf.WebhookServer)
+    assert settings.admission.server.port == 9443
+    assert settings.admission.managed == "kj"
