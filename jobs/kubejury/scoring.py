@@ -229,12 +229,36 @@ def assign_tiers(
     return tiers
 
 
+def present_levels(cube: ScoreCube) -> IntArray:
+    """Indices (into ``cube.levels``, ascending) of the levels with at least one judgment record.
+
+    These are the levels "present in the data": they need a weight, and D compares the lowest and
+    the highest of them. A level of the benchmark that was never judged (e.g. filtered out of the
+    run) is not present.
+    """
+    asked = cube.has_record.any(axis=0)
+    return np.unique(cube.question_level[asked]).astype(np.int64)
+
+
+def degradation_from_levels(level_scores: FloatArray, present: IntArray) -> FloatArray:
+    """D = Score(lowest present level) − Score(highest present level); last axis = levels."""
+    if present.size == 0:
+        return np.full(level_scores.shape[:-1], np.nan)
+    return np.asarray(level_scores[..., present[0]] - level_scores[..., present[-1]], dtype=np.float64)
+
+
+def level_weights_for(cube: ScoreCube, config: ScoringConfig) -> FloatArray:
+    """The weight of each of ``cube.levels`` (0 for levels not present); ConfigError when a present
+    level has no configured weight."""
+    present = present_levels(cube)
+    level_weight_vector([cube.levels[i] for i in present.tolist()], config.level_weights, cube.series)
+    return np.array([float(config.level_weights.get(lvl, 0.0)) for lvl in cube.levels], dtype=np.float64)
+
+
 def score_series(cube: ScoreCube, config: ScoringConfig) -> SeriesScores:
     """Apply the study's method (docs/method.md, steps 1–8) to one series."""
     n_models, n_levels, n_domains = cube.n_models, len(cube.levels), len(cube.domains)
-    present_levels = sorted({cube.levels[i] for i in np.unique(cube.question_level).tolist()})
-    level_weight_vector(present_levels, config.level_weights, cube.series)
-    weights = np.array([float(config.level_weights.get(lvl, 0.0)) for lvl in cube.levels], dtype=np.float64)
+    weights = level_weights_for(cube, config)
 
     # (1) S(q); unscored = has records but no usable score.
     means, n_valid = question_means(cube)
@@ -252,7 +276,7 @@ def score_series(cube: ScoreCube, config: ScoringConfig) -> SeriesScores:
 
     # (3) Score(m, d); (4) D; (5) σ; (6) W; (7) per-domain W.
     level = level_scores_from_cells(domain_level)
-    degradation = level[:, 0] - level[:, -1] if n_levels else np.full(n_models, np.nan)
+    degradation = degradation_from_levels(level, present_levels(cube))
     sigma = judge_sigma(cube, means, n_valid)
     weighted = weighted_mean_over_levels(level, weights)
     domain_weighted = weighted_mean_over_levels(domain_level, weights)

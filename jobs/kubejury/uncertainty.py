@@ -26,7 +26,10 @@ from kubejury.scoring import (
     ScoringConfig,
     SeriesScores,
     cell_index,
+    degradation_from_levels,
     level_scores_from_cells,
+    level_weights_for,
+    present_levels,
     score_series,
     weighted_mean_over_levels,
 )
@@ -136,7 +139,7 @@ def bootstrap_series(
     if scores is None:
         scores = score_series(cube, config)
     n_models, n_domains, n_levels = cube.n_models, len(cube.domains), len(cube.levels)
-    weights = np.array([float(config.level_weights.get(lvl, 0.0)) for lvl in cube.levels], dtype=np.float64)
+    weights = level_weights_for(cube, config)
 
     cells = cell_index(cube)
     if resample is None:
@@ -165,7 +168,7 @@ def bootstrap_series(
     domain_level = cell_means.reshape(samples, n_models, n_domains, n_levels)
     level = level_scores_from_cells(domain_level)  # (B, M, L)
     weighted = weighted_mean_over_levels(level, weights)  # (B, M)
-    degradation = level[:, :, 0] - level[:, :, -1] if n_levels else np.full((samples, n_models), np.nan)
+    degradation = degradation_from_levels(level, present_levels(cube))  # (B, M)
     domain_weighted = weighted_mean_over_levels(domain_level, weights)  # (B, M, Dn)
 
     # Paired comparisons: the same replicate for every model.

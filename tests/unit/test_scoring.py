@@ -136,13 +136,25 @@ def test_study_normalisation_would_cap_at_eight() -> None:
 
 
 def test_level_without_weight_is_config_error() -> None:
-    cube = make_cube([*QUESTIONS, ("q9", "law", 4)], {"alpha": ALPHA})
+    questions = [*QUESTIONS, ("q9", "law", 4)]
+    judged = make_cube(questions, {"alpha": {**ALPHA, "q9": [5.0, 5.0, 5.0]}})
     with pytest.raises(ConfigError, match="level"):
-        score_series(cube, ScoringConfig())
-    s = score_series(cube, ScoringConfig(level_weights={1: 1.0, 2: 1.0, 3: 1.0, 4: 2.0}))
+        score_series(judged, ScoringConfig())
+    s = score_series(judged, ScoringConfig(level_weights={1: 1.0, 2: 1.0, 3: 1.0, 4: 2.0}))
     assert s.levels == (1, 2, 3, 4)
-    # q9 has no record: level 4 has no score, D uses the highest level and is undefined.
-    assert math.isnan(s.degradation[0])
+    assert s.degradation[0] == pytest.approx(9.0 - 5.0)  # lowest level 1, highest level 4
+    assert s.weighted[0] == pytest.approx((9.0 + 7.5 + 6.0 + 2 * 5.0) / 5.0)
+
+
+def test_level_never_judged_is_not_present() -> None:
+    # The benchmark has a level-4 question nobody was asked (e.g. filtered out of the run): it
+    # needs no weight and D still compares levels 1 and 3.
+    cube = make_cube([*QUESTIONS, ("q9", "law", 4)], {"alpha": ALPHA})
+    s = score_series(cube, ScoringConfig())
+    assert s.levels == (1, 2, 3, 4)
+    assert math.isnan(s.level_scores[0, 3])
+    assert s.degradation[0] == pytest.approx(3.0)
+    assert s.weighted[0] == pytest.approx(7.25)
 
 
 def test_ties_rank_by_name_and_leader_by_overall_w() -> None:
