@@ -20,6 +20,7 @@ Failures after the last attempt are *values*, not exceptions: :class:`ChatResult
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import logging
 import random
@@ -233,6 +234,9 @@ class ChatClient:
         self._session: aiohttp.ClientSession | None = None
         self._semaphore: asyncio.Semaphore | None = None
         self._dropped: set[str] = set()
+        self._deadlines: dict[asyncio.Task[Any], float] = {}
+        self._expired: set[asyncio.Task[Any]] = set()
+        self._watchdog: asyncio.Task[None] | None = None
         self._rng = random.Random()
         self.sleep = asyncio.sleep  # replaceable in tests to observe backoff without waiting
 
@@ -254,14 +258,21 @@ class ChatClient:
         self._session = aiohttp.ClientSession(
             connector=connector,
             headers=headers,
-            timeout=aiohttp.ClientTimeout(total=s.request_timeout_s, sock_connect=s.connect_timeout_s),
+            # Only connecting has an aiohttp timeout; the per-attempt deadline is kept by _watch().
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=s.connect_timeout_s),
             cookie_jar=aiohttp.DummyCookieJar(),
             trust_env=False,
             read_bufsize=2**16,
         )
         self._semaphore = asyncio.Semaphore(s.max_in_flight)
+        self._watchdog = asyncio.get_running_loop().create_task(self._watch())
 
     async def close(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watchdog
+            self._watchdog = None
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -301,71 +312,82 @@ class ChatClient:
         status: int | None = None
         error = ""
         kind: ErrorKind = "connection"
+        task = asyncio.current_task()
+        assert task is not None
+        deadlines = self._deadlines
+        timeout = settings.request_timeout_s
         while True:
             attempt += 1
             stats.attempts += 1
             retry_after: float | None = None
             t0 = time.perf_counter()
+            deadlines[task] = t0 + timeout
             try:
-                async with session.post(self._url, data=payload) as resp:
-                    status = resp.status
-                    raw = await resp.read()
-                    if status == 200:
-                        try:
-                            content, finish, pt, ct, message = parse_completion(raw)
-                        except ValueError as exc:
-                            error, kind = str(exc), "malformed"
-                        else:
-                            now = time.perf_counter()
-                            if pt is not None:
-                                stats.prompt_tokens += pt
-                            if ct is not None:
-                                stats.completion_tokens += ct
-                            return ChatResult(
-                                content=content,
-                                finish_reason=finish,
-                                prompt_tokens=pt,
-                                completion_tokens=ct,
-                                latency_s=now - t0,
-                                elapsed_s=now - started,
-                                attempts=attempt,
-                                status=status,
-                                raw_message=message,
-                            )
-                    else:
-                        dropped = rejected_field(status, raw, body)
-                        if dropped is not None:
-                            self._dropped.add(dropped)
-                            warn_dropped_once(
-                                self.runtime,
-                                str(body.get("model", self.name)),
-                                dropped,
-                                f"the server refused it (HTTP {status}: {_snippet(raw)})",
-                            )
-                            body = {k: v for k, v in body.items() if k != dropped}
-                            payload = orjson.dumps(body)
-                            attempt -= 1  # a refused optional field is not a failed attempt
-                            stats.attempts -= 1
-                            continue
-                        error = f"HTTP {status}: {_snippet(raw)}"
-                        if status not in _RETRY_STATUSES:
-                            return self._failure(
-                                status, error, "rejected" if status < 500 else "http", attempt, t0, started
-                            )
-                        kind = "http"
-                        retry_after = parse_retry_after(resp.headers.get("Retry-After"))
-            except TimeoutError:
+                status, raw, retry_after_header = await self._post(payload)
+            except asyncio.CancelledError:
+                deadlines.pop(task, None)
+                if not self._was_timed_out(task):
+                    raise
+                error, kind, status = f"no complete reply within {timeout:g} s", "timeout", None
+            except TimeoutError:  # only connecting can time out inside aiohttp (see start())
+                deadlines.pop(task, None)
                 error, kind, status = (
-                    f"no complete reply within {settings.request_timeout_s:g} s",
-                    "timeout",
+                    f"could not connect within {settings.connect_timeout_s:g} s",
+                    "connection",
                     None,
                 )
             except aiohttp.ClientPayloadError as exc:
+                deadlines.pop(task, None)
                 error, kind, status = f"reply cut off: {exc}", "malformed", None
-            except aiohttp.ClientError as exc:
+            except (aiohttp.ClientError, OSError) as exc:
+                deadlines.pop(task, None)
                 error, kind, status = f"{type(exc).__name__}: {exc}", "connection", None
-            except OSError as exc:
-                error, kind, status = f"{type(exc).__name__}: {exc}", "connection", None
+            else:
+                deadlines.pop(task, None)
+                if status == 200:
+                    try:
+                        content, finish, pt, ct, message = parse_completion(raw)
+                    except ValueError as exc:
+                        error, kind = str(exc), "malformed"
+                    else:
+                        now = time.perf_counter()
+                        if pt is not None:
+                            stats.prompt_tokens += pt
+                        if ct is not None:
+                            stats.completion_tokens += ct
+                        return ChatResult(
+                            content=content,
+                            finish_reason=finish,
+                            prompt_tokens=pt,
+                            completion_tokens=ct,
+                            latency_s=now - t0,
+                            elapsed_s=now - started,
+                            attempts=attempt,
+                            status=status,
+                            raw_message=message,
+                        )
+                else:
+                    dropped = rejected_field(status, raw, body)
+                    if dropped is not None:
+                        self._dropped.add(dropped)
+                        warn_dropped_once(
+                            self.runtime,
+                            str(body.get("model", self.name)),
+                            dropped,
+                            f"the server refused it (HTTP {status}: {_snippet(raw)})",
+                        )
+                        body = {k: v for k, v in body.items() if k != dropped}
+                        payload = orjson.dumps(body)
+                        attempt -= 1  # a refused optional field is not a failed attempt
+                        stats.attempts -= 1
+                        continue
+                    error = f"HTTP {status}: {_snippet(raw)}"
+                    if status not in _RETRY_STATUSES:
+                        return self._failure(
+                            status, error, "rejected" if status < 500 else "http", attempt, t0, started
+                        )
+                    kind = "http"
+                    retry_after = parse_retry_after(retry_after_header)
             if attempt >= settings.max_attempts:
                 return self._failure(
                     status, f"{error} (gave up after {attempt} attempts)", kind, attempt, t0, started
@@ -378,6 +400,40 @@ class ChatClient:
             else:
                 delay = backoff_delay(attempt, settings, self._rng)
             await self.sleep(delay)
+
+    async def _post(self, payload: bytes) -> tuple[int, bytes, str | None]:
+        """One HTTP exchange: status, body, ``Retry-After``. Raises on transport trouble."""
+        assert self._session is not None
+        async with self._session.post(self._url, data=payload) as resp:
+            raw = await resp.read()
+            return resp.status, raw, resp.headers.get("Retry-After")
+
+    def _was_timed_out(self, task: asyncio.Task[Any]) -> bool:
+        """Whether the watchdog cancelled ``task``; if so, absorb that cancellation."""
+        if task not in self._expired:
+            return False
+        self._expired.discard(task)
+        task.uncancel()
+        return task.cancelling() == 0  # still cancelled from elsewhere: let that cancellation win
+
+    async def _watch(self) -> None:
+        """Cancel attempts past their deadline.
+
+        One sweep per ``min(1 s, timeout/4)`` replaces a timer per request (aiohttp's per-request
+        total timeout costs measurably more CPU at hundreds of requests in flight). An attempt is
+        cancelled at most one sweep interval after its deadline.
+        """
+        interval = min(1.0, max(0.005, self.settings.request_timeout_s / 4))
+        deadlines, expired = self._deadlines, self._expired
+        while True:
+            await asyncio.sleep(interval)
+            if not deadlines:
+                continue
+            now = time.perf_counter()
+            for task, deadline in list(deadlines.items()):
+                if deadline <= now and task not in expired:
+                    expired.add(task)
+                    task.cancel()
 
     def _failure(
         self, status: int | None, error: str, kind: ErrorKind, attempt: int, t0: float, started: float

@@ -227,3 +227,18 @@ def test_settings_validation() -> None:
         ClientSettings(max_in_flight=0)
     with pytest.raises(ValueError):
         ClientSettings(max_attempts=0)
+
+
+async def test_cancelling_a_caller_is_not_mistaken_for_a_timeout() -> None:
+    async with FaultServer(hang_s=5) as server:
+        server.faults = ["hang"]
+        async with ChatClient(server.base_url, settings=ClientSettings(request_timeout_s=30)) as client:
+            task = asyncio.create_task(client.chat(body()))
+            while not server.requests:
+                await asyncio.sleep(0.01)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert client.stats.failures == 0
+            # the client is still usable afterwards
+            assert (await client.chat(body())).ok
