@@ -171,7 +171,7 @@ def resolve_sources(sources: Sources, kind: str) -> list[str]:
                 raise InputError(text, f"directory has no *.jsonl {kind} files")
             files.extend(found)
         elif any(ch in text for ch in "*?["):
-            found = sorted(glob.glob(text, recursive=True))
+            found = sorted(p for p in glob.glob(text, recursive=True) if Path(p).is_file())
             if not found:
                 raise InputError(text, f"no {kind} files match this pattern")
             files.extend(found)
@@ -291,7 +291,10 @@ def _read_ndjson(
     try:
         return pl.scan_ndjson(source, schema=dict(schema)).collect()
     except (pl.exceptions.PolarsError, OSError) as exc:
-        problem = _find_bad_line(source, fields, kind)
+        try:
+            problem = _find_bad_line(source, fields, kind)
+        except OSError as os_error:
+            raise InputError(source, f"cannot read {kind} file: {os_error.strerror or os_error}") from None
         if problem is not None:
             raise problem from None
         raise InputError(source, f"cannot read {kind} file: {exc}") from None
