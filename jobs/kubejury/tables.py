@@ -166,7 +166,7 @@ def resolve_sources(sources: Sources, kind: str) -> list[str]:
         text = str(item)
         path = Path(text)
         if path.is_dir():
-            found = sorted(str(p) for p in path.glob("*.jsonl"))
+            found = sorted(str(p) for p in path.glob("*.jsonl") if p.is_file())
             if not found:
                 raise InputError(text, f"directory has no *.jsonl {kind} files")
             files.extend(found)

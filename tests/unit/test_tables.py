@@ -97,6 +97,7 @@ def test_sources_directory_glob_and_list(tmp_path: Path) -> None:
     assert len(by_dir) == 9
     (tmp_path / "c.jsonl").mkdir()  # a directory that a glob matches is not a file to read
     assert load_judgments(str(tmp_path / "*.jsonl")).sources == by_dir.sources
+    assert load_judgments(tmp_path).sources == by_dir.sources
     assert load_judgments([tmp_path / "b.jsonl", tmp_path / "a.jsonl"]).series == ("default", "hot")
     assert by_dir.location(5) == (str(tmp_path / "b.jsonl"), "line 1")
     with pytest.raises(InputError, match="no judgments files match"):
