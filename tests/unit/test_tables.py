@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import math
 import random
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kubejury.benchmark import load_benchmark
 from kubejury.errors import InputError
@@ -269,3 +272,48 @@ def test_expert_errors(
     with pytest.raises(InputError) as info:
         load_experts(path)
     assert info.value.location == location and info.value.field == field and fragment in str(info.value)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["law-1", "law-2", "law-3", "law-4", "med-1", "med-2", "med-3", "law-5"]),
+            st.sampled_from(["alpha", "beta", "gamma"]),
+            st.sampled_from(["default", "hot"]),
+            st.sampled_from(["a", "b", "c"]),
+            st.one_of(st.none(), st.integers(0, 20).map(lambda v: v / 2)),
+        ),
+        min_size=1,
+        max_size=40,
+        unique_by=lambda r: r[:4],
+    ),
+    st.randoms(use_true_random=False),
+)
+def test_scores_invariant_under_record_order(
+    records: list[tuple[str, str, str, str, float | None]], rnd: random.Random
+) -> None:
+    bench = load_benchmark(BENCH)
+    shuffled = list(records)
+    rnd.shuffle(shuffled)
+    with tempfile.TemporaryDirectory() as folder:
+        results = []
+        for name, rows in (("a.jsonl", records), ("b.jsonl", shuffled)):
+            path = write_jsonl(
+                Path(folder) / name,
+                *(
+                    {"question_id": q, "model": m, "series": s, "judge": j, "score": v}
+                    for q, m, s, j, v in rows
+                ),
+            )
+            cubes = build_cubes(bench, load_judgments(path))
+            results.append({k: score_series(c, ScoringConfig()) for k, c in cubes.items()})
+    first, second = results
+    assert set(first) == set(second)
+    for series in first:
+        a, b = first[series], second[series]
+        assert a.models == b.models and a.ranking == b.ranking and a.tiers == b.tiers
+        np.testing.assert_allclose(a.weighted, b.weighted, equal_nan=True)
+        np.testing.assert_allclose(a.degradation, b.degradation, equal_nan=True)
+        np.testing.assert_allclose(a.judge_sigma, b.judge_sigma, equal_nan=True)
+        np.testing.assert_array_equal(a.n_unscored, b.n_unscored)
