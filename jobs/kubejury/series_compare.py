@@ -16,6 +16,7 @@ import numpy as np
 from kubejury.cube import FloatArray
 from kubejury.errors import ConfigError
 from kubejury.scoring import SeriesScores
+from kubejury.uncertainty import SeriesUncertainty, percentile_interval
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,9 @@ class SeriesComparison:
     models: tuple[str, ...]
     weighted: FloatArray  # (M, S)
     difference: FloatArray  # (M, S)
+    # Paired bootstrap interval of each difference, (M, S, 2), when every series was bootstrapped on
+    # the same replicates (see compare_series); otherwise None.
+    difference_ci: FloatArray | None = None
 
     def mean_difference(self) -> dict[str, float]:
         """Mean difference from the primary per series, over models with both values (NaN if none)."""
@@ -45,9 +49,16 @@ class SeriesComparison:
 
 
 def compare_series(
-    scores_by_series: Mapping[str, SeriesScores], primary: str | None = None
+    scores_by_series: Mapping[str, SeriesScores],
+    primary: str | None = None,
+    uncertainty_by_series: Mapping[str, SeriesUncertainty] | None = None,
 ) -> SeriesComparison:
-    """Table 7 from per-series scores; ``primary`` defaults to the first series given."""
+    """Table 7 from per-series scores; ``primary`` defaults to the first series given.
+
+    With ``uncertainty_by_series`` for every series, all drawn on the same replicates (same
+    benchmark, samples and seed — the default when they come from one run), the differences get
+    paired bootstrap intervals: W(series) − W(primary) is computed replicate by replicate.
+    """
     if not scores_by_series:
         raise ConfigError("no series to compare")
     names = list(scores_by_series)
@@ -73,5 +84,32 @@ def compare_series(
                 weighted[row, k] = scores.weighted[index[model]]
     difference = weighted - weighted[:, :1] if len(models) else np.zeros((0, len(order)))
     return SeriesComparison(
-        primary=primary, series=tuple(order), models=models, weighted=weighted, difference=difference
+        primary=primary,
+        series=tuple(order),
+        models=models,
+        weighted=weighted,
+        difference=difference,
+        difference_ci=_paired_intervals(order, models, uncertainty_by_series),
     )
+
+
+def _paired_intervals(
+    order: list[str], models: tuple[str, ...], uncertainty: Mapping[str, SeriesUncertainty] | None
+) -> FloatArray | None:
+    if uncertainty is None or any(name not in uncertainty for name in order):
+        return None
+    runs = [uncertainty[name] for name in order]
+    keys = {run.replicate_key for run in runs}
+    if len(keys) != 1 or None in keys or any(run.weighted_replicates is None for run in runs):
+        return None
+    samples = runs[0].samples
+    replicates = np.full((samples, len(models), len(order)), np.nan)
+    for k, run in enumerate(runs):
+        assert run.weighted_replicates is not None
+        index = {m: i for i, m in enumerate(run.models)}
+        for row, model in enumerate(models):
+            if model in index:
+                replicates[:, row, k] = run.weighted_replicates[:, index[model]]
+    intervals = percentile_interval(replicates - replicates[:, :, :1], runs[0].confidence)
+    intervals[np.isnan(replicates).all(axis=0)] = np.nan
+    return intervals

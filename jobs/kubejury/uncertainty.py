@@ -16,6 +16,7 @@ cluster bootstrap over questions (see docs/method.md, "Uncertainty"):
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,6 +61,10 @@ class SeriesUncertainty:
     prob_better: FloatArray  # (M, M)
     gap_to_top_ci: FloatArray  # (M, 2): interval of W(top) − W(m); [0, 0] for the top model
     leading_group: tuple[str, ...]
+    # W of every model in every replicate, (B, M), and what identifies the replicates: series with
+    # equal ``replicate_key`` were scored on the same resampled questions (paired).
+    weighted_replicates: FloatArray | None = None
+    replicate_key: tuple[int, int, int] | None = None
 
     def model_index(self, model: str) -> int:
         return self.models.index(model)
@@ -79,6 +84,15 @@ class QuestionResample:
     cells: IntArray  # (Q,) cell of each question, as given
     members: tuple[IntArray, ...]
     counts: tuple[FloatArray, ...]
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        """(samples, seed, checksum of the design): equal keys mean identical replicates."""
+        return (
+            self.samples,
+            self.seed,
+            zlib.crc32(np.ascontiguousarray(self.cells, dtype=np.int64).tobytes()),
+        )
 
 
 def resample_questions(cells: IntArray, samples: int, seed: int) -> QuestionResample:
@@ -101,7 +115,7 @@ def resample_questions(cells: IntArray, samples: int, seed: int) -> QuestionResa
     )
 
 
-def _percentile_interval(values: FloatArray, confidence: float) -> FloatArray:
+def percentile_interval(values: FloatArray, confidence: float) -> FloatArray:
     """Percentile interval over axis 0 ignoring NaN replicates (numpy's "linear" definition).
 
     Vectorised (one sort) instead of ``np.nanquantile``, which loops in Python over every column
@@ -184,7 +198,7 @@ def bootstrap_series(
     leading: tuple[str, ...] = ()
     if n_models and not np.isnan(scores.weighted).all():
         top = cube.model_index(scores.ranking[0])
-        gap_ci = _percentile_interval(weighted[:, top][:, None] - weighted, config.confidence)
+        gap_ci = percentile_interval(weighted[:, top][:, None] - weighted, config.confidence)
         gap_ci[top] = 0.0
         leading = tuple(
             m
@@ -200,11 +214,13 @@ def bootstrap_series(
         samples=samples,
         confidence=float(config.confidence),
         seed=resample.seed,
-        weighted_ci=_percentile_interval(weighted, config.confidence),
-        level_ci=_percentile_interval(level, config.confidence),
-        degradation_ci=_percentile_interval(degradation, config.confidence),
-        domain_weighted_ci=_percentile_interval(domain_weighted, config.confidence),
+        weighted_ci=percentile_interval(weighted, config.confidence),
+        level_ci=percentile_interval(level, config.confidence),
+        degradation_ci=percentile_interval(degradation, config.confidence),
+        domain_weighted_ci=percentile_interval(domain_weighted, config.confidence),
         prob_better=prob_better.astype(np.float64),
         gap_to_top_ci=gap_ci,
         leading_group=leading,
+        weighted_replicates=weighted,
+        replicate_key=resample.key,
     )

@@ -128,7 +128,7 @@ def test_bad_settings_are_config_errors() -> None:
 
 
 def test_percentile_interval_matches_numpy() -> None:
-    from kubejury.uncertainty import _percentile_interval
+    from kubejury.uncertainty import percentile_interval
 
     rng = np.random.default_rng(5)
     values = rng.normal(size=(301, 4, 3))
@@ -136,7 +136,7 @@ def test_percentile_interval_matches_numpy() -> None:
     values[:, 0, 0] = np.nan  # undefined in every replicate
     values[:, 1, 1] = np.nan
     values[7, 1, 1] = 2.5  # defined in one replicate only
-    got = _percentile_interval(values, 0.95)
+    got = percentile_interval(values, 0.95)
     with np.errstate(invalid="ignore"), pytest.warns(RuntimeWarning):
         expected = np.stack(
             [np.nanquantile(values, 0.025, axis=0), np.nanquantile(values, 0.975, axis=0)], axis=-1
@@ -163,3 +163,20 @@ def test_pairing_separates_a_small_but_consistent_gap() -> None:
     assert u.leading_group == ("a",)
     assert u.weighted_ci[1, 1] > u.weighted_ci[0, 0]  # the marginal intervals overlap
     np.testing.assert_allclose(u.gap_to_top_ci[1], [0.1, 0.1], atol=1e-9)
+
+
+def test_series_differences_get_paired_intervals() -> None:
+    from kubejury.series_compare import compare_series
+
+    base = synthetic_cube(n_models=3)
+    hot = ScoreCube(**{**base.__dict__, "series": "hot", "scores": base.scores - 0.2})
+    scores = {c.series: score_series(c, CONFIG) for c in (base, hot)}
+    runs = {name: bootstrap_series(c, CONFIG, scores[name]) for name, c in (("default", base), ("hot", hot))}
+    table = compare_series(scores, "default", runs)
+    assert table.difference_ci is not None and table.difference_ci.shape == (3, 2, 2)
+    np.testing.assert_allclose(table.difference[:, 1], -0.2, atol=1e-9)
+    np.testing.assert_allclose(table.difference_ci[:, 1], -0.2, atol=1e-9)  # same questions every replicate
+    np.testing.assert_allclose(table.difference_ci[:, 0], 0.0)
+    other_seed = bootstrap_series(hot, ScoringConfig(bootstrap_samples=400, seed=99), scores["hot"])
+    assert compare_series(scores, "default", {**runs, "hot": other_seed}).difference_ci is None
+    assert compare_series(scores, "default").difference_ci is None
