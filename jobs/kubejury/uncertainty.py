@@ -10,8 +10,8 @@ cluster bootstrap over questions (see docs/method.md, "Uncertainty"):
   every replicate has the benchmark's design and formulas (2)–(6) mean the same thing in it;
 * it is seeded (numpy ``Generator``) and therefore reproducible; series over the same questions
   get the same replicates, so differences between series are paired as well;
-* it is vectorised: replicate question counts form a (B, Q) matrix and every per-cell sum for
-  every replicate and model is one matrix product per cell.
+* it is vectorised: each cell's replicate draws are a (B, n) matrix of counts, and the cell's
+  sums for every replicate and model are one matrix product.
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ from kubejury.scoring import (
 class SeriesUncertainty:
     """Bootstrap results for one series; arrays indexed like :class:`~kubejury.scoring.SeriesScores`.
 
-    Intervals are percentile intervals ``[low, high]`` at ``confidence``; NaN where the statistic
-    is undefined in too many replicates (or in the data). ``prob_better[i, j]`` is the share of
+    Intervals are percentile intervals ``[low, high]`` at ``confidence`` over the replicates in
+    which the statistic is defined; NaN where it is defined in none. ``prob_better[i, j]`` is the share of
     replicates in which model i's W exceeds model j's (ties count one half; the diagonal is 0.5).
     ``leading_group`` lists, best first, the top model and every model whose W the bootstrap
     cannot separate from it: the interval of ``W(top) − W(model)`` contains 0.
