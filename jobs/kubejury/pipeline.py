@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kubejury.benchmark import Benchmark, Format, parse_benchmark
 from kubejury.client import ClientSettings, EndpointPool
@@ -33,6 +33,7 @@ from kubejury.stages import (
 from kubejury.storage import RunLayout, Storage, open_storage, read_uri
 
 ENDPOINT_ENV = "KUBEJURY_ENDPOINT"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -173,7 +174,7 @@ def select(entries: Sequence[Any], names: Sequence[str] | None, what: str) -> li
     return [by_name[n] for n in names]
 
 
-async def _gather_stage(coros: Sequence[Any]) -> list[StageSummary]:
+async def _gather_stage(coros: Sequence[Awaitable[T]]) -> list[T]:
     """Run stage coroutines together; when some fail, let the others finish, then raise the first error."""
     results = await asyncio.gather(*coros, return_exceptions=True)
     errors = [r for r in results if isinstance(r, BaseException)]
@@ -185,7 +186,7 @@ async def _gather_stage(coros: Sequence[Any]) -> list[StageSummary]:
         if len(errors) > 1 and isinstance(first, KubejuryError):
             raise type(first)(f"{first} (and {len(errors) - 1} more stage failure(s))") from first
         raise first
-    return [r for r in results if isinstance(r, StageSummary)]
+    return [r for r in results if not isinstance(r, BaseException)]
 
 
 async def generate(
@@ -227,19 +228,26 @@ async def judge(
     series: Sequence[Series],
     options: StageOptions | None = None,
     view: ProgressView | None = None,
+    serial_endpoints: Collection[str] = (),
 ) -> list[StageSummary]:
-    """Judging of every stored answer of every model, by every judge given, for every series given."""
+    """Judging of every stored answer of every model, by every judge given, for every series given.
+
+    Judges run concurrently, except those whose endpoint is in ``serial_endpoints`` (servers that
+    answer one request at a time, like local llama.cpp): those take turns, one judge after the
+    other, so each judge's long shared prompt prefix stays in the server's cache between requests.
+    """
     spec = inputs.evalrun.spec
     model_names = [m.name for m in spec.models]
-    coros = []
+    lanes: dict[str, list[Callable[[], Awaitable[StageSummary]]]] = {}
     for s in series:
         for j in judges:
             client = pool.get(endpoints[j.name], api_key=api_key_of(j), runtime=j.runtime)
-            coros.append(
-                run_judging(
+
+            def job(j: Any = j, s: Series = s, client: Any = client) -> Awaitable[StageSummary]:
+                return run_judging(
                     storage=inputs.storage,
                     layout=inputs.layout,
-                    judge=j,  # type: ignore[arg-type]
+                    judge=j,
                     judging=spec.judging,
                     series=s.name,
                     models=model_names,
@@ -250,8 +258,16 @@ async def judge(
                     options=options,
                     view=view,
                 )
-            )
-    return await _gather_stage(coros)
+
+            url = endpoints[j.name]
+            lane = url if url in serial_endpoints else f"{url}#{j.name}#{s.name}"
+            lanes.setdefault(lane, []).append(job)
+
+    async def run_lane(jobs: list[Callable[[], Awaitable[StageSummary]]]) -> list[StageSummary]:
+        return [await job() for job in jobs]
+
+    results = await _gather_stage([run_lane(jobs) for jobs in lanes.values()])
+    return [summary for lane in results for summary in lane]
 
 
 def stored_records(inputs: RunInputs) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

@@ -79,6 +79,11 @@ def test_openai_json_schema_is_translated_for_llama_cpp_python() -> None:
     }
     assert translate_response_format(body)
     assert body["response_format"] == {"type": "json_object", "schema": schema}
+    bounded = {"type": "object", "properties": {"score": {"type": "integer", "minimum": 0, "maximum": 10}}}
+    body = {"response_format": {"type": "json_schema", "json_schema": {"schema": bounded}}}
+    assert translate_response_format(body)
+    assert body["response_format"]["schema"]["properties"]["score"] == {"enum": list(range(11))}
+    assert bounded["properties"]["score"]["maximum"] == 10  # the caller's schema is not modified
     untouched = {"response_format": {"type": "json_object"}}
     assert not translate_response_format(untouched)
     assert untouched == {"response_format": {"type": "json_object"}}
@@ -111,3 +116,14 @@ async def test_middleware_rewrites_only_chat_completion_bodies() -> None:
     assert json.loads(body1)["response_format"] == {"type": "json_object", "schema": {"type": "object"}}
     assert headers1[b"content-length"] == str(len(body1)).encode()
     assert body2 == body.encode()
+
+
+def test_system_messages_move_into_the_first_user_turn() -> None:
+    from kubejury.local.llama_entry import merge_system_messages
+
+    body = {
+        "messages": [{"role": "system", "content": "Будь краток."}, {"role": "user", "content": "Вопрос?"}]
+    }
+    assert merge_system_messages(body)
+    assert body["messages"] == [{"role": "user", "content": "Будь краток.\n\nВопрос?"}]
+    assert not merge_system_messages({"messages": [{"role": "user", "content": "x"}]})

@@ -52,8 +52,8 @@ def test_load_inputs_applies_filters_and_writes_nothing(tmp_path: Path) -> None:
     shutil.copy(REPO / "examples" / "benchmark-ru-sample.jsonl", tmp_path / "benchmark-ru-sample.jsonl")
     out = tmp_path / "out"
     inputs = pipeline.load_inputs(str(tmp_path / "quickstart.yaml"), out=str(out))
-    assert len(inputs.benchmark.questions) == 48  # 16 domains x 3 levels x limitPerCell 1
-    assert len(set(inputs.benchmark.domains)) == 16
+    assert len(inputs.benchmark.questions) == 12  # 4 domains x 3 levels x limitPerCell 1
+    assert len(set(inputs.benchmark.domains)) == 4
     assert inputs.layout.run == "quickstart"
     assert not out.exists()
     assert pipeline.record_spec(inputs) is True

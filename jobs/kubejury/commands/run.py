@@ -54,7 +54,9 @@ def _check_endpoints(inputs: pipeline.RunInputs) -> None:
         )
 
 
-async def _stages(inputs: pipeline.RunInputs, endpoints: Mapping[str, str], progress: bool) -> None:
+async def _stages(
+    inputs: pipeline.RunInputs, endpoints: Mapping[str, str], local_urls: Mapping[str, str], progress: bool
+) -> None:
     from kubejury.client import EndpointPool
     from kubejury.stages import RichProgressView
 
@@ -65,7 +67,16 @@ async def _stages(inputs: pipeline.RunInputs, endpoints: Mapping[str, str], prog
         if view is not None:
             view.__enter__()
         await pipeline.generate(inputs, pool, endpoints, models=spec.models, series=spec.series, view=view)
-        await pipeline.judge(inputs, pool, endpoints, judges=spec.judges, series=spec.series, view=view)
+        # Local llama.cpp servers answer one request at a time: judges sharing one take turns.
+        await pipeline.judge(
+            inputs,
+            pool,
+            endpoints,
+            judges=spec.judges,
+            series=spec.series,
+            view=view,
+            serial_endpoints=set(local_urls.values()),
+        )
     finally:
         if view is not None:
             view.__exit__(None, None, None)
@@ -147,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with local_servers(spec.all_endpoints(), on_start=started_server) as local_urls:
             endpoints = {e.name: pipeline.endpoint_of(e, local_urls) for e in spec.all_endpoints()}
-            run_async(_stages(inputs, endpoints, progress=not args.no_progress))
+            run_async(_stages(inputs, endpoints, local_urls, progress=not args.no_progress))
     except KeyboardInterrupt:
         _say("interrupted: what was stored is kept; run the same command again to resume")
         return 130

@@ -7,7 +7,15 @@ knows ``{"type": "json_object", "schema": …}`` — same grammar-constrained de
 spelling — and answers the OpenAI form with HTTP 500. This module starts the very same server
 (same flags, parsed by llama-cpp-python's own CLI helpers) behind a tiny ASGI middleware that
 rewrites the OpenAI spelling into llama-cpp-python's, so local mode behaves like the runtimes
-used in the cluster. Run as ``python -m kubejury.local.llama_entry <llama_cpp.server flags>``.
+used in the cluster. Two more differences are smoothed over the same way:
+
+- llama-cpp-python's JSON-schema grammar ignores ``minimum``/``maximum``, so a 270M judge asked for
+  a 0–10 integer happily writes ``100``; a bounded integer (range ≤ 1000) becomes the ``enum`` of
+  its values, which the grammar does enforce — the same set of valid documents.
+- Its ``gemma`` chat format drops system messages; Gemma's own chat template puts the system text
+  at the start of the first user turn, and so does this middleware when serving that format.
+
+Run as ``python -m kubejury.local.llama_entry <llama_cpp.server flags>``.
 """
 
 from __future__ import annotations
@@ -23,6 +31,30 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
+_MAX_ENUM = 1000
+
+
+def bounded_integers_as_enums(schema: Any) -> Any:
+    """A copy of ``schema`` where every integer with both bounds (range ≤ 1000) is an ``enum``."""
+    if isinstance(schema, list):
+        return [bounded_integers_as_enums(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: bounded_integers_as_enums(value) for key, value in schema.items()}
+    low, high = out.get("minimum"), out.get("maximum")
+    if (
+        out.get("type") == "integer"
+        and isinstance(low, int)
+        and isinstance(high, int)
+        and 0 <= high - low <= _MAX_ENUM
+        and "enum" not in out
+    ):
+        for key in ("type", "minimum", "maximum"):
+            out.pop(key)
+        out["enum"] = list(range(low, high + 1))
+    return out
+
+
 def translate_response_format(body: dict[str, Any]) -> bool:
     """Rewrite an OpenAI ``json_schema`` response_format in place; True when something changed."""
     fmt = body.get("response_format")
@@ -30,15 +62,46 @@ def translate_response_format(body: dict[str, Any]) -> bool:
         return False
     spec = fmt.get("json_schema")
     schema = spec.get("schema") if isinstance(spec, dict) else None
-    body["response_format"] = {"type": "json_object", **({"schema": schema} if schema is not None else {})}
+    translated: dict[str, Any] = {"type": "json_object"}
+    if schema is not None:
+        translated["schema"] = bounded_integers_as_enums(schema)
+    body["response_format"] = translated
+    return True
+
+
+def merge_system_messages(body: dict[str, Any]) -> bool:
+    """Move system messages to the start of the first user message (Gemma's template); True when changed."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return False
+    system = [m for m in messages if isinstance(m, dict) and m.get("role") == "system"]
+    if not system:
+        return False
+    rest = [m for m in messages if not (isinstance(m, dict) and m.get("role") == "system")]
+    text = "\n\n".join(str(m.get("content") or "") for m in system).strip()
+    for i, message in enumerate(rest):
+        if (
+            isinstance(message, dict)
+            and message.get("role") == "user"
+            and isinstance(message.get("content"), str)
+        ):
+            rest[i] = {
+                **message,
+                "content": f"{text}\n\n{message['content']}" if text else message["content"],
+            }
+            break
+    else:
+        rest.insert(0, {"role": "user", "content": text})
+    body["messages"] = rest
     return True
 
 
 class JsonSchemaCompat:
     """ASGI middleware: translate ``response_format`` of chat-completion requests before the app sees them."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, *, merge_system: bool = False) -> None:
         self.app = app
+        self.merge_system = merge_system
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
@@ -62,7 +125,11 @@ class JsonSchemaCompat:
             body = json.loads(raw)
         except ValueError:
             body = None
-        if isinstance(body, dict) and translate_response_format(body):
+        changed = False
+        if isinstance(body, dict):
+            changed = translate_response_format(body)
+            changed = (self.merge_system and merge_system_messages(body)) or changed
+        if changed:
             raw = json.dumps(body).encode()
             headers = [(k, v) for k, v in scope.get("headers", []) if k.lower() != b"content-length"]
             headers.append((b"content-length", str(len(raw)).encode()))
@@ -100,7 +167,8 @@ def main() -> None:  # pragma: no cover - runs in the server subprocess (covered
     server_settings: Any = parse_model_from_args(ServerSettings, args)
     model_settings: Any = [parse_model_from_args(ModelSettings, args)]
     app = create_app(server_settings=server_settings, model_settings=model_settings)
-    uvicorn.run(JsonSchemaCompat(app), host=server_settings.host, port=server_settings.port)
+    middleware = JsonSchemaCompat(app, merge_system=args.chat_format == "gemma")
+    uvicorn.run(middleware, host=server_settings.host, port=server_settings.port)
 
 
 if __name__ == "__main__":  # pragma: no cover
