@@ -47,7 +47,8 @@ DEFAULT_BENCH_VENV = (
     Path(os.environ.get("KUBEJURY_CACHE", Path.home() / ".cache" / "kubejury")) / "bench-venv"
 )
 BENCH_PACKAGES = ["lm-eval==0.4.13", "inspect-ai==0.3.285", "openai"]
-CLIENTS = ("kubejury", "aiohttp-bare", "lm-eval", "inspect-ai")
+CLIENTS = ("kubejury", "aiohttp-bare", "lm-eval", "lm-eval-cli", "inspect-ai")
+EXTERNAL = ("lm-eval-cli",)  # run as the tool's own command line, not through a child function
 QUESTION = "Каков общий срок исковой давности по гражданскому праву РФ и с какого момента он исчисляется?"
 
 
@@ -253,7 +254,7 @@ class Stub:
                 time.sleep(0.05)
 
     def stop(self) -> None:
-        self.proc.send_signal(signal.SIGINT)
+        self.proc.send_signal(signal.SIGTERM)
         try:
             self.proc.wait(5)
         except subprocess.TimeoutExpired:
@@ -261,57 +262,132 @@ class Stub:
 
 
 def python_for(client: str, bench_venv: Path) -> str:
-    if client in ("lm-eval", "inspect-ai"):
+    if client in ("lm-eval", "lm-eval-cli", "inspect-ai"):
         return str(bench_venv / "bin" / "python")
     return sys.executable
 
 
-def run_child(client: str, stub: Stub, args: argparse.Namespace) -> dict[str, Any]:
-    _http("POST", stub.base + "/stats/reset")
-    cmd = [
-        *_taskset(args.harness_cpu),
-        python_for(client, args.bench_venv),
-        str(Path(__file__).resolve()),
-        "--child",
-        client,
-        "--url",
-        stub.base + "/v1",
-        "--requests",
-        str(args.requests),
-        "--concurrency",
-        str(args.concurrency),
+LM_EVAL_TASK = """\
+task: kubejury_bench
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {data}
+test_split: test
+output_type: generate_until
+doc_to_text: "{{{{question}}}}"
+doc_to_target: "{{{{reference}}}}"
+generation_kwargs:
+  until: []
+  max_gen_toks: 256
+  temperature: 0
+metric_list:
+  - metric: exact_match
+"""
+
+
+def lm_eval_cli_command(stub: Stub, args: argparse.Namespace, workdir: Path) -> list[str]:
+    """``lm_eval run --model local-chat-completions`` on a task of ``--requests`` local questions."""
+    data = workdir / "questions.jsonl"
+    with data.open("w", encoding="utf-8") as handle:
+        for i in range(args.requests):
+            handle.write(
+                json.dumps({"question": f"{QUESTION} ({i})", "reference": "Три года."}, ensure_ascii=False)
+            )
+            handle.write("\n")
+    (workdir / "kubejury_bench.yaml").write_text(LM_EVAL_TASK.format(data=data), encoding="utf-8")
+    model_args = (
+        f"base_url={stub.base}/v1/chat/completions,model=stub-model,num_concurrent={args.concurrency},"
+        "max_retries=3,tokenized_requests=False,tokenizer_backend=None"
+    )
+    return [
+        str(args.bench_venv / "bin" / "lm_eval"),
+        "run",
+        "--model",
+        "local-chat-completions",
+        "--model_args",
+        model_args,
+        "--tasks",
+        "kubejury_bench",
+        "--include_path",
+        str(workdir),
+        "--apply_chat_template",
     ]
+
+
+def run_child(client: str, stub: Stub, args: argparse.Namespace, latency: float) -> dict[str, Any]:
+    _http("POST", stub.base + "/stats/reset")
+    workdir = Path(tempfile.mkdtemp(prefix="kubejury-bench-"))
+    if client in EXTERNAL:
+        cmd = [*_taskset(args.harness_cpu), *lm_eval_cli_command(stub, args, workdir)]
+    else:
+        cmd = [
+            *_taskset(args.harness_cpu),
+            python_for(client, args.bench_venv),
+            str(Path(__file__).resolve()),
+            "--child",
+            client,
+            "--url",
+            stub.base + "/v1",
+            "--requests",
+            str(args.requests),
+            "--concurrency",
+            str(args.concurrency),
+        ]
     env = dict(
         os.environ,
         PYTHONPATH=str(REPO / "jobs"),
         TOKENIZERS_PARALLELISM="false",
         INSPECT_DISPLAY="none",
         PYTHONWARNINGS="ignore",
+        HF_DATASETS_OFFLINE="1",
+        HF_HUB_OFFLINE="1",
     )
-    spawned = time.time()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    _, status, usage = os.wait4(proc.pid, 0)
-    ended = time.time()
-    stdout = proc.stdout.read().decode() if proc.stdout else ""
-    stderr = proc.stderr.read().decode() if proc.stderr else ""
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    try:
+        _children_cpu_delta()  # baseline: only this child's CPU is counted below
+        spawned = time.time()
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=workdir)
+        stdout_b, stderr_b = proc.communicate()
+        ended = time.time()
+        usage = _children_cpu_delta()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
     if proc.returncode != 0:
-        raise RuntimeError(f"{client} failed ({proc.returncode}):\n{stderr[-3000:]}")
-    result = json.loads(stdout.strip().splitlines()[-1])
+        raise RuntimeError(f"{client} failed ({proc.returncode}):\n{stderr_b.decode()[-3000:]}")
     stats = _http("GET", stub.base + "/stats")
     n = args.requests
-    phase = result["t1"] - result["t0"]
-    return {
+    served = (stats["last_at"] - stats["first_at"] + latency) if stats["count"] else float("nan")
+    row: dict[str, Any] = {
         "client": client,
-        "req_s": n / phase,
+        "server_req_s": stats["count"] / served if stats["count"] else 0.0,
         "e2e_req_s": n / (ended - spawned),
         "startup_s": (stats["first_at"] - spawned) if stats["first_at"] else float("nan"),
-        "cpu_ms_req": 1000 * result["cpu"] / n,
-        "cpu_ms_req_total": 1000 * (usage.ru_utime + usage.ru_stime) / n,
-        "ok": result["ok"],
+        "cpu_ms_req_total": 1000 * usage / n,
         "server_count": stats["count"],
-        "extra": {k: v for k, v in result.items() if k not in ("t0", "t1", "cpu", "ok")},
     }
+    if client in EXTERNAL:
+        row.update(req_s=None, cpu_ms_req=None, ok=stats["count"], extra={})
+    else:
+        result = json.loads(stdout_b.decode().strip().splitlines()[-1])
+        row.update(
+            req_s=n / (result["t1"] - result["t0"]),
+            cpu_ms_req=1000 * result["cpu"] / n,
+            ok=result["ok"],
+            extra={k: v for k, v in result.items() if k not in ("t0", "t1", "cpu", "ok")},
+        )
+    return row
+
+
+_children_cpu_seen = 0.0
+
+
+def _children_cpu_delta() -> float:
+    """CPU (user+sys) of children reaped since the last call (the child just waited for)."""
+    global _children_cpu_seen
+    t = os.times()
+    total = t.children_user + t.children_system
+    delta, _children_cpu_seen = total - _children_cpu_seen, total
+    return delta
 
 
 def machine_note() -> dict[str, Any]:
@@ -365,12 +441,18 @@ def versions(bench_venv: Path) -> dict[str, str]:
     return out
 
 
+def _med(runs: list[dict[str, Any]], key: str) -> float | None:
+    values = [r[key] for r in runs if r.get(key) is not None]
+    return statistics.median(values) if values else None
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "—" if value is None else format(value, spec)
+
+
 def report(
     rows: dict[float, dict[str, list[dict[str, Any]]]], args: argparse.Namespace, notes: dict[str, Any]
 ) -> str:
-    def med(values: list[float]) -> float:
-        return statistics.median(values)
-
     lines = [
         "# Client throughput: kubejury generation stage vs lm-eval vs inspect-ai",
         "",
@@ -384,43 +466,66 @@ def report(
         f"{notes['machine']['python']}; versions: "
         + ", ".join(f"{k} {v}" for k, v in notes["versions"].items()),
         "",
-        "- **req/s**: requests ÷ the request phase (the call that does the work; imports and set-up excluded).",
-        "- **e2e req/s**: requests ÷ (process spawn → exit), start-up included.",
+        "Columns:",
+        "",
+        "- **req/s**: requests ÷ the request phase, timed inside the client process around the call that does "
+        "the work (imports and set-up excluded). Not available for a tool run as its own command line.",
+        "- **server req/s**: requests ÷ (last request − first request seen by the stub + one server latency); "
+        "the same yardstick for every client, command lines included.",
+        "- **e2e req/s**: requests ÷ (process spawn → exit), start-up and shutdown included.",
         "- **start-up**: process spawn → first request seen by the stub.",
-        "- **CPU-ms/req**: client CPU (user+sys) in the request phase ÷ requests; *total* includes start-up.",
-        "- kubejury = the real generation stage (`kubejury.stages.run_generation`): request bodies from the "
-        "series, `ChatClient` with retry bookkeeping, response parsing, answers records, shards written to a "
-        "`file://` storage in a temp dir, progress records; every answer is read back and counted.",
-        "- aiohttp-bare = a bare aiohttp + orjson loop (no retries, no records): the floor.",
+        "- **CPU-ms/req**: the client's CPU (user+sys) in the request phase ÷ requests; **total**: the whole "
+        "process (start-up included) ÷ requests.",
+        "",
+        "Clients:",
+        "",
+        "- **kubejury**: the real generation stage, `kubejury.stages.run_generation` on uvloop: request bodies "
+        "built from an EvalRun series (vLLM sampling mapping), `ChatClient` with its retry bookkeeping and "
+        "per-attempt deadlines, response parsing, answers records, immutable shards written atomically to a "
+        "`file://` storage in a temp dir (fsync'ed), progress records; afterwards every stored answer is read "
+        "back and counted (outside the timing).",
+        "- **aiohttp-bare**: one aiohttp + orjson coroutine per request behind a semaphore, no retries, no "
+        "records: what a hand-written client typically does.",
+        "- **lm-eval**: lm-eval's `local-chat-completions` model (`LocalChatCompletion.generate_until`) called "
+        "from Python with `num_concurrent` = in-flight requests, no tokenizer.",
+        "- **lm-eval-cli**: the same model through lm-eval's command line on a local JSONL task of the same "
+        "questions (`lm_eval run --model local-chat-completions --apply_chat_template`), as a user runs it.",
+        "- **inspect-ai**: `inspect_ai.eval()` of a task with the same questions, `generate()` solver, model "
+        "`openai-api/stub/stub-model`, `max_connections` = `max_samples` = in-flight requests, no scorer.",
         "",
     ]
     for latency in sorted(rows):
         per_client = rows[latency]
         limit = args.concurrency / latency if latency else None
         title = f"## {latency * 1000:.0f} ms server" + (f" (limit {limit:,.0f} req/s)" if limit else "")
-        lines += [
-            title,
-            "",
-            "| client | req/s | e2e req/s | start-up s | CPU-ms/req | CPU-ms/req total | runs (req/s) |",
-            "|---|---:|---:|---:|---:|---:|---|",
-        ]
+        header = "| client | req/s | server req/s | e2e req/s | start-up s | CPU-ms/req | CPU-ms/req total | req/s of each run |"
+        lines += [title, "", header, "|---|---:|---:|---:|---:|---:|---:|---|"]
         for client, runs in per_client.items():
+            each = ", ".join(
+                _fmt(r["req_s"] if r["req_s"] is not None else r["server_req_s"], ",.0f") for r in runs
+            )
             lines.append(
-                f"| {client} | {med([r['req_s'] for r in runs]):,.0f} | {med([r['e2e_req_s'] for r in runs]):,.0f} | "
-                f"{med([r['startup_s'] for r in runs]):.2f} | {med([r['cpu_ms_req'] for r in runs]):.3f} | "
-                f"{med([r['cpu_ms_req_total'] for r in runs]):.3f} | "
-                + ", ".join(f"{r['req_s']:,.0f}" for r in runs)
-                + " |"
+                f"| {client} | {_fmt(_med(runs, 'req_s'), ',.0f')} | {_fmt(_med(runs, 'server_req_s'), ',.0f')} | "
+                f"{_fmt(_med(runs, 'e2e_req_s'), ',.0f')} | {_fmt(_med(runs, 'startup_s'), '.2f')} | "
+                f"{_fmt(_med(runs, 'cpu_ms_req'), '.3f')} | {_fmt(_med(runs, 'cpu_ms_req_total'), '.3f')} | {each} |"
             )
         kj = per_client.get("kubejury")
-        ratios = []
         if kj:
-            for other in ("lm-eval", "inspect-ai"):
-                if other in per_client:
-                    ratio = med([r["req_s"] for r in kj]) / med([r["req_s"] for r in per_client[other]])
-                    ratios.append(f"kubejury ÷ {other} = **{ratio:.1f}×**")
-        if ratios:
-            lines += ["", "Ratios (median req/s): " + "; ".join(ratios) + "."]
+            ratios = []
+            for other, runs in per_client.items():
+                if other == "kubejury":
+                    continue
+                parts = []
+                for key, label in (
+                    ("req_s", "req/s"),
+                    ("server_req_s", "server req/s"),
+                    ("e2e_req_s", "e2e"),
+                ):
+                    a, b = _med(kj, key), _med(runs, key)
+                    if a is not None and b:
+                        parts.append(f"{label} {a / b:.1f}×")
+                ratios.append(f"- kubejury ÷ {other}: " + ", ".join(parts))
+            lines += ["", "Ratios of medians:", "", *ratios]
         lines.append("")
     lines += [
         "## Contention",
@@ -428,8 +533,6 @@ def report(
         f"Load average before: {' '.join(notes['load_before'])}; after: {' '.join(notes['load_after'])}.",
         "Other processes using ≥ 5% CPU at the start: " + ("; ".join(notes["busy_before"]) or "none") + ".",
         "Other processes using ≥ 5% CPU at the end: " + ("; ".join(notes["busy_after"]) or "none") + ".",
-        "The machine is shared (2 cores, other sessions building and testing); absolute figures move with that "
-        "load, the ratios within one run much less.",
         "",
     ]
     return "\n".join(lines)
@@ -440,9 +543,12 @@ def parent(args: argparse.Namespace) -> int:
         setup_bench_venv(args.bench_venv)
     clients = [c for c in args.clients.split(",") if c]
     for client in clients:
-        if client not in CHILDREN:
-            raise SystemExit(f"unknown client {client!r}; choose from {', '.join(CHILDREN)}")
-        if client in ("lm-eval", "inspect-ai") and not Path(python_for(client, args.bench_venv)).exists():
+        if client not in CHILDREN and client not in EXTERNAL:
+            raise SystemExit(f"unknown client {client!r}; choose from {', '.join(CLIENTS)}")
+        if (
+            client in ("lm-eval", "lm-eval-cli", "inspect-ai")
+            and not Path(python_for(client, args.bench_venv)).exists()
+        ):
             raise SystemExit(f"{client} needs the bench venv {args.bench_venv}: rerun with --setup")
     notes: dict[str, Any] = {
         "machine": machine_note(),
@@ -457,11 +563,13 @@ def parent(args: argparse.Namespace) -> int:
             rows[latency] = {c: [] for c in clients}
             for repeat in range(args.repeats):
                 for client in clients:
-                    row = run_child(client, stub, args)
+                    row = run_child(client, stub, args, latency)
                     rows[latency][client].append(row)
+                    phase = f"{row['req_s']:8,.0f}" if row["req_s"] is not None else "       —"
                     print(
-                        f"latency {latency * 1000:.0f} ms, run {repeat + 1}: {client:12s} {row['req_s']:8,.0f} req/s "
-                        f"start-up {row['startup_s']:.2f} s  CPU {row['cpu_ms_req']:.3f} ms/req  "
+                        f"latency {latency * 1000:.0f} ms, run {repeat + 1}: {client:12s} {phase} req/s "
+                        f"(server {row['server_req_s']:,.0f}, e2e {row['e2e_req_s']:,.0f})  "
+                        f"start-up {row['startup_s']:.2f} s  CPU {row['cpu_ms_req_total']:.3f} ms/req total  "
                         f"ok {row['ok']}/{args.requests}",
                         flush=True,
                     )

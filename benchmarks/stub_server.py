@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import signal
 import time
+from collections.abc import Awaitable, Callable
 
 import orjson
 from aiohttp import web
@@ -41,33 +44,48 @@ def completion_bytes() -> bytes:
     )
 
 
-def make_app(latency_s: float) -> web.Application:
+def make_handler(latency_s: float) -> Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]:
+    """One handler for every path: aiohttp's low-level server, no router or middlewares.
+
+    The stub's own cost per request is part of every client's measurement, so it is kept small.
+    """
     body = completion_bytes()
     stats: dict[str, float] = {"count": 0, "first_at": 0.0, "last_at": 0.0}
+    sleep = asyncio.sleep
 
-    async def chat(request: web.Request) -> web.Response:
-        await request.read()
-        now = time.time()
-        if not stats["count"]:
-            stats["first_at"] = now
-        stats["count"] += 1
-        stats["last_at"] = now
-        if latency_s:
-            await asyncio.sleep(latency_s)
-        return web.Response(body=body, content_type="application/json")
+    async def handle(request: web.BaseRequest) -> web.StreamResponse:
+        if request.method == "POST" and request.path == "/v1/chat/completions":
+            await request.read()
+            now = time.time()
+            if not stats["count"]:
+                stats["first_at"] = now
+            stats["count"] += 1
+            stats["last_at"] = now
+            if latency_s:
+                await sleep(latency_s)
+            return web.Response(body=body, content_type="application/json")
+        if request.path == "/stats":
+            return web.Response(body=orjson.dumps(stats), content_type="application/json")
+        if request.path == "/stats/reset":
+            stats.update(count=0, first_at=0.0, last_at=0.0)
+            return web.Response(text="ok")
+        return web.Response(status=404)
 
-    async def get_stats(request: web.Request) -> web.Response:
-        return web.Response(body=orjson.dumps(stats), content_type="application/json")
+    return handle
 
-    async def reset(request: web.Request) -> web.Response:
-        stats.update(count=0, first_at=0.0, last_at=0.0)
-        return web.Response(text="ok")
 
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", chat)
-    app.router.add_get("/stats", get_stats)
-    app.router.add_post("/stats/reset", reset)
-    return app
+async def serve(host: str, port: int, latency_s: float) -> None:
+    server = web.Server(make_handler(latency_s), access_log=None)
+    loop = asyncio.get_running_loop()
+    listener = await loop.create_server(server, host, port, backlog=4096, reuse_address=True)
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        listener.close()
+        await server.shutdown(1.0)
 
 
 def main() -> None:
@@ -79,12 +97,11 @@ def main() -> None:
     try:
         import uvloop
 
-        uvloop.install()
+        factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
     except ImportError:
-        pass
-    web.run_app(
-        make_app(args.latency), host=args.host, port=args.port, access_log=None, print=None, backlog=4096
-    )
+        factory = asyncio.new_event_loop
+    with contextlib.suppress(KeyboardInterrupt), asyncio.Runner(loop_factory=factory) as runner:
+        runner.run(serve(args.host, args.port, args.latency))
 
 
 if __name__ == "__main__":
