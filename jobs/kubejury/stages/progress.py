@@ -97,7 +97,7 @@ class ProgressTracker:
 class RichProgressView:
     """One ``rich`` progress bar per (stage, series, name); use as a context manager locally."""
 
-    def __init__(self, *, transient: bool = False) -> None:
+    def __init__(self, *, transient: bool = False, console: Any = None) -> None:
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -115,6 +115,7 @@ class RichProgressView:
             TimeElapsedColumn(),
             TimeRemainingColumn(),
             transient=transient,
+            console=console,
         )
         self._tasks: dict[tuple[str, str, str], Any] = {}
 

@@ -201,3 +201,71 @@ async def test_system_prompt_and_llamacpp_spelling(
     body = server.requests[0]
     assert body["messages"][0] == {"role": "system", "content": "Отвечай кратко."}
     assert body["repeat_penalty"] == 1.05 and "repetition_penalty" not in body
+
+
+KILLED_CHILD = """
+import sys
+from kubejury.benchmark import Question
+from kubejury.client import ChatClient, ClientSettings
+from kubejury.spec import ModelSpec, Series
+from kubejury.stages import StageOptions, run_async, run_generation
+from kubejury.storage import LocalStorage, RunLayout
+
+url, root, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+questions = [Question(f"q{i:03d}", "d", 1, f"Вопрос номер {i}?", "x") for i in range(n)]
+
+async def main() -> None:
+    async with ChatClient(url, settings=ClientSettings(max_in_flight=4)) as client:
+        await run_generation(storage=LocalStorage(root), layout=RunLayout("run1"),
+                             model=ModelSpec(name="qwen-test", runtime="vllm"), series=Series(name="primary"),
+                             questions=questions, client=client, options=StageOptions(flush_records=5))
+
+run_async(main())
+"""
+
+
+async def test_process_killed_mid_run_then_rerun_completes_exactly_once(
+    tmp_path: Path, layout: RunLayout, model: ModelSpec, fast: ClientSettings
+) -> None:
+    import os
+    import signal
+    import sys
+
+    n = 120
+    root = tmp_path / "store"
+    storage = LocalStorage(root)
+    prefix = layout.answers_prefix("primary", "qwen-test")
+    async with FaultServer(latency_s=0.02) as server:
+        child = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", KILLED_CHILD, server.base_url, str(root), str(n)
+        )
+        try:
+            for _ in range(1000):  # until a few shards are on disk
+                await asyncio.sleep(0.02)
+                if len(storage.shard_keys(prefix)) >= 3:
+                    break
+            os.kill(child.pid, signal.SIGKILL)  # no clean-up, no final flush: a crash
+        finally:
+            await child.wait()
+        assert child.returncode == -signal.SIGKILL
+        before = list(storage.read_jsonl(prefix))
+        assert 15 <= len(before) < n
+        questions = [Question(f"q{i:03d}", "d", 1, f"Вопрос номер {i}?", "x") for i in range(n)]
+        asked_before = len(server.requests)
+        async with ChatClient(server.base_url, settings=fast) as client:
+            summary = await run_generation(
+                storage=storage,
+                layout=layout,
+                model=model,
+                series=Series(name="primary"),
+                questions=questions,
+                client=client,
+            )
+        assert summary.resumed == len(before)
+        assert len(server.requests) - asked_before == n - len(
+            before
+        )  # only the lost questions were asked again
+    raw = list(storage.read_jsonl(prefix))
+    assert Counter(r["question_id"] for r in raw) == Counter(q.id for q in questions)
+    answers = read_answers(storage, layout, "primary", "qwen-test", order=[q.id for q in questions])
+    assert [a["answer"] for a in answers] == [f"Ответ на: {q.question}" for q in questions]
