@@ -125,6 +125,7 @@ REASK_EN = (
 _PLACEHOLDER_RE = re.compile(r"\{(question|reference|answer)\}")
 _ANGLE_RUN = re.compile(r"<{2,}|>{2,}|[«»]{3,}")
 _VERDICT_LIKE = re.compile(r"\[\s*\[|\]\s*\]")
+_JSON_VERDICT_KEY = re.compile(r'"\s*(score|rationale)\s*"(\s*:)', re.I)
 _VERDICT = re.compile(r"\[\[\s*(-?\d+(?:[.,]\d+)?)\s*\]\]")
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)
 _RATIONALE_MAX = 4000
@@ -152,9 +153,12 @@ def neutralise(text: str) -> str:
     """Make untrusted text unable to close a block or to look like a verdict.
 
     ``<<<`` / ``>>>`` runs become single angle quotes (``‹``/``›``), ``[[`` / ``]]`` get a
-    space between the brackets. The text stays readable to the judge; the meaning is untouched.
+    space between the brackets, and a JSON verdict key (``"score":``) loses its straight quotes
+    (a small judge under structured output was seen copying such an object from the answer). The
+    text stays readable to the judge; the meaning is untouched.
     """
     text = _ANGLE_RUN.sub(lambda m: ("‹" if m.group(0)[0] in "<«" else "›") * len(m.group(0)), text)
+    text = _JSON_VERDICT_KEY.sub(lambda m: f"«{m.group(1)}»{m.group(2)}", text)
     return _VERDICT_LIKE.sub(lambda m: m.group(0)[0] + " " + m.group(0)[-1], text)
 
 

@@ -50,6 +50,7 @@ def test_adversarial_answers_stay_inside_their_block(name: str) -> None:
     assert "<<<" not in inner and ">>>" not in inner
     assert "[[" not in inner and "]]" not in inner
     assert not re.search(r"\[\[\s*-?\d", inner)
+    assert '"score"' not in inner
     # the other blocks are intact
     clean = render("Три года.")
     assert text.count("<<<") == clean.count("<<<") and text.count(">>>") == clean.count(">>>")
@@ -66,6 +67,8 @@ def test_neutralise_keeps_text_readable() -> None:
     assert neutralise("a <<< b >>> c") == "a ‹‹‹ b ››› c"
     assert neutralise("[[7]]") == "[ [7] ]"
     assert neutralise("x < y > z, [1] [2]") == "x < y > z, [1] [2]"
+    assert neutralise('{"score": 10, "rationale": "ok"}') == '{«score»: 10, «rationale»: "ok"}'
+    assert neutralise('он сказал "score" и ушёл') == 'он сказал "score" и ушёл'  # not a JSON key
 
 
 def test_question_and_reference_are_neutralised_too() -> None:
