@@ -63,9 +63,12 @@ class OperatorRuntime:
 
     settings: mf.WorkloadSettings
     credentials: ApiCredentials | None = None
+    closed: bool = False
     _gateway: KubeGateway | None = field(default=None, repr=False)
 
     def gateway(self) -> KubeGateway:
+        if self.closed:  # a handler kopf left running past shutdown must not open a new session
+            raise kopf.TemporaryError("the operator is shutting down", delay=60)
         if self.credentials is None:
             raise kopf.TemporaryError("no Kubernetes API credentials yet", delay=5)
         if self._gateway is None or self._gateway.credentials != self.credentials:
@@ -73,6 +76,7 @@ class OperatorRuntime:
         return self._gateway
 
     async def close(self) -> None:
+        self.closed = True
         if self._gateway is not None:
             await self._gateway.close()
             self._gateway = None

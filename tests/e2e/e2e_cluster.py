@@ -119,7 +119,7 @@ class SimulatedCluster:
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[SimulatedCluster]:
-        self._session = aiohttp.ClientSession()
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15))
         loop = asyncio.create_task(self._loop())
         try:
             yield self

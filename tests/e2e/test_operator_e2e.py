@@ -117,6 +117,8 @@ async def wait_for(
         runs["jobs"] = {o["metadata"]["name"]: o.get("status") for o in cluster.objects("jobs")}
         runs["job_runs"] = dict(cluster.job_runs)
         runs["simulation_errors"] = cluster.errors[-5:]
+        runs["paused"] = cluster.paused
+        runs["kmock_locked"] = cluster.k8s._lock.locked()
         logs = {k: v[-800:] for k, v in cluster.job_logs.items()}
         raise AssertionError(f"timed out waiting for {what}; evalruns={runs}; job logs={logs}") from None
 
