@@ -390,6 +390,21 @@ def _children_cpu_delta() -> float:
     return delta
 
 
+def load1() -> float:
+    try:
+        return float(Path("/proc/loadavg").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
+def wait_for_quiet(threshold: float, max_wait_s: float) -> float:
+    """On a shared machine, give other people's bursts a chance to pass; returns the load when starting."""
+    deadline = time.time() + max_wait_s
+    while load1() >= threshold and time.time() < deadline:
+        time.sleep(2.0)
+    return load1()
+
+
 def machine_note() -> dict[str, Any]:
     cpu_model = ""
     try:
@@ -498,8 +513,11 @@ def report(
         per_client = rows[latency]
         limit = args.concurrency / latency if latency else None
         title = f"## {latency * 1000:.0f} ms server" + (f" (limit {limit:,.0f} req/s)" if limit else "")
-        header = "| client | req/s | server req/s | e2e req/s | start-up s | CPU-ms/req | CPU-ms/req total | req/s of each run |"
-        lines += [title, "", header, "|---|---:|---:|---:|---:|---:|---:|---|"]
+        header = (
+            "| client | req/s | server req/s | e2e req/s | start-up s | CPU-ms/req | CPU-ms/req total "
+            "| req/s of each run | load at start of each run |"
+        )
+        lines += [title, "", header, "|---|---:|---:|---:|---:|---:|---:|---|---|"]
         for client, runs in per_client.items():
             each = ", ".join(
                 _fmt(r["req_s"] if r["req_s"] is not None else r["server_req_s"], ",.0f") for r in runs
@@ -507,7 +525,9 @@ def report(
             lines.append(
                 f"| {client} | {_fmt(_med(runs, 'req_s'), ',.0f')} | {_fmt(_med(runs, 'server_req_s'), ',.0f')} | "
                 f"{_fmt(_med(runs, 'e2e_req_s'), ',.0f')} | {_fmt(_med(runs, 'startup_s'), '.2f')} | "
-                f"{_fmt(_med(runs, 'cpu_ms_req'), '.3f')} | {_fmt(_med(runs, 'cpu_ms_req_total'), '.3f')} | {each} |"
+                f"{_fmt(_med(runs, 'cpu_ms_req'), '.3f')} | {_fmt(_med(runs, 'cpu_ms_req_total'), '.3f')} | {each} | "
+                + ", ".join(_fmt(r.get("load1"), ".1f") for r in runs)
+                + " |"
             )
         kj = per_client.get("kubejury")
         if kj:
@@ -530,6 +550,8 @@ def report(
     lines += [
         "## Contention",
         "",
+        f"Before each run the script waited (at most {args.quiet_wait:g} s) for the 1-minute load average to drop "
+        f"below {args.quiet_load:g}; the load at the start of each run is in the tables.",
         f"Load average before: {' '.join(notes['load_before'])}; after: {' '.join(notes['load_after'])}.",
         "Other processes using ≥ 5% CPU at the start: " + ("; ".join(notes["busy_before"]) or "none") + ".",
         "Other processes using ≥ 5% CPU at the end: " + ("; ".join(notes["busy_after"]) or "none") + ".",
@@ -563,7 +585,9 @@ def parent(args: argparse.Namespace) -> int:
             rows[latency] = {c: [] for c in clients}
             for repeat in range(args.repeats):
                 for client in clients:
+                    load = wait_for_quiet(args.quiet_load, args.quiet_wait)
                     row = run_child(client, stub, args, latency)
+                    row["load1"] = load
                     rows[latency][client].append(row)
                     phase = f"{row['req_s']:8,.0f}" if row["req_s"] is not None else "       —"
                     print(
@@ -602,6 +626,13 @@ def main(argv: list[str] | None = None) -> int:
         "--setup", action="store_true", help="create/update the bench venv with lm-eval and inspect-ai"
     )
     parser.add_argument("--out", default=str(HERE / "results" / "client_throughput.md"))
+    parser.add_argument(
+        "--quiet-load",
+        type=float,
+        default=1.5,
+        help="before each run, wait until the 1-minute load average is below this ...",
+    )
+    parser.add_argument("--quiet-wait", type=float, default=60.0, help="... for at most this many seconds")
     parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     args = parser.parse_args(raw)
