@@ -46,6 +46,7 @@ RESOURCES: dict[str, Resource] = {
     "Secret": Resource("api/v1", "secrets"),
     "Event": Resource("api/v1", "events"),
     "Node": Resource("api/v1", "nodes", namespaced=False),
+    "Pod": Resource("api/v1", "pods"),
     "Deployment": Resource("apis/apps/v1", "deployments"),
     "Job": Resource("apis/batch/v1", "jobs"),
     "EvalRun": Resource(f"apis/{API_GROUP}/{API_VERSION}", "evalruns"),

@@ -44,6 +44,7 @@ from kubejury_operator.reconcile import (
     deployment_state,
     job_state,
     plan,
+    pod_scheduling_problems,
     progress_key,
     run_inputs,
     summary_from_report,
@@ -314,6 +315,7 @@ async def reconcile(runtime: OperatorRuntime, body: Mapping[str, Any], logger: l
         for o in children[kind]
     )
     missing = await _missing_secrets(gw, namespace, evalrun.spec)
+    unschedulable_pods = pod_scheduling_problems(await gw.list_objects("Pod", namespace, labels))
 
     progress: dict[ProgressKey, ProgressRecord] = {}
     summary: dict[str, Any] | None = None
@@ -335,6 +337,7 @@ async def reconcile(runtime: OperatorRuntime, body: Mapping[str, Any], logger: l
         progress=progress,
         summary=summary,
         missing_secrets=missing,
+        unschedulable_pods=unschedulable_pods,
     )
     decided = plan(run, observed, previous, _now())
 

@@ -208,6 +208,8 @@ class Observed:
     progress: Mapping[ProgressKey, ProgressRecord] = field(default_factory=dict)
     summary: Mapping[str, Any] | None = None  # from report.json (see summary_from_report)
     missing_secrets: tuple[str, ...] = ()
+    # Server Pods the scheduler cannot place right now: endpoint key -> scheduler message.
+    unschedulable_pods: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -593,6 +595,17 @@ def plan(run: RunInputs, observed: Observed, previous: Mapping[str, Any], now: s
         )
     else:
         unsched_cond = cond("Unschedulable", False, "Placed", "Every model has a node that can run it")
+    pending = {k: m for k, m in observed.unschedulable_pods.items() if desired.get(k, 0) > 0}
+    if pending and not unsched_now and phase not in TERMINAL_PHASES:
+        # Placement found a node type, but no such node has room now (GPUs taken by others). The
+        # Deployment's progress deadline bounds the wait: then the run fails and scales down.
+        unsched_cond = cond(
+            "Unschedulable",
+            True,
+            "NoNodeAvailable",
+            "Model server Pods wait for a node: "
+            + "; ".join(f"{servers[k].name if k in servers else k}: {m}" for k, m in sorted(pending.items())),
+        )
     if observed.missing_secrets:
         provisioned = cond(
             "ModelsProvisioned",
@@ -856,3 +869,21 @@ def progress_key(series: str, key: str) -> ProgressKey | None:
     if normalized is None or not who:
         return None
     return (normalized, series, who)
+
+
+def pod_scheduling_problems(pods: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Endpoint key → scheduler message, for model server Pods that are Pending and unschedulable."""
+    problems: dict[str, str] = {}
+    for pod in pods:
+        key = ((pod.get("metadata") or {}).get("labels") or {}).get(mf.LABEL_ENDPOINT)
+        status = pod.get("status") or {}
+        if not key or status.get("phase") != "Pending":
+            continue
+        for c in status.get("conditions") or []:
+            if (
+                c.get("type") == "PodScheduled"
+                and c.get("status") == "False"
+                and c.get("reason") == "Unschedulable"
+            ):
+                problems[str(key)] = str(c.get("message") or "no node fits")[:300]
+    return problems

@@ -48,6 +48,7 @@ RESOURCES: dict[str, dict[str, Any]] = {
     },
     EVALRUNS: {"kind": "EvalRun", "singular": "evalrun", "shortnames": {"er"}, "subresources": {"status"}},
     "v1/nodes": {"kind": "Node", "namespaced": False},
+    "v1/pods": {"kind": "Pod"},  # the operator reads them; the simulation creates none
     "v1/secrets": {"kind": "Secret"},
     "v1/configmaps": {"kind": "ConfigMap"},
     "v1/serviceaccounts": {"kind": "ServiceAccount"},

@@ -557,3 +557,42 @@ def test_job_state_reads_conditions_and_round_annotation() -> None:
         "qwen-3",
     )
     assert progress_key("primary", "r/primary/progress/other.json") is None
+
+
+def test_server_pods_waiting_for_a_node_are_reported_unschedulable() -> None:
+    from kubejury_operator.reconcile import pod_scheduling_problems
+
+    pods = [
+        {
+            "metadata": {"labels": {"kubejury.io/endpoint": "m-a"}},
+            "status": {
+                "phase": "Pending",
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "message": "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.",
+                    }
+                ],
+            },
+        },
+        {"metadata": {"labels": {"kubejury.io/endpoint": "m-b"}}, "status": {"phase": "Running"}},
+    ]
+    waiting = pod_scheduling_problems(pods)
+    assert waiting == {"m-a": "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."}
+    observed = Observed(
+        deployments={dep_name("m-a"): DeploymentState(1), **ready("m-b", "j-j")},
+        present=present_for("m-a", "m-b", "j-j"),
+        unschedulable_pods=waiting,
+    )
+    p = plan(inputs(), observed, {"phase": "Provisioning"}, NOW)
+    cond = condition(p, "Unschedulable")
+    assert cond["status"] == "True" and cond["reason"] == "NoNodeAvailable"
+    assert "a: 0/3 nodes" in cond["message"]
+    # bounded: once the Deployment's progress deadline passes, the run fails and scales down
+    stalled = replace(
+        observed, deployments={**observed.deployments, dep_name("m-a"): DeploymentState(1, stalled=True)}
+    )
+    p = plan(inputs(), stalled, {"phase": "Provisioning"}, NOW)
+    assert p.phase == "Failed" and set(scales(p).values()) == {0}
