@@ -359,22 +359,32 @@ async def reconcile(runtime: OperatorRuntime, body: Mapping[str, Any], logger: l
         await gw.patch_status("EvalRun", namespace, name, new_status)
     for event in decided.events:
         await gw.post_event(obj, event.type, event.reason, event.message)
-    _observe_metrics(namespace, name, decided.phase, decided.status, progress)
+    metrics.observe_run(run_observation(namespace, name, decided.status, progress))
     return decided.phase
 
 
-def _observe_metrics(
+def _seconds_between(start: Any, end: Any) -> float | None:
+    try:
+        a = datetime.datetime.fromisoformat(str(start).replace("Z", "+00:00"))
+        b = datetime.datetime.fromisoformat(str(end).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return max((b - a).total_seconds(), 0.0)
+
+
+def run_observation(
     namespace: str,
     name: str,
-    phase: str,
     status: Mapping[str, Any],
     progress: Mapping[ProgressKey, ProgressRecord],
-) -> None:
+) -> metrics.RunObservation:
+    """What the metrics module needs from one reconcile (pure): cumulative counts, ETA, durations."""
     stages = status.get("stages") or {}
     generated: dict[str, int] = {}
     judged: dict[str, int] = {}
     errors: dict[tuple[str, str], int] = {}
     parse_failures: dict[str, int] = {}
+    rate = 0.0
     for (stage, _series, who), record in progress.items():
         target = generated if stage == "generate" else judged
         target[who] = target.get(who, 0) + record.done
@@ -382,21 +392,43 @@ def _observe_metrics(
             errors[(who, kind)] = errors.get((who, kind), 0) + count
         if stage == "judge":
             parse_failures[who] = parse_failures.get(who, 0) + record.parse_failures
-    metrics.observe_run(
-        metrics.RunObservation(
-            namespace=namespace,
-            name=name,
-            phase=phase,
-            progress={
-                stage: metrics.StageProgress(done=int(v.get("done", 0)), total=int(v.get("total", 0)))
-                for stage, v in stages.items()
-                if stage in metrics.STAGES
-            },
-            generated=generated,
-            judged=judged,
-            request_errors=errors,
-            parse_failures=parse_failures,
-        )
+        if record.running:
+            rate += record.rate_per_s
+    done = sum(int((stages.get(s) or {}).get("done", 0)) for s in ("generation", "judging"))
+    total = sum(int((stages.get(s) or {}).get("total", 0)) for s in ("generation", "judging"))
+    phase = str(status.get("phase") or "Pending")
+    eta = (
+        (total - done) / rate if rate > 0 and total > done and phase not in ("Succeeded", "Failed") else None
+    )
+    conditions = {c.get("type"): c for c in status.get("conditions") or []}
+
+    def flipped(ctype: str) -> Any:
+        c = conditions.get(ctype) or {}
+        return c.get("lastTransitionTime") if c.get("status") == "True" else None
+
+    durations: dict[str, float] = {}
+    for stage, start, end in (
+        ("generation", status.get("startedAt"), flipped("GenerationComplete")),
+        ("judging", flipped("GenerationComplete"), flipped("JudgingComplete")),
+        ("aggregation", flipped("JudgingComplete"), flipped("Succeeded")),
+    ):
+        if start and end and (seconds := _seconds_between(start, end)) is not None:
+            durations[stage] = seconds
+    return metrics.RunObservation(
+        namespace=namespace,
+        name=name,
+        phase=phase,
+        progress={
+            stage: metrics.StageProgress(done=int(v.get("done", 0)), total=int(v.get("total", 0)))
+            for stage, v in stages.items()
+            if stage in metrics.STAGES
+        },
+        eta_seconds=eta,
+        generated=generated,
+        judged=judged,
+        request_errors=errors,
+        parse_failures=parse_failures,
+        stage_durations=durations,
     )
 
 

@@ -157,6 +157,8 @@ class ProgressRecord:
     parse_failures: int = 0
     complete: bool = False
     request_errors: Mapping[str, int] = field(default_factory=dict)  # error kind -> count
+    rate_per_s: float = 0.0
+    running: bool = False
 
     @classmethod
     def from_record(cls, data: Mapping[str, Any]) -> ProgressRecord:
@@ -177,6 +179,9 @@ class ProgressRecord:
         errors = data.get("errors")
         if isinstance(errors, Mapping):
             kinds = {str(k): int(v) for k, v in errors.items() if isinstance(v, int | float)}
+        elif isinstance(errors, int) and not isinstance(errors, bool) and errors > 0:
+            kinds = {"other": errors}  # the stages count errors without a kind
+        rate = data.get("rate_per_s")
         state = str(data.get("state") or data.get("status") or "").lower()
         done = count("done")
         total = count("total")
@@ -192,6 +197,8 @@ class ProgressRecord:
             parse_failures=count("parse_failures", "parseFailures"),
             complete=complete,
             request_errors=kinds,
+            rate_per_s=float(rate) if isinstance(rate, int | float) and not isinstance(rate, bool) else 0.0,
+            running=state == "running",
         )
 
 

@@ -238,6 +238,17 @@ async def test_evalrun_succeeds_with_planned_workloads_then_delete_cleans_up(
         await wait_for(lambda: "Succeeded" in reasons(), 10, "the Succeeded event", cluster)
         assert {"Provisioning", "Generating", "Judging", "Aggregating"} <= reasons(), reasons()
 
+        # Operator metrics (same process): phase gauge and progress from the progress records.
+        from kubejury_operator.metrics import REGISTRY
+
+        assert (REGISTRY.get_sample_value("kubejury_runs", {"phase": "Succeeded"}) or 0) >= 1
+        labels = {"namespace": NS, "name": "study", "stage": "generation"}
+        assert REGISTRY.get_sample_value("kubejury_run_progress_items", labels) == questions * 4
+        generated = REGISTRY.get_sample_value(
+            "kubejury_items_generated_total", {"namespace": NS, "name": "study", "model": "alpha"}
+        )
+        assert generated is not None and generated > 0
+
         # Exactly one answer per (model, series, question).
         answers = answers_on_disk(out, "study")
         assert set(answers) == {(s, m) for s in ("primary", "warm") for m in ("alpha", "beta")}

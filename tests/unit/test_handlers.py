@@ -87,3 +87,33 @@ def test_webhook_server_only_when_a_port_is_set() -> None:
     assert isinstance(settings.admission.server, kopf.WebhookServer)
     assert settings.admission.server.port == 9443
     assert settings.admission.managed == "kj"
+
+
+def test_run_observation_for_metrics() -> None:
+    from kubejury_operator import handlers
+    from kubejury_operator.reconcile import ProgressRecord
+
+    status = {
+        "phase": "Judging",
+        "startedAt": "2026-11-30T01:00:00Z",
+        "stages": {"generation": {"done": 40, "total": 40}, "judging": {"done": 20, "total": 80}},
+        "conditions": [
+            {"type": "GenerationComplete", "status": "True", "lastTransitionTime": "2026-11-30T01:10:00Z"},
+            {"type": "JudgingComplete", "status": "False", "lastTransitionTime": "2026-11-30T01:00:00Z"},
+        ],
+    }
+    progress = {
+        ("generate", "primary", "qwen"): ProgressRecord.from_record(
+            {"done": 40, "total": 40, "state": "succeeded"}
+        ),
+        ("judge", "primary", "j"): ProgressRecord.from_record(
+            {"done": 20, "total": 80, "errors": 2, "parse_failures": 1, "rate_per_s": 2.0, "state": "running"}
+        ),
+    }
+    obs = handlers.run_observation("ns", "r", status, progress)
+    assert obs.generated == {"qwen": 40} and obs.judged == {"j": 20}
+    assert obs.parse_failures == {"j": 1}
+    assert obs.request_errors == {("j", "other"): 2}
+    assert obs.eta_seconds == 30.0  # 60 items left at 2/s
+    assert obs.stage_durations == {"generation": 600.0}
+    assert obs.progress["judging"].total == 80
