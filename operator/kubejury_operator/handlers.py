@@ -320,7 +320,10 @@ async def reconcile(runtime: OperatorRuntime, body: Mapping[str, Any], logger: l
     progress: dict[ProgressKey, ProgressRecord] = {}
     summary: dict[str, Any] | None = None
     agg = jobs.get(mf.aggregation_job_name(name))
-    if previous.get("phase") not in ("Succeeded", "Failed") or previous.get("summary") is None:
+    finished = previous.get("phase") == "Failed" or (
+        previous.get("phase") == "Succeeded" and previous.get("summary") is not None
+    )
+    if not finished:
         storage_secret = evalrun.spec.storage.credentials_secret_ref
         creds = await gw.secret_data(namespace, storage_secret.name) if storage_secret is not None else None
         try:

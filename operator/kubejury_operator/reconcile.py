@@ -579,10 +579,18 @@ def plan(run: RunInputs, observed: Observed, previous: Mapping[str, Any], now: s
         phase = "Provisioning"
     else:
         phase = "Pending"
-    # A finished run stays finished (its Jobs may be cleaned up by a TTL later).
+    # A finished run stays finished (its Jobs may be cleaned up by a TTL later): its status is
+    # kept as it was and the only thing ever done again is scaling leftover servers to zero.
     if prev_phase in TERMINAL_PHASES and previous.get("observedGeneration") == gen and phase != prev_phase:
-        phase = prev_phase
-        actions = [a for a in actions if a.verb == "scale"]
+        scale_down = tuple(
+            Action("scale", "Deployment", dep_name, replicas=0)
+            for dep_name, dep in sorted(observed.deployments.items())
+            if dep.replicas > 0
+        )
+        kept = dict(previous)
+        if prev_phase == "Succeeded" and kept.get("summary") is None and observed.summary is not None:
+            kept["summary"] = dict(observed.summary)  # the report became readable only now
+        return Plan(actions=scale_down, status=kept, events=())
 
     # --- conditions ---------------------------------------------------------------------------
     waiting = sorted(

@@ -379,11 +379,17 @@ def test_terminal_phase_is_sticky() -> None:
         {"phase": "Aggregating"},
         NOW,
     )
-    # later the Jobs are gone (TTL): the run stays Succeeded and re-creates nothing
+    # later the Jobs are gone (TTL): the run stays Succeeded, keeps its status, re-creates nothing
     again = plan(inputs(), Observed(present=BASE_PRESENT), done.status, LATER)
     assert again.phase == "Succeeded"
     assert again.actions == ()
-    assert again.status["completedAt"] == NOW
+    assert again.status == done.status
+    assert again.events == ()
+    # a server somebody scaled up again is scaled back to zero, nothing else
+    stray = Observed(deployments=ready("j-j"), present=BASE_PRESENT)
+    assert [a.describe() for a in plan(inputs(), stray, done.status, LATER).actions] == [
+        f"scale Deployment/{dep_name('j-j')} to 0"
+    ]
 
 
 def test_missing_secret_blocks_with_a_clear_condition() -> None:
