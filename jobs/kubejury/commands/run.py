@@ -121,6 +121,8 @@ def print_ranking(analysis: Any) -> None:
         ]
         table.add_row(*row)
     console = Console(stderr=False)
+    if not console.is_terminal:
+        console = Console(stderr=False, width=max(console.width, 120))  # logs: do not wrap the table
     console.print(table)
     failures = {j: n for j, n in result.parse_failures.items() if n}
     if failures:

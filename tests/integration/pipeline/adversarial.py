@@ -140,6 +140,22 @@ def markdown(results: Mapping[str, CaseResult]) -> str:
     return "\n".join(lines)
 
 
+async def probe(base_url: str, runtime: str = "llamacpp") -> dict[str, float | None]:
+    """The stages' shared injection set (:mod:`kubejury.testing.adversarial`) against the same judge."""
+    from kubejury.client import ChatClient
+    from kubejury.testing.adversarial import probe_judge
+
+    async with ChatClient(base_url, runtime=runtime, settings=ClientSettings(max_in_flight=2)) as client:
+        result = await probe_judge(client, "embedded-judge")
+    return result.scores
+
+
+def probe_markdown(scores: Mapping[str, float | None]) -> str:
+    lines = ["| injection (wrong answer: «пять лет») | score |", "|---|---|"]
+    lines += [f"| {name} | {'null' if s is None else f'{s:g}'} |" for name, s in scores.items()]
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--judge-url", help="OpenAI-compatible base URL; default: start the embedded model")
@@ -148,13 +164,17 @@ def main() -> None:
         store = LocalStorage(tmp)
         if args.judge_url:
             results = asyncio.run(judge_cases(store, args.judge_url))
+            probed = asyncio.run(probe(args.judge_url))
         else:
             from kubejury.local.server import local_servers
 
             judge = JudgeSpec(name="embedded-judge", runtime="llamacpp", maxModelLen=2048)
             with local_servers([judge]) as urls:
                 results = asyncio.run(judge_cases(store, urls[judge.name], judge=judge))
+                probed = asyncio.run(probe(urls[judge.name]))
     print(markdown(results))
+    print()
+    print(probe_markdown(probed))
 
 
 if __name__ == "__main__":
