@@ -294,8 +294,27 @@ def aggregate_run(inputs: RunInputs, *, work_dir: Path | None = None) -> tuple[A
     Reads one record per key through the stages' readers (so retried requests never count twice),
     writes them as one consolidated JSONL file per kind in a scratch directory for the engine's
     columnar loader, runs :func:`kubejury.aggregate.aggregate` and stores report.json/.md/.html
-    under ``<run>/report/``. Returns the Analysis and file name → URI written.
+    under ``<run>/report/``, keeping a progress record at ``<run>/progress/aggregate-report.json``.
+    Returns the Analysis and file name → URI written.
     """
+    from kubejury.stages import ProgressTracker
+
+    tracker = ProgressTracker("aggregate", "*", "report", total=1)
+    progress_key = inputs.layout.run_progress_key("aggregate", "report")
+    inputs.storage.write_json(progress_key, tracker.record())
+    try:
+        analysis, written = _aggregate(inputs, work_dir)
+    except BaseException as exc:
+        tracker.finish("failed", f"{type(exc).__name__}: {exc}")
+        inputs.storage.write_json(progress_key, tracker.record())
+        raise
+    tracker.advance()
+    tracker.finish("succeeded", written.get("report.html", ""))
+    inputs.storage.write_json(progress_key, tracker.record())
+    return analysis, written
+
+
+def _aggregate(inputs: RunInputs, work_dir: Path | None) -> tuple[Any, dict[str, str]]:
     import tempfile
 
     import orjson

@@ -54,4 +54,6 @@ spec:
         assert f"s3run/report/{name}" in keys
     assert store.exists("s3run/spec.json")
     assert store.exists(layout.progress_key("primary", "generate", "m1"))
+    aggregate_progress = store.read_json(layout.run_progress_key("aggregate", "report"))
+    assert aggregate_progress["state"] == "succeeded" and aggregate_progress["done"] == 1
     assert f"s3://{bucket}/results/s3run/report/report.html" in captured.out
