@@ -106,7 +106,6 @@ def _now() -> str:
 # ------------------------------------------------------------------------- operator lifecycle
 
 
-@kopf.on.startup()
 async def configure(settings: kopf.OperatorSettings, memo: Any, logger: kopf.Logger, **_: Any) -> None:
     memo.kubejury = OperatorRuntime(settings=mf.WorkloadSettings.from_env(os.environ))
     settings.persistence.finalizer = FINALIZER
@@ -143,7 +142,6 @@ def configure_admission(settings: kopf.OperatorSettings, env: Mapping[str, str])
         settings.admission.managed = managed
 
 
-@kopf.on.login()
 def login(memo: Any, **kwargs: Any) -> kopf.ConnectionInfo | None:
     """API credentials: ``KUBEJURY_KUBE_SERVER`` (+ ``KUBEJURY_KUBE_TOKEN``) when set (tests, dev),
     else the Pod's service account, else the local kubeconfig. The gateway uses the same ones."""
@@ -164,7 +162,6 @@ def login(memo: Any, **kwargs: Any) -> kopf.ConnectionInfo | None:
     return info
 
 
-@kopf.on.cleanup()
 async def shutdown(memo: Any, **_: Any) -> None:
     runtime = getattr(memo, "kubejury", None)
     if isinstance(runtime, OperatorRuntime):
@@ -435,7 +432,6 @@ def run_observation(
     )
 
 
-@kopf.timer(GROUP, VERSION, PLURAL, interval=RECONCILE_INTERVAL, id="reconcile")
 async def reconcile_timer(body: kopf.Body, memo: Any, logger: kopf.Logger, **_: Any) -> None:
     with metrics.track_reconcile("timer"):
         await reconcile(_runtime(memo), body, logger)
@@ -444,7 +440,6 @@ async def reconcile_timer(body: kopf.Body, memo: Any, logger: kopf.Logger, **_: 
 # ----------------------------------------------------------------------------------- delete
 
 
-@kopf.on.delete(GROUP, VERSION, PLURAL, id="cleanup")
 async def on_delete(body: kopf.Body, memo: Any, logger: kopf.Logger, **_: Any) -> None:
     with metrics.track_reconcile("delete"):
         obj = _plain(body)
@@ -517,7 +512,26 @@ async def validate(body: kopf.Body, memo: Any, **_: Any) -> None:
         raise kopf.AdmissionError(admission_message(problems), code=422)
 
 
-# kopf refuses to start with admission handlers but no webhook server, so the handler is
-# registered only when the webhook is configured (``--webhook-port`` / KUBEJURY_WEBHOOK_PORT).
-if os.environ.get("KUBEJURY_WEBHOOK_PORT"):
-    kopf.on.validate(GROUP, VERSION, PLURAL, id="validate-evalrun")(validate)
+# --------------------------------------------------------------------------------- registration
+
+
+def register(
+    registry: kopf.OperatorRegistry, *, interval: float = RECONCILE_INTERVAL, webhook: bool = False
+) -> kopf.OperatorRegistry:
+    """Register every handler on ``registry`` (tests pass their own registry and interval).
+
+    kopf refuses to start with admission handlers but no webhook server, so the validating
+    handler is registered only when the webhook is served (``webhook=True``).
+    """
+    kopf.on.startup(registry=registry)(configure)
+    kopf.on.login(registry=registry)(login)
+    kopf.on.cleanup(registry=registry)(shutdown)
+    kopf.timer(GROUP, VERSION, PLURAL, interval=interval, id="reconcile", registry=registry)(reconcile_timer)
+    kopf.on.delete(GROUP, VERSION, PLURAL, id="cleanup", registry=registry)(on_delete)
+    if webhook:
+        kopf.on.validate(GROUP, VERSION, PLURAL, id="validate-evalrun", registry=registry)(validate)
+    return registry
+
+
+# Importing this module registers the handlers on kopf's default registry, as ``kopf run`` expects.
+register(kopf.get_default_registry(), webhook=bool(os.environ.get("KUBEJURY_WEBHOOK_PORT")))

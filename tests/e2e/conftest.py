@@ -1,25 +1,18 @@
-"""Fixtures for the operator e2e tests: KMock API server, simulated cluster, stub model server, kopf.
-
-The operator's reconcile interval is shortened (``KUBEJURY_RECONCILE_INTERVAL``) before its
-handlers are imported, so a whole EvalRun completes in about a minute.
-"""
+"""Fixtures for the operator e2e tests: KMock API server, simulated cluster, stub model server, kopf."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
-import pytest
-
-os.environ.setdefault("KUBEJURY_RECONCILE_INTERVAL", "0.5")
-
 import kmock
+import pytest
 from e2e_cluster import SimulatedCluster, declare_resources
 from e2e_stub_openai import StubOpenAI
 
+RECONCILE_INTERVAL_S = 0.5
 OperatorFactory = Callable[[], contextlib.AbstractAsyncContextManager[None]]
 
 
@@ -47,7 +40,8 @@ def operator(cluster: SimulatedCluster, monkeypatch: pytest.MonkeyPatch) -> Oper
 
     from kubejury_operator import handlers
 
-    assert handlers.RECONCILE_INTERVAL <= 1.0, "handlers were imported before the e2e conftest"
+    # Its own registry with a short reconcile interval, so a whole run completes in about a minute.
+    registry = handlers.register(kopf.OperatorRegistry(), interval=RECONCILE_INTERVAL_S)
 
     @contextlib.asynccontextmanager
     async def running() -> AsyncIterator[None]:
@@ -58,6 +52,7 @@ def operator(cluster: SimulatedCluster, monkeypatch: pytest.MonkeyPatch) -> Oper
                 clusterwide=True,
                 standalone=True,
                 memo=kopf.Memo(),
+                registry=registry,
                 stop_flag=stop,
                 ready_flag=ready,
             )
