@@ -117,3 +117,44 @@ def test_run_observation_for_metrics() -> None:
     assert obs.eta_seconds == 30.0  # 60 items left at 2/s
     assert obs.stage_durations == {"generation": 600.0}
     assert obs.progress["judging"].total == 80
+
+
+@pytest.mark.parametrize(
+    ("example", "nodes"),
+    [("evalrun-kind-cpu.yaml", "cpu-only.json"), ("evalrun-study.yaml", "mixed-cluster.json")],
+)
+def test_examples_plan_into_valid_objects(example: str, nodes: str) -> None:
+    """The shipped examples on the shipped node lists: first reconcile's objects are valid Kubernetes."""
+    import kubernetes_validate
+    import yaml
+
+    from kubejury_operator import handlers
+    from kubejury_operator.manifests import WorkloadSettings
+    from kubejury_operator.reconcile import DeploymentState, Observed, plan, run_inputs
+
+    body = yaml.safe_load((REPO / "examples" / example).read_text())
+    body["metadata"]["uid"] = "u-1"
+    evalrun = parse_evalrun(body)
+    node_items = json.loads((REPO / "examples" / "nodes" / nodes).read_text())["items"]
+    run = run_inputs(body, evalrun, handlers.compute_placements(evalrun, node_items), WorkloadSettings())
+    first = plan(run, Observed(), {}, "2026-11-30T02:00:00Z")
+    unschedulable = [n for n, p in first.status["placement"].items() if not p["schedulable"]]
+    assert not unschedulable, first.status["placement"]
+    created = [a.manifest for a in first.actions if a.manifest is not None]
+    assert {m["kind"] for m in created} >= {"ConfigMap", "Deployment", "Service"}
+    # every server ready: the generation Jobs follow
+    ready = {m["metadata"]["name"]: DeploymentState(1, 1) for m in created if m["kind"] == "Deployment"}
+    second = plan(run, Observed(deployments=ready), first.status, "2026-11-30T02:01:00Z")
+    created += [a.manifest for a in second.actions if a.manifest is not None and a.kind == "Job"]
+    assert any(m["kind"] == "Job" for m in created)
+    for manifest in created:
+        for version in ("1.29", kubernetes_validate.latest_version()):
+            kubernetes_validate.validate(manifest, version, strict=True)
+    if example == "evalrun-kind-cpu.yaml":
+        # sameAs judges share the models' servers: two Deployments, no GPUs
+        deployments = [m for m in created if m["kind"] == "Deployment"]
+        assert len(deployments) == 2
+        for dep in deployments:
+            container = dep["spec"]["template"]["spec"]["containers"][0]
+            assert "nvidia.com/gpu" not in container["resources"].get("limits", {})
+            assert container["args"][container["args"].index("--hf-repo") + 1].endswith(":Q4_K_M")
