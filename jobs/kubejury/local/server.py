@@ -4,7 +4,7 @@
 would run the same server (same GGUF file, chat format, context size and extra arguments — e.g.
 three judges that are all the embedded model) share one process. Each server listens on a free
 127.0.0.1 port and is stopped when the ``with`` block ends, on success, on error and on Ctrl-C; on
-Linux the child also gets SIGTERM if this process is killed outright (``PR_SET_PDEATHSIG``), so a
+Linux the child also gets SIGKILL if this process is killed outright (``PR_SET_PDEATHSIG``), so a
 killed run never leaves a server behind.
 """
 
@@ -146,10 +146,14 @@ def server_command(plan: ServerPlan, port: int, *, threads: int, python: str = s
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    """Ask Linux to SIGTERM the server when the process that started it dies (even by SIGKILL)."""
+    """Ask Linux to SIGKILL the server when the process that started it dies (even by SIGKILL).
+
+    SIGKILL, not SIGTERM: on SIGTERM uvicorn waits for the request in progress, and a rambling
+    generation can take minutes. The server keeps no state worth a graceful exit.
+    """
     with contextlib.suppress(Exception):
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 @dataclass
@@ -239,8 +243,8 @@ class LlamaServer:
         data = self.log_path.read_bytes()[-_LOG_TAIL_CHARS:]
         return data.decode("utf-8", "replace")
 
-    def stop(self, timeout_s: float = 10.0) -> None:
-        """Terminate (then kill) the process; safe to call twice."""
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Terminate (then, after ``timeout_s``, kill) the process; safe to call twice."""
         process, self.process = self.process, None
         if process is not None and process.poll() is None:
             with contextlib.suppress(ProcessLookupError):

@@ -146,7 +146,9 @@ async def probe(base_url: str, runtime: str = "llamacpp") -> dict[str, float | N
     from kubejury.testing.adversarial import probe_judge
 
     async with ChatClient(base_url, runtime=runtime, settings=ClientSettings(max_in_flight=2)) as client:
-        result = await probe_judge(client, "embedded-judge")
+        result = await probe_judge(
+            client, "embedded-judge", sampling_fields={"max_tokens": 160, "temperature": 0.0, "seed": 0}
+        )
     return result.scores
 
 
