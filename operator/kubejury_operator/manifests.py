@@ -534,17 +534,22 @@ def _server_container(
         health = "/health"
     elif endpoint.runtime == "ollama":
         image = settings.ollama_image
-        # Ollama serves first, then pulls the model; the readiness probe (below) passes once the
-        # model is present, so the Service only routes to a pod that can answer.
+        # Ollama serves first, then pulls the tag (``ollama://<tag>``) and, when requests name the
+        # model differently (servedModel), copies it to that name; the readiness probe (below)
+        # passes once the model is there, so the Service only routes to a pod that can answer.
+        tag = endpoint.source.removeprefix("ollama://") if endpoint.source.startswith("ollama://") else ""
         command = ["/bin/sh", "-c"]
         args = [
             "ollama serve & pid=$!; until ollama list >/dev/null 2>&1; do sleep 1; done; "
-            'ollama pull "$KUBEJURY_OLLAMA_MODEL" || exit 1; wait "$pid"'
+            'src="${KUBEJURY_OLLAMA_SOURCE:-$KUBEJURY_OLLAMA_MODEL}"; ollama pull "$src" || exit 1; '
+            'if [ "$src" != "$KUBEJURY_OLLAMA_MODEL" ]; then ollama cp "$src" "$KUBEJURY_OLLAMA_MODEL" || exit 1; fi; '
+            'wait "$pid"'
         ]
         env += [
             {"name": "OLLAMA_HOST", "value": f"0.0.0.0:{SERVING_PORT}"},
             {"name": "OLLAMA_MODELS", "value": f"{cache}/ollama"},
             {"name": "KUBEJURY_OLLAMA_MODEL", "value": endpoint.served_model},
+            {"name": "KUBEJURY_OLLAMA_SOURCE", "value": tag or endpoint.served_model},
         ]
         health = "/"
     else:

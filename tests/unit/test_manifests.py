@@ -217,6 +217,11 @@ def test_gguf_runtimes() -> None:
     assert "--n-gpu-layers" not in cpu["args"]
     ollama = _container(m.model_deployment(RUN, OLLAMA, 1, SETTINGS))
     assert {"name": "KUBEJURY_OLLAMA_MODEL", "value": "llama3.1:8b"} in ollama["env"]
+    assert {"name": "KUBEJURY_OLLAMA_SOURCE", "value": "llama3.1:8b"} in ollama["env"]
+    renamed = m.Endpoint(**{**OLLAMA.__dict__, "served_model": "llama"})
+    env = _container(m.model_deployment(RUN, renamed, 1, SETTINGS))["env"]
+    assert {"name": "KUBEJURY_OLLAMA_SOURCE", "value": "llama3.1:8b"} in env
+    assert {"name": "KUBEJURY_OLLAMA_MODEL", "value": "llama"} in env
 
 
 def test_openai_runtime_gets_no_workload() -> None:
