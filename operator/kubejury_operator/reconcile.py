@@ -746,6 +746,21 @@ def run_settings(base: WorkloadSettings, spec: Any) -> WorkloadSettings:
 
 def _endpoint(entry: Any, key: str, placement: PlacementDecision | None) -> Endpoint:
     secret = entry.api_key_secret_ref
+    source = entry.source or ""
+    if (
+        entry.runtime != "openai"
+        and (source.startswith("embedded://") or entry.gguf_path)
+        and placement is not None
+    ):
+        # The embedded model and local .gguf paths exist only on the machine running local mode.
+        placement = dataclasses.replace(
+            placement,
+            schedulable=False,
+            reason=(
+                f"source {source or entry.gguf_path} exists only in local mode (kubejury run); in a cluster "
+                "give the weights as hf://org/repo, pvc://claim/path or s3://…"
+            ),
+        )
     return Endpoint(
         key=key,
         name=entry.name,

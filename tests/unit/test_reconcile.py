@@ -602,3 +602,24 @@ def test_server_pods_waiting_for_a_node_are_reported_unschedulable() -> None:
     )
     p = plan(inputs(), stalled, {"phase": "Provisioning"}, NOW)
     assert p.phase == "Failed" and set(scales(p).values()) == {0}
+
+
+def test_local_only_sources_are_unschedulable_in_a_cluster() -> None:
+    from kubejury.spec import parse_evalrun
+
+    body = {
+        "apiVersion": "kubejury.io/v1alpha1",
+        "kind": "EvalRun",
+        "metadata": {"name": "demo", "namespace": "evals"},
+        "spec": {
+            "benchmark": {"uri": "s3://b/bench.jsonl"},
+            "models": [{"name": "tiny", "runtime": "llamacpp"}],  # the embedded Gemma-3 270M
+            "judges": [{"name": "j", "runtime": "openai", "source": "https://api.example.com/v1"}],
+        },
+    }
+    evalrun = parse_evalrun(body)
+    cpu = PlacementDecision(runtime="llamacpp", quantization="q4_k_m", tensor_parallel_size=0)
+    run = run_inputs(body, evalrun, {"tiny": cpu}, mf.WorkloadSettings())
+    p = plan(run, Observed(), {}, NOW)
+    assert p.phase == "Pending" and p.actions == ()
+    assert "local mode" in condition(p, "Unschedulable")["message"]
