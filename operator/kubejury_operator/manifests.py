@@ -374,6 +374,8 @@ def _source_volume(source: str) -> tuple[str, list[dict[str, Any]], list[dict[st
         volumes = [{"name": "model-source", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}]
         mounts = [{"name": "model-source", "mountPath": "/models/src", "readOnly": True}]
         return f"/models/src/{sub}".rstrip("/"), volumes, mounts
+    if source.startswith("file://"):
+        return source.removeprefix("file://"), [], []  # a path inside the image (or an extra mount)
     return _hf_model_id(source), [], []
 
 
