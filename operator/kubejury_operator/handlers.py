@@ -358,7 +358,10 @@ async def reconcile(runtime: OperatorRuntime, body: Mapping[str, Any], logger: l
     if comparable_prev != new_status:
         await gw.patch_status("EvalRun", namespace, name, new_status)
     for event in decided.events:
-        await gw.post_event(obj, event.type, event.reason, event.message)
+        try:
+            await gw.post_event(obj, event.type, event.reason, event.message)
+        except GatewayError as exc:  # an Event is informational: never fail a reconcile over one
+            logger.warning("cannot post Event %s for %s/%s: %s", event.reason, namespace, name, exc)
     metrics.observe_run(run_observation(namespace, name, decided.status, progress))
     return decided.phase
 
