@@ -198,8 +198,14 @@ async def generate(
     series: Sequence[Series],
     options: StageOptions | None = None,
     view: ProgressView | None = None,
+    shard: tuple[int, int] | None = None,
 ) -> list[StageSummary]:
-    """Generation for every (model, series) given, concurrently; endpoints: model name → base URL."""
+    """Generation for every (model, series) given, concurrently; endpoints: model name → base URL.
+
+    ``shard=(index, count)`` asks only every ``count``-th question starting at ``index`` (one
+    completion of an Indexed Job); shards write distinct questions into the same answers folder.
+    """
+    questions = shard_questions(inputs.benchmark.questions, shard)
     coros = []
     for s in series:
         for model in models:
@@ -210,13 +216,23 @@ async def generate(
                     layout=inputs.layout,
                     model=model,
                     series=s,
-                    questions=inputs.benchmark.questions,
+                    questions=questions,
                     client=client,
                     options=options,
                     view=view,
                 )
             )
     return await _gather_stage(coros)
+
+
+def shard_questions(questions: Sequence[T], shard: tuple[int, int] | None) -> list[T]:
+    """The questions of one shard: ``questions[index::count]`` (all of them without sharding)."""
+    if shard is None:
+        return list(questions)
+    index, count = shard
+    if count < 1 or not 0 <= index < count:
+        raise ConfigError(f"shard index {index} is not within 0..{count - 1} (shards: {count})")
+    return list(questions[index::count])
 
 
 async def judge(

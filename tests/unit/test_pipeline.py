@@ -76,3 +76,13 @@ def test_filters_that_leave_nothing(tmp_path: Path) -> None:
     spec.write_text(bad)
     with pytest.raises((InputError, ConfigError)):
         pipeline.load_inputs(str(spec))
+
+
+def test_shards_partition_the_questions() -> None:
+    questions = list(range(10))
+    parts = [pipeline.shard_questions(questions, (i, 3)) for i in range(3)]
+    assert sorted(q for part in parts for q in part) == questions
+    assert parts[0] == [0, 3, 6, 9]
+    assert pipeline.shard_questions(questions, None) == questions
+    with pytest.raises(ConfigError, match="shard index 3"):
+        pipeline.shard_questions(questions, (3, 3))

@@ -14,6 +14,8 @@ option             environment             meaning
 ``--endpoint``     ``KUBEJURY_ENDPOINT``   base URL (``…/v1``) of the server; default: ``source`` for
                                            runtime openai
 ``--out``          ``KUBEJURY_OUT``        output root overriding ``spec.storage.uri``
+``--shards``       —                       generate: split the questions into N shards (Indexed Job)
+``--shard-index``  ``JOB_COMPLETION_INDEX``  generate: the shard this process asks (0-based)
 =================  ======================  ==========================================================
 
 Same functions as ``kubejury run`` (:mod:`kubejury.pipeline`); exit code 0 when the stage
@@ -70,6 +72,15 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
         parser.add_argument(
             "--model", default=_env("KUBEJURY_MODEL"), help="model name; default all (env KUBEJURY_MODEL)"
         )
+        parser.add_argument(
+            "--shards", type=int, default=1, help="split the questions into this many shards (Indexed Job)"
+        )
+        parser.add_argument(
+            "--shard-index",
+            type=int,
+            default=int(_env("JOB_COMPLETION_INDEX") or 0),
+            help="which shard this process asks (env JOB_COMPLETION_INDEX)",
+        )
     if name == "judge":
         parser.add_argument(
             "--judge", default=_env("KUBEJURY_JUDGE"), help="judge name; default all (env KUBEJURY_JUDGE)"
@@ -113,8 +124,11 @@ def run(args: argparse.Namespace) -> int:
             if view is not None:
                 view.__enter__()
             if args.command == "generate":
+                shard = (args.shard_index, args.shards) if args.shards > 1 else None
                 return list(
-                    await pipeline.generate(inputs, pool, endpoints, models=entries, series=series, view=view)
+                    await pipeline.generate(
+                        inputs, pool, endpoints, models=entries, series=series, view=view, shard=shard
+                    )
                 )
             return list(
                 await pipeline.judge(inputs, pool, endpoints, judges=entries, series=series, view=view)

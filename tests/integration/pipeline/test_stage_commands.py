@@ -1,0 +1,117 @@
+"""The operator's view: ``kubejury generate|judge|aggregate`` as separate processes, sharded generation."""
+
+from __future__ import annotations
+
+import collections
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kubejury.storage import LocalStorage, RunLayout
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _kubejury(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    import os
+
+    return subprocess.run(
+        [sys.executable, "-m", "kubejury.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_sharded_generation_then_judge_then_aggregate(tmp_path: Path, stub_server: Any) -> None:
+    spec = tmp_path / "stages.yaml"
+    spec.write_text(
+        f"""apiVersion: kubejury.io/v1alpha1
+kind: EvalRun
+metadata:
+  name: staged
+spec:
+  benchmark:
+    uri: {(REPO / "examples" / "benchmark-ru-sample.jsonl").as_uri()}
+  models:
+    - name: m1
+      runtime: vllm
+      source: hf://org/m1
+  judges:
+    - name: j1
+      runtime: vllm
+      source: hf://org/j1
+  scoring:
+    bootstrapSamples: 50
+  storage:
+    uri: {(tmp_path / "out").as_uri()}
+""",
+        encoding="utf-8",
+    )
+    # Three completions of an Indexed Job; the endpoint comes from the environment like in a Pod.
+    for index in range(3):
+        done = _kubejury(
+            "generate",
+            "--evalrun",
+            str(spec),
+            "--series",
+            "primary",
+            "--model",
+            "m1",
+            "--shards",
+            "3",
+            env={"JOB_COMPLETION_INDEX": str(index), "KUBEJURY_ENDPOINT": stub_server.base_url},
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "generate primary/m1" in done.stdout
+    store, layout = LocalStorage(tmp_path / "out"), RunLayout("staged")
+    ids = [r["question_id"] for r in store.read_jsonl(layout.answers_prefix("primary", "m1"))]
+    assert len(ids) == 96 and max(collections.Counter(ids).values()) == 1
+
+    judged = _kubejury("judge", "--evalrun", str(spec), "--judge", "j1", "--endpoint", stub_server.base_url)
+    assert judged.returncode == 0, judged.stderr[-2000:]
+    assert len(list(store.read_jsonl(layout.judgments_prefix("primary", "j1")))) == 96
+
+    aggregated = _kubejury("aggregate", "--evalrun", str(spec))
+    assert aggregated.returncode == 0, aggregated.stderr[-2000:]
+    assert (tmp_path / "out" / "staged" / "report" / "report.html").is_file()
+
+
+def test_unreachable_endpoint_exits_3_and_keeps_nothing_half_done(tmp_path: Path) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        f"""apiVersion: kubejury.io/v1alpha1
+kind: EvalRun
+metadata:
+  name: down
+spec:
+  benchmark:
+    uri: {(REPO / "examples" / "benchmark-ru-sample.jsonl").as_uri()}
+    filters: {{limitPerCell: 1, domains: [law]}}
+  models:
+    - name: m1
+      runtime: openai
+      source: http://127.0.0.1:9/v1
+  judges:
+    - name: j1
+      runtime: openai
+      source: http://127.0.0.1:9/v1
+  concurrency: {{maxAttempts: 1}}
+  storage:
+    uri: {(tmp_path / "out").as_uri()}
+""",
+        encoding="utf-8",
+    )
+    done = _kubejury("generate", "--evalrun", str(spec))
+    assert done.returncode == 3, done.stderr[-2000:]
+    assert "could not be reached" in done.stderr
+    store, layout = LocalStorage(tmp_path / "out"), RunLayout("down")
+    assert list(store.read_jsonl(layout.answers_prefix("primary", "m1"))) == []
+    progress = store.read_json(layout.progress_key("primary", "generate", "m1"))
+    assert progress["state"] == "failed"
