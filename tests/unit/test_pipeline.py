@@ -52,8 +52,8 @@ def test_load_inputs_applies_filters_and_writes_nothing(tmp_path: Path) -> None:
     shutil.copy(REPO / "examples" / "benchmark-ru-sample.jsonl", tmp_path / "benchmark-ru-sample.jsonl")
     out = tmp_path / "out"
     inputs = pipeline.load_inputs(str(tmp_path / "quickstart.yaml"), out=str(out))
-    assert len(inputs.benchmark.questions) == 12  # 4 domains x 3 levels x limitPerCell 1
-    assert len(set(inputs.benchmark.domains)) == 4
+    assert len(inputs.benchmark.questions) == 12  # 2 domains x 3 levels x limitPerCell 2
+    assert len(set(inputs.benchmark.domains)) == 2
     assert inputs.layout.run == "quickstart"
     assert not out.exists()
     assert pipeline.record_spec(inputs) is True
@@ -66,13 +66,13 @@ def test_filters_that_leave_nothing(tmp_path: Path) -> None:
     spec = tmp_path / "s.yaml"
     spec.write_text(
         text.replace(
-            "      limitPerCell: 1", "      levels: [3]\n      domains: [law]\n      limitPerCell: 1"
+            "      domains: [law, general-internal-medicine]", "      levels: [3]\n      domains: [law]"
         )
     )
     shutil.copy(REPO / "examples" / "benchmark-ru-sample.jsonl", tmp_path / "benchmark-ru-sample.jsonl")
     inputs = pipeline.load_inputs(str(spec))
-    assert [q.id for q in inputs.benchmark.questions] == ["law-3-01"]
-    bad = text.replace("      limitPerCell: 1", "      levels: [4]")
+    assert [q.id for q in inputs.benchmark.questions] == ["law-3-01", "law-3-02"]
+    bad = text.replace("      limitPerCell: 2", "      levels: [4]")
     spec.write_text(bad)
     with pytest.raises((InputError, ConfigError)):
         pipeline.load_inputs(str(spec))

@@ -40,7 +40,7 @@ def test_unknown_field_in_spec(workdir: Path, capsys: pytest.CaptureFixture[str]
     )
     code, err = _run(args, capsys)
     assert code == 2
-    assert str(spec) in err and "spec.models[0].quantisation" in err and "line 28" in err
+    assert str(spec) in err and "spec.models[0].quantisation" in err and "line 32" in err
     assert "unknown field" in err
     assert not out.exists()
 
@@ -73,7 +73,9 @@ def test_missing_benchmark_file(workdir: Path, capsys: pytest.CaptureFixture[str
 def test_filter_naming_unknown_domain(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = workdir / "quickstart.yaml"
     spec.write_text(
-        QUICKSTART.replace("      limitPerCell: 1", "      limitPerCell: 1\n      domains: [law, astrology]"),
+        QUICKSTART.replace(
+            "      domains: [law, general-internal-medicine]", "      domains: [law, astrology]"
+        ),
         encoding="utf-8",
     )
     out = workdir / "out"
