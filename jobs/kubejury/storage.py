@@ -27,7 +27,6 @@ import contextlib
 import io
 import os
 import re
-import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -219,7 +218,9 @@ class LocalStorage(Storage):
     def write_bytes(self, key: str, data: bytes) -> None:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, suffix="-" + path.name, dir=path.parent)
+        # Not mkstemp: its files are 0600; this one gets the usual permissions (0666 minus umask).
+        tmp = str(path.parent / f"{_TMP_PREFIX}{uuid.uuid4().hex}-{path.name}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)

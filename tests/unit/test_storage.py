@@ -36,6 +36,15 @@ def test_overwrite_is_atomic_and_leaves_no_temp_files(tmp_path: Path) -> None:
     assert os.listdir(tmp_path / "x") == ["obj"]
 
 
+def test_written_files_get_umask_permissions(tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        LocalStorage(tmp_path).write_bytes("r/report.html", b"<html/>")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "r" / "report.html").stat().st_mode & 0o777 == 0o644
+
+
 def test_failed_write_keeps_old_object(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = LocalStorage(tmp_path)
     store.write_bytes("obj", b"old")
