@@ -152,3 +152,39 @@ def test_prompt_injection_set_through_embedded_judge(tmp_path: Path) -> None:
     for result in results.values():
         assert len(result.scores) == len(adversarial.QUESTION_IDS)
         assert all(s is None or 0 <= s <= 10 for s in result.scores)
+
+
+def test_ctrl_c_stops_the_run_and_its_server(tmp_path: Path) -> None:
+    spec = tmp_path / "tiny.yaml"
+    spec.write_text(TINY.replace("name: tiny", "name: interrupted"), encoding="utf-8")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kubejury.cli",
+            "run",
+            str(spec),
+            "--out",
+            str(tmp_path / "out"),
+            "--no-progress",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    port = None
+    while port is None:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        match = _URL.search(line)
+        if match:
+            port = int(match.group(1))
+    assert port is not None, "the run never started its server"
+    time.sleep(5)  # generation is under way
+    proc.send_signal(signal.SIGINT)
+    rest = proc.stderr.read()
+    assert proc.wait(60) == 130
+    assert "run the same command again to resume" in rest
+    assert not _port_open(port)
