@@ -88,3 +88,10 @@ def test_mapping_document_maps_ids_back() -> None:
     doc = mapping_document(ids, 1, "primary")
     assert doc["ids"] == {v: k for k, v in ids.items()}
     assert doc["seed"] == 1 and doc["series"] == "primary"
+
+
+def test_long_sentences_are_bounded() -> None:
+    # a self-identification followed by a very long unpunctuated tail: only a bounded part goes
+    tail = "and more words " * 40
+    out = Scrubber(RUN_MODELS).scrub(f"I am Qwen {tail}. Three years.")
+    assert "Qwen" not in out and out.endswith("Three years.")
