@@ -282,6 +282,32 @@ def _fmt_stages(stages: dict[str, float]) -> str:
     return ", ".join(f"{k} {v:.2f}" for k, v in stages.items())
 
 
+HISTORY_HEADING = "## All runs (kubejury end to end; newest last)"
+
+
+def _history(path: Path) -> list[str]:
+    """The run lines of an earlier results file, so every measurement stays on record."""
+    if not path.exists():
+        return []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    if HISTORY_HEADING not in lines:
+        return []
+    return [line for line in lines[lines.index(HISTORY_HEADING) + 1 :] if line.startswith("- ")]
+
+
+def _history_line(load: str, results: dict[str, dict[str, Any]]) -> str:
+    parts = []
+    for name, ours in results.items():
+        if "error" in ours:
+            parts.append(f"{name}: failed ({ours['error']})")
+        else:
+            parts.append(
+                f"{name}: {ours['wall_s']:.2f} s wall, {ours['cpu_s']:.2f} s CPU, {ours['peak_rss_mib']:.0f} MiB"
+            )
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    return f"- {stamp}, load {load}: " + "; ".join(parts)
+
+
 def _row(scale: Scale, size: int, ours: dict[str, Any], theirs: dict[str, Any]) -> str:
     if "error" in ours:
         return f"| {scale.name} | {scale.judgments:,} | kubejury failed: {ours['error']} |" + " |" * 8
@@ -326,6 +352,7 @@ def main() -> int:
     scales = [SCALES[s] for s in (args.scale or ["study", "10m"])]
     rows: list[str] = []
     notes: list[str] = []
+    scale_results: dict[str, dict[str, Any]] = {}
     load_before = _load()
     for scale in scales:
         t = time.perf_counter()
@@ -341,8 +368,15 @@ def main() -> int:
         )
         print(f"[{scale.name}] pandas:   {json.dumps({k: v for k, v in theirs.items() if k != 'weighted'})}")
         rows.append(_row(scale, size, ours, theirs))
+        scale_results[scale.name] = ours
         if "leading_group_sizes" in ours:
-            notes.append(f"{scale.name}: leading-group size per series {ours['leading_group_sizes']}")
+            cpu = ours["stage_cpu_s"]
+            estimate = cpu["read"] / 2 + cpu["cubes"] + cpu["score"] + cpu["bootstrap"]
+            notes.append(
+                f"{scale.name}: leading-group size per series {ours['leading_group_sizes']}; from the CPU seconds,"
+                f" 2 idle cores would need about {estimate:.1f} s (read CPU / 2 + the rest; an estimate, not a"
+                " measurement)"
+            )
     load_after = _load()
 
     busy = max(float(x) for x in (load_before.split(" / ")[0], load_after.split(" / ")[0]))
@@ -382,6 +416,7 @@ def main() -> int:
             "on 2 idle cores the read stage (polars parses on both) takes about half its CPU time, the rest about",
             "its CPU time.",
         ]
+    text += ["", HISTORY_HEADING, "", *_history(args.out), _history_line(load_before, scale_results)]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(text) + "\n", encoding="utf-8")
     print("\n".join(text))
