@@ -29,9 +29,11 @@ def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]
 @pytest.mark.parametrize("command", ["run", "generate", "judge", "aggregate"])
 def test_unknown_field_in_spec(workdir: Path, capsys: pytest.CaptureFixture[str], command: str) -> None:
     spec = workdir / "bad.yaml"
-    spec.write_text(
-        QUICKSTART.replace("      quantization: Q4_K_M\n", "      quantisation: Q4_K_M\n"), encoding="utf-8"
-    )
+    bad_text = QUICKSTART.replace("      quantization: Q4_K_M\n", "      quantisation: Q4_K_M\n", 1)
+    assert bad_text != QUICKSTART, "the quickstart no longer has the line this test misspells"
+    spec.write_text(bad_text, encoding="utf-8")
+    # The line of the misspelt key, counted here so that editing the quickstart keeps the test honest.
+    bad_line = bad_text.splitlines().index("      quantisation: Q4_K_M") + 1
     out = workdir / "out"
     args = (
         [command, str(spec), "--out", str(out)]
@@ -40,7 +42,7 @@ def test_unknown_field_in_spec(workdir: Path, capsys: pytest.CaptureFixture[str]
     )
     code, err = _run(args, capsys)
     assert code == 2
-    assert str(spec) in err and "spec.models[0].quantisation" in err and "line 32" in err
+    assert str(spec) in err and "spec.models[0].quantisation" in err and f"line {bad_line}" in err
     assert "unknown field" in err
     assert not out.exists()
 
