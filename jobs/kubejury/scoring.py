@@ -20,9 +20,9 @@ from kubejury.errors import ConfigError
 
 DEFAULT_LEVEL_WEIGHTS: dict[int, float] = {1: 0.6, 2: 0.8, 3: 1.0}
 
-# Two values equal to this many decimal places are a tie (for ranking and domain leaders), so
-# that the order does not depend on floating-point summation order.
-TIE_DECIMALS = 9
+# Two values within this absolute distance of each other are a tie (for ranking and domain
+# leaders), so that the order does not depend on floating-point summation order.
+TIE_TOLERANCE = 1e-9
 
 # The tier of a model that no rule matches (only possible when the rules have no catch-all).
 NO_TIER = "-"
@@ -181,14 +181,27 @@ def level_scores_from_cells(cell_means: FloatArray) -> FloatArray:
         return np.where(count > 0, total / np.maximum(count, 1), np.nan)
 
 
-def _tie_key(value: float) -> float:
-    """Sort key that puts NaN last and treats values equal to TIE_DECIMALS places as equal."""
-    return math.inf if math.isnan(value) else -round(value, TIE_DECIMALS)
+def _tied_with_best(candidates: Sequence[int], values: FloatArray) -> list[int]:
+    """The candidates within TIE_TOLERANCE of the best (largest) value among them.
+
+    An absolute tolerance measured from the best, not rounding: two means that are equal in exact
+    arithmetic can differ in their last bit and straddle a rounding edge.
+    """
+    best = max(float(values[i]) for i in candidates)
+    return [i for i in candidates if best - float(values[i]) <= TIE_TOLERANCE]
 
 
 def rank_models(models: Sequence[str], weighted: FloatArray) -> tuple[str, ...]:
-    """Models by W descending; ties (to TIE_DECIMALS places) by name; undefined W last."""
-    order = sorted(range(len(models)), key=lambda i: (_tie_key(float(weighted[i])), models[i]))
+    """Models by W descending; ties (within TIE_TOLERANCE of the best remaining) by name; undefined W last."""
+    remaining = [i for i in range(len(models)) if not math.isnan(float(weighted[i]))]
+    order: list[int] = []
+    while remaining:
+        tied = _tied_with_best(remaining, weighted)
+        order.extend(sorted(tied, key=lambda i: models[i]))
+        tied_set = set(tied)
+        remaining = [i for i in remaining if i not in tied_set]
+    undefined = [i for i in range(len(models)) if math.isnan(float(weighted[i]))]
+    order.extend(sorted(undefined, key=lambda i: models[i]))
     return tuple(models[i] for i in order)
 
 
@@ -204,11 +217,11 @@ def domain_leaders(
         candidates = [i for i in range(len(models)) if not math.isnan(float(domain_weighted[i, d]))]
         if not candidates:
             continue
-        best = min(
-            candidates,
-            key=lambda i: (_tie_key(float(domain_weighted[i, d])), _tie_key(float(weighted[i])), models[i]),
-        )
-        leaders[domain] = models[best]
+        tied = _tied_with_best(candidates, domain_weighted[:, d])
+        with_w = [i for i in tied if not math.isnan(float(weighted[i]))]
+        if with_w:
+            tied = _tied_with_best(with_w, weighted)
+        leaders[domain] = models[min(tied, key=lambda i: models[i])]
     return leaders
 
 

@@ -29,9 +29,9 @@ Readings of the issue where it is ambiguous (each is checked against the product
   delta = W(series) − W(primary), undefined when either is.
 
 docs/method.md (read only after this module was written) settles each of these cases the same
-way, and the product agrees with the reference on all of them. The one disagreement found is in
-the tie rule: the product compares values rounded to 9 decimals, so two exactly equal values whose
-doubles straddle a rounding boundary are not a tie (``ROUNDING_TIE_BUG``, strict xfail tests).
+way, and the product agrees with the reference on all of them. The one disagreement this file found
+(ties decided on values rounded to 9 decimals, so exactly equal values whose doubles straddle a
+rounding edge were not a tie) is fixed; the two tests at the end keep it fixed.
 """
 
 from __future__ import annotations
@@ -623,21 +623,14 @@ def test_domain_tie_goes_to_the_higher_w_then_to_the_name() -> None:
 # (7.000000005500001), and rounding to 9 places sends the two to 7.000000005 and 7.000000006.
 EXACT = (7.0000000055, 7.0000000055)
 SPLIT = (6.0000000055, 8.0000000055)
-ROUNDING_TIE_BUG = (
-    "scoring._tie_key compares round(value, 9): two values equal in exact arithmetic whose doubles "
-    "differ by one ulp across a rounding boundary (7.0000000055 vs 7.000000005500001 → 7.000000005 vs "
-    "7.000000006) are not a tie, so the tie rule (name; for leaders: higher W, then name) is skipped"
-)
 
 
-@pytest.mark.xfail(strict=True, reason=ROUNDING_TIE_BUG)
 def test_exact_tie_in_w_at_a_rounding_boundary_is_still_ranked_by_name() -> None:
     records = [*panel("alpha", {"x-1": EXACT}), *panel("beta", {"x-1": SPLIT})]
     doc = assert_agrees(records, TIE_BENCH)
     assert doc["series"]["default"]["ranking"] == ["alpha", "beta"]
 
 
-@pytest.mark.xfail(strict=True, reason=ROUNDING_TIE_BUG)
 def test_exact_tie_in_domain_w_at_a_rounding_boundary_goes_to_the_higher_w() -> None:
     # Domain x: alpha and beta tie exactly; alpha has the higher overall W (domain y), so leads x.
     records = [
