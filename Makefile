@@ -71,8 +71,10 @@ test: lint typecheck pytest
 crds: $(STAMP)
 	$(BIN)/python -m kubejury_operator.crd --write
 
+# Side-by-side measurements; each writes its figures to benchmarks/results/.
 bench: $(STAMP)
-	$(BIN)/python benchmarks/run_all.py
+	$(BIN)/python benchmarks/aggregation.py
+	$(BIN)/python benchmarks/client_throughput.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
