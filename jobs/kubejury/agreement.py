@@ -19,7 +19,7 @@ The small statistics helpers (:func:`pearson`, :func:`spearman`,
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,7 @@ import krippendorff
 import numpy as np
 
 from kubejury.cube import BoolArray, FloatArray, IntArray, ScoreCube
+from kubejury.jsonable import to_json
 
 KAPPA_MIN_SCORE = 0
 KAPPA_MAX_SCORE = 10
@@ -39,26 +40,8 @@ DEFAULT_MAX_ALPHA_UNITS = 100_000
 
 
 def json_value(value: Any) -> Any:
-    """``value`` as plain JSON types: NaN/inf → ``None``, numpy scalars → Python, tuples → lists."""
-    if value is None or isinstance(value, bool | str):
-        return value
-    if isinstance(value, np.bool_):
-        return bool(value)
-    if isinstance(value, int | np.integer):
-        return int(value)
-    if isinstance(value, float | np.floating):
-        number = float(value)
-        return number if math.isfinite(number) else None
-    if isinstance(value, np.ndarray):
-        return [json_value(item) for item in value.tolist()]
-    if isinstance(value, Mapping):
-        return {str(key): json_value(item) for key, item in value.items()}
-    if isinstance(value, Sequence):
-        return [json_value(item) for item in value]
-    to_dict = getattr(value, "to_dict", None)
-    if callable(to_dict):
-        return to_dict()
-    raise TypeError(f"cannot turn {type(value).__name__} into JSON")
+    """``value`` as plain JSON types, unrounded (see :func:`kubejury.jsonable.to_json`)."""
+    return to_json(value)
 
 
 def _finite_or_nan(value: float) -> float:

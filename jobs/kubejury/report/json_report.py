@@ -11,14 +11,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from kubejury import __version__
 from kubejury.cube import FloatArray
+from kubejury.jsonable import to_json
 
 if TYPE_CHECKING:
     from kubejury.aggregate import Analysis, SeriesAnalysis
@@ -30,30 +29,7 @@ SCHEMA_PATH = Path(__file__).with_name("report.schema.json")
 
 def clean(value: Any, decimals: int = DECIMALS) -> Any:
     """``value`` as plain JSON: floats rounded, NaN/inf → ``None``, numpy → Python, keys → str."""
-    if value is None or isinstance(value, bool | str):
-        return value
-    if isinstance(value, np.bool_):
-        return bool(value)
-    if isinstance(value, int | np.integer):
-        return int(value)
-    if isinstance(value, float | np.floating):
-        number = float(value)
-        if not math.isfinite(number):
-            return None
-        rounded = round(number, decimals)
-        return 0.0 if rounded == 0 else rounded  # no "-0.0"
-    if isinstance(value, np.ndarray):
-        return clean(value.tolist(), decimals)
-    if isinstance(value, Mapping):
-        return {str(k): clean(v, decimals) for k, v in value.items()}
-    if isinstance(value, Sequence):
-        return [clean(v, decimals) for v in value]
-    to_dict = getattr(value, "to_dict", None)
-    if callable(to_dict):
-        return clean(to_dict(), decimals)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return clean({f.name: getattr(value, f.name) for f in dataclasses.fields(value)}, decimals)
-    raise TypeError(f"cannot put {type(value).__name__} into report.json")
+    return to_json(value, decimals)
 
 
 def dumps(document: Mapping[str, Any]) -> str:
