@@ -547,6 +547,7 @@ def report(
                 ratios.append(f"- kubejury ÷ {other}: " + ", ".join(parts))
             lines += ["", "Ratios of medians:", "", *ratios]
         lines.append("")
+    lines += targets_section(rows)
     lines += [
         "## Contention",
         "",
@@ -558,6 +559,53 @@ def report(
         "",
     ]
     return "\n".join(lines)
+
+
+def targets_section(rows: dict[float, dict[str, list[dict[str, Any]]]]) -> list[str]:
+    """The pipeline issue's targets against this run's medians (kubejury's generation stage)."""
+    out = ["## Targets (pipeline issue) against this run's medians", ""]
+
+    def check(label: str, value: float | None, ok: bool | None, shown: str) -> None:
+        verdict = "n/a" if ok is None else ("met" if ok else "**not met**")
+        out.append(f"- {label}: {shown if value is not None else '—'} → {verdict}")
+
+    slow, fast = rows.get(0.2, {}), rows.get(0.0, {})
+    kj_slow, kj_fast = slow.get("kubejury", []), fast.get("kubejury", [])
+    v = _med(kj_slow, "req_s")
+    check(
+        "200 ms server, ≥ 1,150 req/s at 256 in flight",
+        v,
+        None if v is None else v >= 1150,
+        f"{v or 0:,.0f} req/s",
+    )
+    for other, key in (("lm-eval", "req_s"), ("lm-eval-cli", "e2e_req_s")):
+        a, b = _med(kj_slow, key), _med(slow.get(other, []), key)
+        ratio = a / b if a is not None and b else None
+        check(
+            f"200 ms server, ≥ 5× {other} ({'request phase' if key == 'req_s' else 'end to end'})",
+            ratio,
+            None if ratio is None else ratio >= 5,
+            f"{ratio or 0:.1f}×",
+        )
+    v = _med(kj_fast, "req_s")
+    check(
+        "instant server, ≥ 2,000 req/s on one core",
+        v,
+        None if v is None else v >= 2000,
+        f"{v or 0:,.0f} req/s",
+    )
+    v = _med(kj_fast, "cpu_ms_req")
+    check("instant server, ≤ 0.5 CPU-ms per request", v, None if v is None else v <= 0.5, f"{v or 0:.3f} ms")
+    for label, runs in (("instant", kj_fast), ("200 ms", kj_slow)):
+        v = _med(runs, "startup_s")
+        check(
+            f"start-up to first request < 1 s ({label} server runs)",
+            v,
+            None if v is None else v < 1.0,
+            f"{v or 0:.2f} s",
+        )
+    out.append("")
+    return out
 
 
 def parent(args: argparse.Namespace) -> int:
@@ -605,6 +653,10 @@ def parent(args: argparse.Namespace) -> int:
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(text, encoding="utf-8")
+        raw = {"rows": {str(k): v for k, v in rows.items()}, "notes": notes, "argv": args.argv}
+        Path(args.out).with_suffix(".json").write_text(
+            json.dumps(raw, indent=1, default=str), encoding="utf-8"
+        )
         print(f"wrote {args.out}")
     else:
         print(text)
