@@ -154,3 +154,10 @@ def test_all_tens_render_without_errors() -> None:
     html = files["report.html"].decode()
     for kind in ("forest", "levels", "domains", "judges"):
         assert f'data-plot="{kind}-s"' in html
+
+
+def test_a_single_model_is_not_said_to_beat_other_models() -> None:
+    alone = cube("s", ("only",), ("j1", "j2"), [[[8, 9], [6, 7], [5, 5], [7, 8]]])
+    markdown = render_all(analyse_cubes(BENCHMARK, {"s": alone}, CONFIG))["report.md"].decode()
+    assert "ahead of every other model" not in markdown
+    assert "the only model in this series" in markdown

@@ -687,8 +687,10 @@ def _summary(report: ReportView) -> list[Block]:
                     "the order within this leading group is not established."
                 )
             )
-        else:
+        elif len(view.rows) > 1:
             blocks.append(para("It is ahead of every other model at 95% (paired bootstrap over questions)."))
+        else:
+            blocks.append(para("It is the only model in this series: there is nothing to rank it against."))
     selection = as_mapping(view.selection)
     robust = selection.get("most_robust")
     robust_row = view.row(str(robust)) if robust else None
