@@ -100,6 +100,7 @@ def _print_summaries(summaries: list[StageSummary]) -> None:
 def run(args: argparse.Namespace) -> int:
     from kubejury.client import EndpointPool
     from kubejury.stages import EndpointUnavailable, RichProgressView, run_async
+    from kubejury.stages.runner import Terminated
 
     inputs = pipeline.load_inputs(args.evalrun, out=args.out)
     spec = inputs.evalrun.spec
@@ -143,5 +144,8 @@ def run(args: argparse.Namespace) -> int:
     except EndpointUnavailable as exc:
         print(f"kubejury {args.command}: {exc}", file=sys.stderr)
         return 3
+    except Terminated as exc:
+        print(f"kubejury {args.command}: {exc}", file=sys.stderr)
+        return Terminated.exit_code
     _print_summaries(summaries)
     return 0

@@ -115,3 +115,58 @@ spec:
     assert list(store.read_jsonl(layout.answers_prefix("primary", "m1"))) == []
     progress = store.read_json(layout.progress_key("primary", "generate", "m1"))
     assert progress["state"] == "failed"
+
+
+def test_sigterm_flushes_what_is_done_and_a_rerun_finishes_the_rest(tmp_path: Path, stub_server: Any) -> None:
+    """A Pod being stopped gets SIGTERM: the stage writes its buffered answers before it exits."""
+    import os
+    import signal
+    import time
+
+    server = stub_server
+    server.latency_s = 0.1  # 96 questions, 4 in flight: about 2.5 s of work
+    spec = tmp_path / "term.yaml"
+    spec.write_text(
+        f"""apiVersion: kubejury.io/v1alpha1
+kind: EvalRun
+metadata:
+  name: term
+spec:
+  benchmark:
+    uri: {(REPO / "examples" / "benchmark-ru-sample.jsonl").as_uri()}
+  models:
+    - name: m1
+      runtime: vllm
+      source: hf://org/m1
+  judges:
+    - name: j1
+      runtime: vllm
+      source: hf://org/j1
+  concurrency:
+    requestsPerEndpoint: 4
+  storage:
+    uri: {(tmp_path / "out").as_uri()}
+""",
+        encoding="utf-8",
+    )
+    args = [sys.executable, "-m", "kubejury.cli", "generate", "--evalrun", str(spec), "--model", "m1"]
+    env = {**os.environ, "KUBEJURY_ENDPOINT": server.base_url}
+    process = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while server.requests < 12 and time.monotonic() < deadline:  # some answers done, none flushed yet
+        time.sleep(0.02)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 143, stderr[-2000:]
+    assert "SIGTERM" in stderr
+    store, layout = LocalStorage(tmp_path / "out"), RunLayout("term")
+    prefix = layout.answers_prefix("primary", "m1")
+    stored = [r["question_id"] for r in store.read_jsonl(prefix)]
+    # Fewer than the shard size (500) and well within the 5 s flush interval: only the
+    # SIGTERM path can have written these.
+    assert 0 < len(stored) < 96
+
+    rerun = subprocess.run(args, env=env, capture_output=True, text=True, timeout=120)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    final = [r["question_id"] for r in store.read_jsonl(prefix)]
+    assert len(final) == 96 and max(collections.Counter(final).values()) == 1
