@@ -220,6 +220,7 @@ async def generate(
                     client=client,
                     options=options,
                     view=view,
+                    shard=shard,
                 )
             )
     return await _gather_stage(coros)

@@ -563,8 +563,11 @@ class RunLayout:
     def anonymization_key(self, series: str) -> str:
         return f"{self.series_prefix(series)}/anonymization/mapping.json"
 
-    def progress_key(self, series: str, stage: str, name: str) -> str:
-        return f"{self.series_prefix(series)}/progress/{safe_name(stage, 'stage')}-{safe_name(name)}.json"
+    def progress_key(self, series: str, stage: str, name: str, shard: tuple[int, int] | None = None) -> str:
+        """``…/progress/<stage>-<name>.json``; one completion of a sharded stage writes its own
+        ``<stage>-<name>.shard-<index>-of-<count>.json`` so that shards don't overwrite each other."""
+        who = safe_name(name) if shard is None else f"{safe_name(name)}.shard-{shard[0]}-of-{shard[1]}"
+        return f"{self.series_prefix(series)}/progress/{safe_name(stage, 'stage')}-{who}.json"
 
     def progress_prefix(self, series: str) -> str:
         return f"{self.series_prefix(series)}/progress/"

@@ -41,6 +41,7 @@ from kubejury_operator.reconcile import (
     ProgressKey,
     ProgressRecord,
     RunInputs,
+    collect_progress,
     deployment_state,
     job_state,
     plan,
@@ -238,13 +239,13 @@ def _read_storage(
         max_attempts=2,
     )
     layout = RunLayout(run.ref.name)
-    progress: dict[ProgressKey, ProgressRecord] = {}
+    entries: list[tuple[str, str, Mapping[str, Any]]] = []
     for series in run.series:
         for key in store.list(layout.progress_prefix(series)):
-            pk = progress_key(series, key)
-            record = store.read_json_or_none(key) if pk is not None else None
-            if pk is not None and isinstance(record, Mapping):
-                progress[pk] = ProgressRecord.from_record(record)
+            record = store.read_json_or_none(key) if progress_key(series, key) is not None else None
+            if isinstance(record, Mapping):
+                entries.append((series, key, record))
+    progress = collect_progress(entries)
     summary = None
     if want_summary:
         report = store.read_json_or_none(f"{layout.report_prefix}/report.json")

@@ -35,7 +35,8 @@ The orchestration it encodes:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -186,6 +187,7 @@ class ProgressRecord:
         done = count("done")
         total = count("total")
         complete = bool(data.get("complete") or data.get("finished")) or state in (
+            "succeeded",  # what kubejury's stages write (kubejury.stages.progress)
             "complete",
             "completed",
             "done",
@@ -899,6 +901,55 @@ def progress_key(series: str, key: str) -> ProgressKey | None:
     if normalized is None or not who:
         return None
     return (normalized, series, who)
+
+
+_SHARD_SUFFIX = re.compile(r"^(?P<who>.+)\.shard-(?P<index>\d+)-of-(?P<count>\d+)$")
+
+
+def collect_progress(
+    entries: Iterable[tuple[str, str, Mapping[str, Any]]],
+) -> dict[ProgressKey, ProgressRecord]:
+    """Progress by (stage, series, name) from ``(series, storage key, record)`` triples.
+
+    The completions of a sharded generation Job each write ``<stage>-<name>.shard-<i>-of-<n>.json``;
+    they are merged into one record: counts add up, and it is complete only when all ``n`` shards
+    have reported complete (one finished shard must not mark the model's generation done).
+    """
+    progress: dict[ProgressKey, ProgressRecord] = {}
+    shards: dict[ProgressKey, dict[int, ProgressRecord]] = {}
+    expected: dict[ProgressKey, int] = {}
+    for series, key, record in entries:
+        pk = progress_key(series, key)
+        if pk is None:
+            continue
+        match = _SHARD_SUFFIX.match(pk[2])
+        if match is None:
+            progress[pk] = ProgressRecord.from_record(record)
+            continue
+        base = (pk[0], pk[1], match["who"])
+        shards.setdefault(base, {})[int(match["index"])] = ProgressRecord.from_record(record)
+        expected[base] = max(expected.get(base, 0), int(match["count"]))
+    for base, parts in shards.items():
+        progress[base] = merge_shard_progress(list(parts.values()), expected[base])
+    return progress
+
+
+def merge_shard_progress(parts: Sequence[ProgressRecord], shard_count: int) -> ProgressRecord:
+    """One record for a sharded stage; totals only cover the shards that have reported so far."""
+    request_errors: dict[str, int] = {}
+    for part in parts:
+        for kind, count in part.request_errors.items():
+            request_errors[kind] = request_errors.get(kind, 0) + count
+    return ProgressRecord(
+        done=sum(p.done for p in parts),
+        total=sum(p.total for p in parts),
+        errors=sum(p.errors for p in parts),
+        parse_failures=sum(p.parse_failures for p in parts),
+        complete=len(parts) >= shard_count and all(p.complete for p in parts),
+        request_errors=request_errors,
+        rate_per_s=sum(p.rate_per_s for p in parts),
+        running=any(p.running for p in parts),
+    )
 
 
 def pod_scheduling_problems(pods: Sequence[Mapping[str, Any]]) -> dict[str, str]:

@@ -623,3 +623,45 @@ def test_local_only_sources_are_unschedulable_in_a_cluster() -> None:
     p = plan(run, Observed(), {}, NOW)
     assert p.phase == "Pending" and p.actions == ()
     assert "local mode" in condition(p, "Unschedulable")["message"]
+
+
+def test_sharded_generation_progress_is_merged_and_complete_only_when_every_shard_is() -> None:
+    from kubejury_operator.reconcile import collect_progress
+
+    def record(done: int, total: int, state: str) -> dict[str, Any]:
+        return {"done": done, "total": total, "errors": 1, "state": state, "rate_per_s": 2.0}
+
+    prefix = "r/primary/progress/"
+    two_of_three = [
+        ("primary", prefix + "generate-qwen3.5-27b.shard-0-of-3.json", record(32, 32, "succeeded")),
+        ("primary", prefix + "generate-qwen3.5-27b.shard-2-of-3.json", record(10, 32, "running")),
+        ("primary", prefix + "judge-j1.json", record(5, 64, "running")),
+    ]
+    progress = collect_progress(two_of_three)
+    merged = progress[("generate", "primary", "qwen3.5-27b")]
+    assert (merged.done, merged.total, merged.errors, merged.rate_per_s) == (42, 64, 2, 4.0)
+    assert merged.running and not merged.complete
+    assert progress[("judge", "primary", "j1")].done == 5
+    assert set(progress) == {("generate", "primary", "qwen3.5-27b"), ("judge", "primary", "j1")}
+
+    # One shard done and the others not yet started must not read as "generation complete".
+    assert not collect_progress(two_of_three[:1])[("generate", "primary", "qwen3.5-27b")].complete
+    every_shard = [
+        ("primary", prefix + f"generate-qwen3.5-27b.shard-{i}-of-3.json", record(32, 32, "succeeded"))
+        for i in range(3)
+    ]
+    assert collect_progress(every_shard)[("generate", "primary", "qwen3.5-27b")].complete
+
+
+def test_the_stages_own_progress_record_reads_as_complete() -> None:
+    """The record the engine writes (kubejury.stages.progress) is what the operator must understand."""
+    from kubejury.stages.progress import ProgressTracker
+
+    tracker = ProgressTracker("generate", "primary", "m1", total=3)
+    for _ in range(3):
+        tracker.advance()
+    tracker.finish("succeeded")
+    record = ProgressRecord.from_record(tracker.record())
+    assert record.complete and (record.done, record.total) == (3, 3)
+    tracker.finish("failed", "boom")
+    assert not ProgressRecord.from_record(tracker.record()).complete

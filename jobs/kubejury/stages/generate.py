@@ -98,8 +98,12 @@ async def run_generation(
     client: ChatClient,
     options: StageOptions | None = None,
     view: ProgressView | None = None,
+    shard: tuple[int, int] | None = None,
 ) -> StageSummary:
     """Ask ``model`` every question not yet answered in ``series``; store answers in shards.
+
+    ``shard=(index, count)`` only names this completion's own progress record (``questions`` are
+    already that shard's); the answers of all shards go to the same folder.
 
     Raises :class:`EndpointUnavailable` (after storing everything done) when the server stops
     answering; rerunning resumes.
@@ -118,7 +122,7 @@ async def run_generation(
     tracker = ProgressTracker(
         STAGE, series.name, model.name, total=len(questions), resumed=resumed, view=view
     )
-    progress_key = layout.progress_key(series.name, STAGE, model.name)
+    progress_key = layout.progress_key(series.name, STAGE, model.name, shard)
 
     async def write_progress() -> None:
         await asyncio.to_thread(storage.write_json, progress_key, tracker.record())

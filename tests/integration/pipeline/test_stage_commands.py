@@ -73,6 +73,12 @@ spec:
     store, layout = LocalStorage(tmp_path / "out"), RunLayout("staged")
     ids = [r["question_id"] for r in store.read_jsonl(layout.answers_prefix("primary", "m1"))]
     assert len(ids) == 96 and max(collections.Counter(ids).values()) == 1
+    # Each completion keeps its own progress record (the operator merges them); none overwrites another.
+    shard_records = [
+        store.read_json(layout.progress_key("primary", "generate", "m1", (index, 3))) for index in range(3)
+    ]
+    assert [r["done"] for r in shard_records] == [32, 32, 32]
+    assert not store.exists(layout.progress_key("primary", "generate", "m1"))
 
     judged = _kubejury("judge", "--evalrun", str(spec), "--judge", "j1", "--endpoint", stub_server.base_url)
     assert judged.returncode == 0, judged.stderr[-2000:]
