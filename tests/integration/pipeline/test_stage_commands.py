@@ -29,13 +29,14 @@ def _kubejury(*args: str, env: dict[str, str] | None = None) -> subprocess.Compl
     )
 
 
-def test_sharded_generation_then_judge_then_aggregate(tmp_path: Path, stub_server: Any) -> None:
-    spec = tmp_path / "stages.yaml"
+def _stub_spec(tmp_path: Path, name: str, extra: str) -> Path:
+    """An EvalRun with one vLLM model and one judge over the whole sample benchmark, stored under tmp_path/out."""
+    spec = tmp_path / f"{name}.yaml"
     spec.write_text(
         f"""apiVersion: kubejury.io/v1alpha1
 kind: EvalRun
 metadata:
-  name: staged
+  name: {name}
 spec:
   benchmark:
     uri: {(REPO / "examples" / "benchmark-ru-sample.jsonl").as_uri()}
@@ -47,13 +48,16 @@ spec:
     - name: j1
       runtime: vllm
       source: hf://org/j1
-  scoring:
-    bootstrapSamples: 50
-  storage:
+{extra}  storage:
     uri: {(tmp_path / "out").as_uri()}
 """,
         encoding="utf-8",
     )
+    return spec
+
+
+def test_sharded_generation_then_judge_then_aggregate(tmp_path: Path, stub_server: Any) -> None:
+    spec = _stub_spec(tmp_path, "staged", "  scoring:\n    bootstrapSamples: 50\n")
     # Three completions of an Indexed Job; the endpoint comes from the environment like in a Pod.
     for index in range(3):
         done = _kubejury(
@@ -131,30 +135,7 @@ def test_sigterm_flushes_what_is_done_and_a_rerun_finishes_the_rest(tmp_path: Pa
 
     server = stub_server
     server.latency_s = 0.1  # 96 questions, 4 in flight: about 2.5 s of work
-    spec = tmp_path / "term.yaml"
-    spec.write_text(
-        f"""apiVersion: kubejury.io/v1alpha1
-kind: EvalRun
-metadata:
-  name: term
-spec:
-  benchmark:
-    uri: {(REPO / "examples" / "benchmark-ru-sample.jsonl").as_uri()}
-  models:
-    - name: m1
-      runtime: vllm
-      source: hf://org/m1
-  judges:
-    - name: j1
-      runtime: vllm
-      source: hf://org/j1
-  concurrency:
-    requestsPerEndpoint: 4
-  storage:
-    uri: {(tmp_path / "out").as_uri()}
-""",
-        encoding="utf-8",
-    )
+    spec = _stub_spec(tmp_path, "term", "  concurrency:\n    requestsPerEndpoint: 4\n")
     args = [sys.executable, "-m", "kubejury.cli", "generate", "--evalrun", str(spec), "--model", "m1"]
     env = {**os.environ, "KUBEJURY_ENDPOINT": server.base_url}
     process = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
