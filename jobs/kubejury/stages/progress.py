@@ -6,12 +6,8 @@ to storage only periodically by the stage's flusher (never per request), under
 ``RunLayout.progress_key(series, stage, name)``. The operator reads these records to fill the
 EvalRun status; locally, a :class:`RichProgressView` draws one bar per stage.
 
-Record fields: ``stage``, ``series``, ``name``, ``total``, ``done`` (records stored, including
-those found from an earlier attempt), ``resumed`` (of which found at start), ``errors``
-(records stored with an error, this attempt), ``parse_failures`` (judging: replies without a
-valid score after re-asking), ``retries`` (HTTP retries), ``rate_per_s`` (this attempt's
-completions per second), ``state`` (``running``, ``succeeded``, ``failed``), ``message``,
-``started_at``, ``updated_at`` (ISO-8601 UTC).
+The record itself — its fields and its JSON form — is :class:`kubejury.records.progress.ProgressRecord`,
+the one definition the operator reads back; :meth:`ProgressTracker.snapshot` makes one.
 """
 
 from __future__ import annotations
@@ -20,6 +16,8 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
+
+from kubejury.records.progress import ProgressRecord, ProgressState
 
 
 def _now_iso() -> str:
@@ -45,7 +43,7 @@ class ProgressTracker:
     errors: int = 0
     parse_failures: int = 0
     retries: int = 0
-    state: str = "running"
+    state: ProgressState = "running"
     message: str = ""
     started_at: str = field(default_factory=_now_iso)
     _t0: float = field(default_factory=time.monotonic, repr=False)
@@ -67,27 +65,32 @@ class ProgressTracker:
         new = self.done - self.resumed
         return new / elapsed if elapsed > 0 else 0.0
 
-    def finish(self, state: str, message: str = "") -> None:
+    def finish(self, state: ProgressState, message: str = "") -> None:
         self.state = state
         self.message = message
 
+    def snapshot(self) -> ProgressRecord:
+        """The progress record as of now (what the operator reads back)."""
+        return ProgressRecord(
+            stage=self.stage,
+            series=self.series,
+            name=self.name,
+            total=self.total,
+            done=self.done,
+            resumed=self.resumed,
+            errors=self.errors,
+            parse_failures=self.parse_failures,
+            retries=self.retries,
+            rate_per_s=round(self.rate_per_s, 3),
+            state=self.state,
+            message=self.message,
+            started_at=self.started_at,
+            updated_at=_now_iso(),
+        )
+
     def record(self) -> dict[str, Any]:
-        return {
-            "stage": self.stage,
-            "series": self.series,
-            "name": self.name,
-            "total": self.total,
-            "done": self.done,
-            "resumed": self.resumed,
-            "errors": self.errors,
-            "parse_failures": self.parse_failures,
-            "retries": self.retries,
-            "rate_per_s": round(self.rate_per_s, 3),
-            "state": self.state,
-            "message": self.message,
-            "started_at": self.started_at,
-            "updated_at": _now_iso(),
-        }
+        """The stored (JSON) form of :meth:`snapshot`."""
+        return self.snapshot().to_json()
 
     def show(self) -> None:
         if self.view is not None:
