@@ -16,10 +16,15 @@ LLAMA_VERSION := 0.3.36
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 LLAMA_WHEEL_DIR := $(CACHE)/wheels/llama-$(LLAMA_VERSION)
 HELM := $(CACHE)/bin/helm
+# helm-docs writes charts/kubejury/README.md from values.yaml's `# --` comments; built from the Go
+# module proxy at a pinned version (the stamp names the version, so a new pin rebuilds).
+HELM_DOCS_VERSION := v1.14.2
+HELM_DOCS_STAMP := $(CACHE)/bin/.helm-docs-$(HELM_DOCS_VERSION)
+HELM_DOCS_ARGS := --chart-search-root charts --sort-values-order file --log-level warning
 
 STAMP := $(VENV)/.kubejury-installed
 
-.PHONY: all venv demo test lint typecheck pytest unit helm llama-wheel bench clean crds
+.PHONY: all venv demo test lint typecheck pytest unit helm llama-wheel bench clean crds helm-docs chart-docs
 
 all: test
 
@@ -50,6 +55,17 @@ $(HELM): | $(STAMP)
 
 helm: $(HELM)
 
+$(HELM_DOCS_STAMP):
+	@mkdir -p $(CACHE)/bin $(CACHE)/go
+	GOPATH=$(CACHE)/go GOBIN=$(CACHE)/bin GOFLAGS=-mod=mod go install github.com/norwoodj/helm-docs/cmd/helm-docs@$(HELM_DOCS_VERSION)
+	@touch $@
+
+helm-docs: $(HELM_DOCS_STAMP)
+
+# Regenerate the chart's README (tests/unit/test_chart_docs.py fails when it is stale).
+chart-docs: $(HELM_DOCS_STAMP)
+	$(CACHE)/bin/helm-docs $(HELM_DOCS_ARGS)
+
 demo: $(STAMP)
 	$(BIN)/kubejury run examples/quickstart.yaml
 
@@ -60,7 +76,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-pytest: $(STAMP) $(HELM)
+pytest: $(STAMP) $(HELM) $(HELM_DOCS_STAMP)
 	PATH="$(CACHE)/bin:$$PATH" $(BIN)/pytest -q
 
 unit: $(STAMP)
