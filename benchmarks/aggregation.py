@@ -149,10 +149,10 @@ def _peak_rss_mib() -> float:
 
 
 def run_kubejury(folder: Path, samples: int) -> dict[str, Any]:
-    from kubejury.benchmark import load_benchmark
-    from kubejury.scoring import ScoringConfig, cell_index, score_series
-    from kubejury.tables import build_cubes, load_judgments
-    from kubejury.uncertainty import bootstrap_series, resample_questions
+    from kubejury.files.benchmark import load_benchmark
+    from kubejury.files.tables import build_cubes, load_judgments
+    from kubejury.stats.scoring import ScoringConfig, cell_index, score_series
+    from kubejury.stats.uncertainty import bootstrap_series, resample_questions
 
     stages: dict[str, float] = {}
     cpu: dict[str, float] = {}

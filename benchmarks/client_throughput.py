@@ -63,11 +63,11 @@ def _cpu() -> float:
 
 
 def child_kubejury(url: str, n: int, concurrency: int) -> dict[str, Any]:
-    from kubejury.benchmark import Question
-    from kubejury.client import ChatClient, ClientSettings
-    from kubejury.spec import ModelSpec, Series
+    from kubejury.config.spec import ModelSpec, Series
+    from kubejury.files.benchmark import Question
+    from kubejury.files.storage import LocalStorage, RunLayout
+    from kubejury.inference.client import ChatClient, ClientSettings
     from kubejury.stages import StageOptions, read_answers, run_async, run_generation
-    from kubejury.storage import LocalStorage, RunLayout
 
     questions = [Question(f"q{i:05d}", "law", 1 + i % 3, f"{QUESTION} ({i})", "Три года.") for i in range(n)]
     model = ModelSpec(name="stub", runtime="vllm", source=url, servedModel="stub-model")

@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kubejury.benchmark import Benchmark, Format, parse_benchmark
-from kubejury.client import ClientSettings, EndpointPool
+from kubejury.config.spec import Concurrency, EvalRun, ModelSpec, Series, load_evalrun
+from kubejury.config.spec import Storage as StorageSpec
 from kubejury.errors import ConfigError, InputError, KubejuryError
-from kubejury.spec import Concurrency, EvalRun, ModelSpec, Series, load_evalrun
-from kubejury.spec import Storage as StorageSpec
+from kubejury.files.benchmark import Benchmark, Format, parse_benchmark
+from kubejury.files.storage import RunLayout, Storage, open_storage, read_uri
+from kubejury.inference.client import ClientSettings, EndpointPool
 from kubejury.stages import (
     ProgressView,
     StageOptions,
@@ -30,7 +31,6 @@ from kubejury.stages import (
     run_generation,
     run_judging,
 )
-from kubejury.storage import RunLayout, Storage, open_storage, read_uri
 
 ENDPOINT_ENV = "KUBEJURY_ENDPOINT"
 T = TypeVar("T")
@@ -310,7 +310,7 @@ def aggregate_run(inputs: RunInputs, *, work_dir: Path | None = None) -> tuple[A
 
     Reads one record per key through the stages' readers (so retried requests never count twice),
     writes them as one consolidated JSONL file per kind in a scratch directory for the engine's
-    columnar loader, runs :func:`kubejury.aggregate.aggregate` and stores report.json/.md/.html
+    columnar loader, runs :func:`kubejury.report.aggregate.aggregate` and stores report.json/.md/.html
     under ``<run>/report/``, keeping a progress record at ``<run>/progress/aggregate-report.json``.
     Returns the Analysis and file name → URI written.
     """
@@ -336,8 +336,9 @@ def _aggregate(inputs: RunInputs, work_dir: Path | None) -> tuple[Any, dict[str,
 
     import orjson
 
-    from kubejury.aggregate import JudgeRelation, aggregate, write_reports
     from kubejury.modelinfo import ModelInfo
+    from kubejury.report import write_reports
+    from kubejury.report.aggregate import JudgeRelation, aggregate
 
     spec = inputs.evalrun.spec
     answers, judgments = stored_records(inputs)

@@ -1,6 +1,6 @@
 """The ``evalruns.kubejury.io`` CustomResourceDefinition, generated from the pydantic spec.
 
-The EvalRun's shape is defined once, in :mod:`kubejury.spec`. This module turns its JSON schema
+The EvalRun's shape is defined once, in :mod:`kubejury.config.spec`. This module turns its JSON schema
 into a Kubernetes *structural* schema (every node typed, ``$ref`` inlined, no ``anyOf``/``oneOf``,
 ``nullable`` for optional fields, OpenAPI v3.0 exclusive bounds, descriptions kept so that
 ``kubectl explain evalrun.spec.models`` teaches the user) and writes the CRD files that ship in
@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from kubejury.spec import API_GROUP, API_VERSION, KIND, EvalRunSpec
+from kubejury.config.spec import API_GROUP, API_VERSION, KIND, EvalRunSpec
 
 PLURAL = "evalruns"
 SINGULAR = "evalrun"
@@ -35,7 +35,7 @@ OUTPUT_PATHS: tuple[str, ...] = (f"crds/{FILE_NAME}", f"charts/kubejury/crds/{FI
 REFERENCE_PATH = "docs/evalrun-reference.md"
 
 HEADER = (
-    "# Generated from kubejury.spec by `python -m kubejury_operator.crd --write` (make crds).\n"
+    "# Generated from kubejury.config.spec by `python -m kubejury_operator.crd --write` (make crds).\n"
     "# Do not edit by hand: tests/unit/test_crd.py fails when this file drifts from the models.\n"
 )
 
@@ -182,7 +182,7 @@ def structural(
 
 
 def spec_schema(*, keep_defaults: bool = False) -> dict[str, Any]:
-    """The structural schema of ``.spec``, from :class:`kubejury.spec.EvalRunSpec`."""
+    """The structural schema of ``.spec``, from :class:`kubejury.config.spec.EvalRunSpec`."""
     schema = EvalRunSpec.model_json_schema(by_alias=True, mode="validation")
     defs = schema.get("$defs", {})
     return structural(schema, defs, "spec", keep_defaults=keep_defaults)
@@ -292,7 +292,7 @@ def _reference_rows(node: Mapping[str, Any], path: str, required: bool) -> list[
 def render_reference() -> str:
     """Markdown reference of every ``spec`` field: path, type, required, description and limits."""
     lines = [
-        "<!-- Generated from kubejury.spec by `python -m kubejury_operator.crd --write`; do not edit. -->",
+        "<!-- Generated from kubejury.config.spec by `python -m kubejury_operator.crd --write`; do not edit. -->",
         "# EvalRun field reference",
         "",
         f"`apiVersion: {API_GROUP}/{API_VERSION}`, `kind: {KIND}`. The same text is in the CRD: "

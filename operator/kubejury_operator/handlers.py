@@ -29,7 +29,7 @@ from typing import Any
 
 import kopf
 
-from kubejury import spec as specmod
+from kubejury.config import spec as specmod
 from kubejury_operator import manifests as mf
 from kubejury_operator import metrics
 from kubejury_operator.gateway import ApiCredentials, GatewayError, KubeGateway
@@ -194,7 +194,7 @@ async def _missing_secrets(gw: KubeGateway, namespace: str, spec: specmod.EvalRu
 
 def compute_placements(evalrun: specmod.EvalRun, nodes: list[dict[str, Any]]) -> dict[str, PlacementDecision]:
     """Placement decision per model and judge name (``runtime: openai`` entries get none)."""
-    from kubejury_operator import placement
+    from kubejury.placement import planner as placement
 
     decisions: dict[str, PlacementDecision] = {}
     parsed = placement.parse_node_list(nodes)
@@ -220,7 +220,7 @@ def _read_storage(
     evalrun: specmod.EvalRun, run: RunInputs, credentials: Mapping[str, str] | None, want_summary: bool
 ) -> tuple[dict[ProgressKey, ProgressRecord], dict[str, Any] | None]:
     """Progress records and (when the aggregation finished) the summary. Blocking: run in a thread."""
-    from kubejury.storage import RunLayout, S3Credentials, open_storage
+    from kubejury.files.storage import RunLayout, S3Credentials, open_storage
 
     storage_spec = evalrun.spec.storage
     creds = None
@@ -472,7 +472,7 @@ async def on_delete(body: kopf.Body, memo: Any, logger: kopf.Logger, **_: Any) -
 
 
 def _delete_results(evalrun: specmod.EvalRun, name: str) -> int:
-    from kubejury.storage import open_storage
+    from kubejury.files.storage import open_storage
 
     storage_spec = evalrun.spec.storage
     store = open_storage(

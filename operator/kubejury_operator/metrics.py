@@ -33,7 +33,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
-from kubejury.client import ErrorKind
+from kubejury.inference.client import ErrorKind
 
 PHASES: tuple[str, ...] = (
     "Pending",
@@ -53,7 +53,7 @@ STAGES: tuple[str, ...] = ("provisioning", "generation", "judging", "aggregation
 
 ERROR_KINDS: tuple[str, ...] = (*get_args(ErrorKind), "parse", "other")
 """Request error kinds (closed set, keeps ``kubejury_request_errors_total`` bounded): the engine
-client's :data:`kubejury.client.ErrorKind` values, ``parse`` (a judge reply without a score) and
+client's :data:`kubejury.inference.client.ErrorKind` values, ``parse`` (a judge reply without a score) and
 ``other`` for anything else."""
 
 STAGE_DURATION_BUCKETS: tuple[float, ...] = (

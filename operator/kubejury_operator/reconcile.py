@@ -797,7 +797,7 @@ def run_inputs(
     placements: Mapping[str, PlacementDecision],
     base: WorkloadSettings,
 ) -> RunInputs:
-    """Planner inputs from the EvalRun object, its parsed spec (``kubejury.spec.EvalRun``) and the
+    """Planner inputs from the EvalRun object, its parsed spec (``kubejury.config.spec.EvalRun``) and the
     placement decision of every model and judge (by name; openai entries need none)."""
     meta = body.get("metadata") or {}
     spec = evalrun.spec

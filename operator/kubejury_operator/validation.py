@@ -3,7 +3,7 @@
 The CRD's structural schema checks shapes and enums. This module adds what needs more than one
 field or a look at the cluster: unique model/judge/series names, at least one judge, a weight for
 every level asked, explicit quantization compatible with runtime and checkpoint (all shared with
-``kubejury validate`` through :func:`kubejury.spec.evalrun_problems`), and referenced Secrets
+``kubejury validate`` through :func:`kubejury.config.spec.evalrun_problems`), and referenced Secrets
 (and their keys) present. It is pure: the cluster lookup is a callable the caller passes in, so
 the kopf webhook (thin, in the handlers) and the tests use the same code.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from kubejury.spec import FieldProblem, evalrun_problems
+from kubejury.config.spec import FieldProblem, evalrun_problems
 
 __all__ = ["STORAGE_SECRET_KEYS", "FieldProblem", "SecretsPresent", "admission_message", "validate_evalrun"]
 

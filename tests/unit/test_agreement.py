@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from scipy import stats
 
-from kubejury.agreement import (
+from kubejury.stats.agreement import (
     average_ranks,
     icc2,
     json_value,
@@ -25,7 +25,7 @@ from kubejury.agreement import (
     spearman,
     value_counts,
 )
-from kubejury.cube import ScoreCube
+from kubejury.stats.cube import ScoreCube
 
 NAN = math.nan
 

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from kubejury.anonymize import Scrubber, mapping_document, normalise_markup, opaque_id, opaque_ids, shuffled
+from kubejury.judging.anonymize import (
+    Scrubber,
+    mapping_document,
+    normalise_markup,
+    opaque_id,
+    opaque_ids,
+    shuffled,
+)
 
 RUN_MODELS = ("qwen3.5-27b", "gemma-4-31b", "gpt-oss-120b")
 

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from kubejury.benchmark import Benchmark, load_benchmark, parse_benchmark
 from kubejury.errors import InputError
+from kubejury.files.benchmark import Benchmark, load_benchmark, parse_benchmark
 
 DATA = Path(__file__).parent / "data" / "engine"
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from kubejury.bias import (
+from kubejury.stats.bias import (
     judge_deltas,
     leave_one_judge_out,
     related_models,
@@ -19,8 +19,8 @@ from kubejury.bias import (
     within_question_correlation,
     without_judge,
 )
-from kubejury.cube import ScoreCube
-from kubejury.scoring import ScoringConfig, SeriesScores
+from kubejury.stats.cube import ScoreCube
+from kubejury.stats.scoring import ScoringConfig, SeriesScores
 
 NAN = math.nan
 
@@ -268,7 +268,7 @@ def test_leave_one_judge_out_with_the_real_scorer() -> None:
     try:
         result = leave_one_judge_out(cube, ScoringConfig(level_weights={1: 1.0}))
     except NotImplementedError:
-        pytest.skip("kubejury.scoring.score_series is not implemented yet")
+        pytest.skip("kubejury.stats.scoring.score_series is not implemented yet")
     assert result.full_ranking == ("a", "b", "c")
     assert {r.judge: r.ranking for r in result.removals}["j0"] == ("b", "a", "c")
 

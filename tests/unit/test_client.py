@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from kubejury import sampling
-from kubejury.client import (
+from kubejury.inference import sampling
+from kubejury.inference.client import (
     ChatClient,
     ClientSettings,
     EndpointPool,
@@ -146,7 +146,7 @@ async def test_refused_optional_field_is_dropped_once_and_logged_once(
 ) -> None:
     sampling.reset_warnings()
     server.decide = lambda b, i: "reject:seed"
-    with caplog.at_level(logging.WARNING, logger="kubejury.sampling"):
+    with caplog.at_level(logging.WARNING, logger="kubejury.inference.sampling"):
         async with ChatClient(server.base_url, settings=FAST) as client:
             first = await client.chat(body(seed=7))
             second = await client.chat(body(seed=7))

@@ -11,7 +11,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from kubejury.spec import parse_evalrun
+from kubejury.config.spec import parse_evalrun
 from kubejury_operator import crd as crd_module
 from kubejury_operator.crd import (
     OUTPUT_PATHS,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kubejury import spec
+from kubejury.config import spec
 
 ROOT = Path(__file__).resolve().parents[2]
 

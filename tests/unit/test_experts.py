@@ -10,10 +10,10 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from kubejury.cube import ScoreCube
 from kubejury.errors import InputError
-from kubejury.experts import PanelScores, agreement_stats, expert_agreement
-from kubejury.scoring import ScoringConfig
+from kubejury.stats.cube import ScoreCube
+from kubejury.stats.experts import PanelScores, agreement_stats, expert_agreement
+from kubejury.stats.scoring import ScoringConfig
 
 NAN = math.nan
 
@@ -158,13 +158,13 @@ def test_non_numeric_score_is_an_input_error() -> None:
 
 
 def test_panel_from_series_scores_matches_cube() -> None:
-    from kubejury.scoring import score_series
+    from kubejury.stats.scoring import score_series
 
     cube = make_cube()
     try:
         scores = score_series(cube, ScoringConfig(level_weights={1: 1.0}))
     except NotImplementedError:
-        pytest.skip("kubejury.scoring.score_series is not implemented yet")
+        pytest.skip("kubejury.stats.scoring.score_series is not implemented yet")
     from_scores = PanelScores.from_series_scores(scores, cube)
     from_cube = PanelScores.from_cube(cube)
     np.testing.assert_allclose(from_scores.scores, from_cube.scores, equal_nan=True)

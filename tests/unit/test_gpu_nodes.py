@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kubejury_operator.gpu_nodes import (
+from kubejury.placement.gpu_nodes import (
     GPU_RESOURCE,
     cpu_nodes,
     gpu_pools,

@@ -15,7 +15,7 @@ from typing import Any
 import kopf
 import pytest
 
-from kubejury.spec import parse_evalrun
+from kubejury.config.spec import parse_evalrun
 
 REPO = Path(__file__).resolve().parents[2]
 

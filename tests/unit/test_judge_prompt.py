@@ -7,7 +7,7 @@ import re
 import pytest
 
 from kubejury.errors import ConfigError
-from kubejury.judge_prompt import (
+from kubejury.judging.judge_prompt import (
     DEFAULT_TEMPLATE_RU,
     SCORE_SCHEMA,
     JudgePrompt,

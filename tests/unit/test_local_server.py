@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from kubejury.config.spec import JudgeSpec, ModelSpec
 from kubejury.errors import ConfigError
 from kubejury.local.server import ServerPlan, plan_servers, resolve_gguf, server_command
-from kubejury.spec import JudgeSpec, ModelSpec
 
 
 def _fake_resolve(entry: ModelSpec) -> Path:

@@ -2,7 +2,7 @@
 
 Issue 2 says "an independent implementation will be compared with yours". This module is that
 implementation, written from the issue's wording (steps 1-9 of "The study's method") without
-reading ``kubejury.scoring``, ``kubejury.uncertainty`` or ``kubejury.aggregate``. It works on
+reading ``kubejury.stats.scoring``, ``kubejury.stats.uncertainty`` or ``kubejury.report.aggregate``. It works on
 raw judgment records (dicts) and a benchmark (id, domain, level) in plain Python with exact
 rational arithmetic (``fractions.Fraction``), so exact ties are exact, and compares its results
 with the public entry point, ``kubejury report --format json``, on hand-made awkward fixtures and

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from kubejury import pipeline
+from kubejury.config.spec import ModelSpec
 from kubejury.errors import ConfigError, InputError
-from kubejury.spec import ModelSpec
 
 REPO = Path(__file__).resolve().parents[2]
 

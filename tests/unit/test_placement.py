@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from kubejury.spec import ModelSpec, parse_evalrun
-from kubejury_operator.gpu_nodes import GPU_RESOURCE, NodeInfo, gpu_pools, parse_node, parse_node_list
-from kubejury_operator.placement import Placement, place_model, plan_placements
+from kubejury.config.spec import ModelSpec, parse_evalrun
+from kubejury.placement.gpu_nodes import GPU_RESOURCE, NodeInfo, gpu_pools, parse_node, parse_node_list
+from kubejury.placement.planner import Placement, place_model, plan_placements
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "nodes"
 

@@ -460,7 +460,7 @@ def test_progress_record_reading_is_tolerant() -> None:
 
 
 def test_run_inputs_from_a_real_spec() -> None:
-    from kubejury.spec import parse_evalrun
+    from kubejury.config.spec import parse_evalrun
 
     body = {
         "apiVersion": "kubejury.io/v1alpha1",
@@ -605,7 +605,7 @@ def test_server_pods_waiting_for_a_node_are_reported_unschedulable() -> None:
 
 
 def test_local_only_sources_are_unschedulable_in_a_cluster() -> None:
-    from kubejury.spec import parse_evalrun
+    from kubejury.config.spec import parse_evalrun
 
     body = {
         "apiVersion": "kubejury.io/v1alpha1",

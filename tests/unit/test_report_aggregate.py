@@ -11,13 +11,13 @@ import jsonschema
 import numpy as np
 import pytest
 
-from kubejury.aggregate import Analysis, analyse_cubes, null_counts_from_cube
-from kubejury.benchmark import Benchmark, Question
-from kubejury.cube import ScoreCube
 from kubejury.errors import InputError
+from kubejury.files.benchmark import Benchmark, Question
 from kubejury.report import render_all
+from kubejury.report.aggregate import Analysis, analyse_cubes, null_counts_from_cube
 from kubejury.report.json_report import load_schema
-from kubejury.scoring import ScoringConfig
+from kubejury.stats.cube import ScoreCube
+from kubejury.stats.scoring import ScoringConfig
 
 QUESTIONS = (
     Question("q1", "Law", 1, "?", "!"),

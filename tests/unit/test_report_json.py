@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 from report_fixture import JUDGES, MODELS, SERIES, Fixture, write_fixture
 
-from kubejury.aggregate import Analysis, JudgeRelation, aggregate, write_reports
 from kubejury.errors import InputError
-from kubejury.models_file import load_models_file
+from kubejury.report import write_reports
+from kubejury.report.aggregate import Analysis, JudgeRelation, aggregate
 from kubejury.report.json_report import SCHEMA_VERSION, build_report, clean, dumps, load_schema
-from kubejury.scoring import ScoringConfig
+from kubejury.report.models_file import load_models_file
+from kubejury.stats.scoring import ScoringConfig
 
 BOOTSTRAP = 100
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from kubejury.aggregate import JudgeRelation
 from kubejury.errors import InputError
-from kubejury.models_file import load_models_file, parse_models_file
+from kubejury.report.aggregate import JudgeRelation
+from kubejury.report.models_file import load_models_file, parse_models_file
 
 
 def test_list_form() -> None:

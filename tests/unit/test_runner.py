@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from kubejury.files.storage import LocalStorage
 from kubejury.stages.runner import ShardWriter, StageOptions, is_final, latest_by_key
-from kubejury.storage import LocalStorage
 
 
 def test_is_final() -> None:

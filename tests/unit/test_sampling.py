@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from kubejury.sampling import SamplingParams, request_fields, reset_warnings
+from kubejury.inference.sampling import SamplingParams, request_fields, reset_warnings
 
 STUDY = SamplingParams(temperature=0.0, top_p=0.95, repetition_penalty=1.2, max_tokens=1024, seed=42)
 
@@ -38,7 +38,7 @@ def test_ollama_options_repeat_penalty() -> None:
 
 def test_openai_drops_penalty_and_says_so_once(caplog: pytest.LogCaptureFixture) -> None:
     reset_warnings()
-    with caplog.at_level(logging.WARNING, logger="kubejury.sampling"):
+    with caplog.at_level(logging.WARNING, logger="kubejury.inference.sampling"):
         first = request_fields("openai", STUDY, model="deepseek-chat")
         second = request_fields("openai", STUDY, model="deepseek-chat")
     assert first == second == {"temperature": 0.0, "top_p": 0.95, "max_tokens": 1024, "seed": 42}

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubejury.cube import ScoreCube
 from kubejury.errors import ConfigError
-from kubejury.scoring import NO_TIER, ScoringConfig, TierRule, score_series
-from kubejury.series_compare import compare_series
+from kubejury.stats.cube import ScoreCube
+from kubejury.stats.scoring import NO_TIER, ScoringConfig, TierRule, score_series
+from kubejury.stats.series_compare import compare_series
 
 NAN = math.nan
 

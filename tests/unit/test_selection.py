@@ -8,10 +8,10 @@ import math
 import numpy as np
 import pytest
 
-from kubejury.cube import ScoreCube
 from kubejury.modelinfo import ModelInfo, parse_parameters
-from kubejury.scoring import ScoringConfig, SeriesScores, score_series
-from kubejury.selection import pareto_frontier, select_models
+from kubejury.stats.cube import ScoreCube
+from kubejury.stats.scoring import ScoringConfig, SeriesScores, score_series
+from kubejury.stats.selection import pareto_frontier, select_models
 
 NAN = math.nan
 
@@ -213,7 +213,7 @@ def test_with_the_real_scorer() -> None:
     try:
         scores = score_series(cube, ScoringConfig(level_weights={1: 1.0}))
     except NotImplementedError:
-        pytest.skip("kubejury.scoring.score_series is not implemented yet")
+        pytest.skip("kubejury.stats.scoring.score_series is not implemented yet")
     result = select_models(scores, INFO, cube)
     assert result.best_overall == "big120"
     assert result.domain_leaders[0].model == "big120"

@@ -9,15 +9,15 @@ from typing import Any
 import pytest
 import yaml
 
-from kubejury.errors import InputError
-from kubejury.scoring import DEFAULT_TIERS
-from kubejury.spec import (
+from kubejury.config.spec import (
     EMBEDDED_SOURCE,
     EvalRun,
     SpecError,
     load_evalrun,
     parse_evalrun,
 )
+from kubejury.errors import InputError
+from kubejury.stats.scoring import DEFAULT_TIERS
 
 MINIMAL: dict[str, Any] = {
     "apiVersion": "kubejury.io/v1alpha1",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kubejury.spec_rules import (
+from kubejury.config.spec_rules import (
     ALL_QUANTIZATIONS,
     FieldProblem,
     is_gguf_type,

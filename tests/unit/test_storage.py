@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kubejury.errors import InputError
-from kubejury.storage import LocalStorage, RunLayout, StorageError, open_storage, read_uri
+from kubejury.files.storage import LocalStorage, RunLayout, StorageError, open_storage, read_uri
 
 
 def test_round_trip_and_listing_is_sorted(tmp_path: Path) -> None:

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubejury.benchmark import load_benchmark
 from kubejury.errors import InputError
-from kubejury.scoring import ScoringConfig, score_series
-from kubejury.tables import build_cubes, load_answers, load_experts, load_judgments, resolve_sources
+from kubejury.files.benchmark import load_benchmark
+from kubejury.files.tables import build_cubes, load_answers, load_experts, load_judgments, resolve_sources
+from kubejury.stats.scoring import ScoringConfig, score_series
 
 DATA = Path(__file__).parent / "data" / "engine"
 BENCH = DATA / "benchmark.jsonl"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kubejury.cube import ScoreCube
 from kubejury.errors import ConfigError
-from kubejury.scoring import ScoringConfig, cell_index, score_series
-from kubejury.uncertainty import bootstrap_series, resample_questions
+from kubejury.stats.cube import ScoreCube
+from kubejury.stats.scoring import ScoringConfig, cell_index, score_series
+from kubejury.stats.uncertainty import bootstrap_series, resample_questions
 
 
 def synthetic_cube(
@@ -128,7 +128,7 @@ def test_bad_settings_are_config_errors() -> None:
 
 
 def test_percentile_interval_matches_numpy() -> None:
-    from kubejury.uncertainty import percentile_interval
+    from kubejury.stats.uncertainty import percentile_interval
 
     rng = np.random.default_rng(5)
     values = rng.normal(size=(301, 4, 3))
@@ -166,7 +166,7 @@ def test_pairing_separates_a_small_but_consistent_gap() -> None:
 
 
 def test_series_differences_get_paired_intervals() -> None:
-    from kubejury.series_compare import compare_series
+    from kubejury.stats.series_compare import compare_series
 
     base = synthetic_cube(n_models=3)
     hot = ScoreCube(**{**base.__dict__, "series": "hot", "scores": base.scores - 0.2})

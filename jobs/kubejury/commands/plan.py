@@ -1,6 +1,6 @@
 """``kubejury plan``: what the operator would deploy for each model and judge, before applying a run.
 
-A dry run of GPU placement (``kubejury_operator.placement``) on a node list saved with
+A dry run of GPU placement (``kubejury.placement.planner``) on a node list saved with
 ``kubectl get nodes -o json``. It reads the EvalRun spec and the node list only — never the
 benchmark or storage — so it runs anywhere, offline, in a second.
 """
@@ -15,8 +15,8 @@ from typing import Any
 
 import yaml
 
+from kubejury.config.spec import load_evalrun
 from kubejury.errors import InputError
-from kubejury.spec import load_evalrun
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
@@ -46,7 +46,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
 
 
 def _load_nodes(path: str) -> list[Any]:
-    from kubejury_operator.placement import parse_node_list
+    from kubejury.placement.planner import parse_node_list
 
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -72,7 +72,7 @@ def _load_nodes(path: str) -> list[Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kubejury_operator.placement import plan_placements
+    from kubejury.placement.planner import plan_placements
 
     evalrun = load_evalrun(args.evalrun)
     nodes = _load_nodes(args.nodes)

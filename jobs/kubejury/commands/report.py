@@ -1,7 +1,7 @@
 """``kubejury report``: benchmark + judgment files in, report.json / report.md / report.html out.
 
-The command is a thin shell around :func:`kubejury.aggregate.aggregate` and
-:func:`kubejury.aggregate.write_reports`: it parses options into a ScoringConfig, model facts and
+The command is a thin shell around :func:`kubejury.report.aggregate.aggregate` and
+:func:`kubejury.report.write_reports`: it parses options into a ScoringConfig, model facts and
 judge relations, and either writes the three reports into ``--out`` or, with ``--format json``,
 prints report.json on stdout and nothing else there (so it can be piped into ``jq``).
 """
@@ -13,7 +13,7 @@ import math
 import sys
 
 from kubejury.errors import InputError
-from kubejury.scoring import ScoringConfig
+from kubejury.stats.scoring import ScoringConfig
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
@@ -107,9 +107,10 @@ def _config(args: argparse.Namespace) -> ScoringConfig:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kubejury.aggregate import aggregate, write_reports
-    from kubejury.models_file import ModelsFile, load_models_file
+    from kubejury.report import write_reports
+    from kubejury.report.aggregate import aggregate
     from kubejury.report.json_report import build_report, dumps
+    from kubejury.report.models_file import ModelsFile, load_models_file
 
     if args.out is None and args.format != "json":
         raise InputError(

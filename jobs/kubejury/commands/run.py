@@ -57,7 +57,7 @@ def _check_endpoints(inputs: pipeline.RunInputs) -> None:
 async def _stages(
     inputs: pipeline.RunInputs, endpoints: Mapping[str, str], local_urls: Mapping[str, str], progress: bool
 ) -> None:
-    from kubejury.client import EndpointPool
+    from kubejury.inference.client import EndpointPool
     from kubejury.stages import RichProgressView
 
     spec = inputs.evalrun.spec

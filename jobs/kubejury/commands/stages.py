@@ -98,7 +98,7 @@ def _print_summaries(summaries: list[StageSummary]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kubejury.client import EndpointPool
+    from kubejury.inference.client import EndpointPool
     from kubejury.stages import EndpointUnavailable, RichProgressView, run_async
     from kubejury.stages.runner import Terminated
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from kubejury.config.spec import load_evalrun
 from kubejury.errors import InputError
-from kubejury.spec import load_evalrun
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from kubejury.config.spec import ModelSpec
 from kubejury.errors import ConfigError
 from kubejury.local.embedded import cache_dir, embedded_model_path
-from kubejury.spec import ModelSpec
 
 DEFAULT_STARTUP_TIMEOUT_S = 240.0
 _LOG_TAIL_CHARS = 2000

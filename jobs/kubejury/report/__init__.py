@@ -1,20 +1,23 @@
 """The reports people read: report.json (the data), report.md (GitHub) and report.html (plots).
 
-report.json is built from an :class:`~kubejury.aggregate.Analysis`; report.md and report.html are
+report.json is built from an :class:`~kubejury.report.aggregate.Analysis` (the statistics of
+stored judgments, ``aggregate.py``); report.md and report.html are
 rendered from the report.json document only, so the three always say the same thing and an old
 report.json can be re-rendered. Schema: docs/report-schema.md and ``report.schema.json``.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kubejury.files.storage import LocalStorage, Storage
 from kubejury.report.json_report import SCHEMA_VERSION, build_report, dumps
 
 if TYPE_CHECKING:
-    from kubejury.aggregate import Analysis
+    from kubejury.report.aggregate import Analysis
 
-__all__ = ["SCHEMA_VERSION", "build_report", "dumps", "render_all", "render_document"]
+__all__ = ["SCHEMA_VERSION", "build_report", "dumps", "render_all", "render_document", "write_reports"]
 
 
 def render_document(document: dict[str, Any]) -> dict[str, bytes]:
@@ -32,3 +35,19 @@ def render_document(document: dict[str, Any]) -> dict[str, bytes]:
 def render_all(analysis: Analysis) -> dict[str, bytes]:
     """The three report files of ``analysis``, keyed by file name."""
     return render_document(build_report(analysis))
+
+
+def write_reports(analysis: Analysis, out_dir: str | Path | Storage, prefix: str = "") -> dict[str, str]:
+    """Write report.json, report.md and report.html under ``out_dir`` (a directory or a
+    :class:`~kubejury.files.storage.Storage`), each atomically (temp file + rename, or one S3 put).
+
+    Returns file name → URI written. ``prefix`` is a key prefix inside a storage (e.g.
+    ``"run/series/report/"``).
+    """
+    storage = out_dir if isinstance(out_dir, Storage) else LocalStorage(Path(out_dir))
+    written: dict[str, str] = {}
+    for name, data in render_all(analysis).items():
+        key = f"{prefix}{name}"
+        storage.write_bytes(key, data)
+        written[name] = storage.uri_for(key)
+    return written

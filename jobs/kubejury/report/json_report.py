@@ -1,4 +1,4 @@
-"""report.json: every result of an :class:`~kubejury.aggregate.Analysis` as one versioned document.
+"""report.json: every result of an :class:`~kubejury.report.aggregate.Analysis` as one versioned document.
 
 The layout is documented in docs/report-schema.md and checked by report.schema.json (beside this
 module). report.md and report.html are rendered from this document, not from the analysis, so
@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kubejury import __version__
-from kubejury.cube import FloatArray
 from kubejury.jsonable import to_json
+from kubejury.stats.cube import FloatArray
 
 if TYPE_CHECKING:
-    from kubejury.aggregate import Analysis, SeriesAnalysis
+    from kubejury.report.aggregate import Analysis, SeriesAnalysis
 
 SCHEMA_VERSION = 1
 DECIMALS = 4

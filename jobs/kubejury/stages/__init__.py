@@ -9,7 +9,7 @@ same coroutines, so there is one code path to test and to benchmark:
 - :func:`run_async` — run a coroutine on uvloop (less CPU per request).
 
 Both stages resume (already stored records are skipped), write immutable shards through
-:mod:`kubejury.storage`, keep a progress record up to date, and raise
+:mod:`kubejury.files.storage`, keep a progress record up to date, and raise
 :class:`EndpointUnavailable` when the model server cannot be reached (what was done is kept).
 """
 

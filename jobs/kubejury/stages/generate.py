@@ -16,8 +16,9 @@ import time
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from kubejury.client import ChatClient
-from kubejury.sampling import SamplingParams, request_fields
+from kubejury.files.storage import RunLayout, Storage
+from kubejury.inference.client import ChatClient
+from kubejury.inference.sampling import SamplingParams, request_fields
 from kubejury.stages.progress import ProgressTracker, ProgressView
 from kubejury.stages.runner import (
     UNREACHABLE,
@@ -32,13 +33,12 @@ from kubejury.stages.runner import (
     pump,
     read_existing,
 )
-from kubejury.storage import RunLayout, Storage
 
 STAGE = "generate"
 
 
 class QuestionLike(Protocol):
-    """What a stage needs of a benchmark question (``kubejury.benchmark.Question`` fits)."""
+    """What a stage needs of a benchmark question (``kubejury.files.benchmark.Question`` fits)."""
 
     @property
     def id(self) -> str: ...
@@ -49,7 +49,7 @@ class QuestionLike(Protocol):
 
 
 class ModelLike(Protocol):
-    """What generation needs of a ``spec.models[]`` entry (``kubejury.spec.ModelSpec`` fits)."""
+    """What generation needs of a ``spec.models[]`` entry (``kubejury.config.spec.ModelSpec`` fits)."""
 
     @property
     def name(self) -> str: ...
@@ -60,7 +60,7 @@ class ModelLike(Protocol):
 
 
 class SeriesLike(Protocol):
-    """A ``spec.series[]`` entry (``kubejury.spec.Series`` fits)."""
+    """A ``spec.series[]`` entry (``kubejury.config.spec.Series`` fits)."""
 
     @property
     def name(self) -> str: ...
@@ -70,7 +70,7 @@ class SeriesLike(Protocol):
 
 def answer_record(
     question_id: str, model: str, series: str, result: Any
-) -> Record:  # result: kubejury.client.ChatResult
+) -> Record:  # result: kubejury.inference.client.ChatResult
     answer = result.content if result.error is None else None
     if result.error is None and answer is None:
         answer = ""  # a reply with no text (e.g. only reasoning) is an empty answer, not a failure

@@ -2,7 +2,7 @@
 
 Reads the answers of every evaluated model of the series, anonymizes them (opaque ids, stripped
 self-identifications and metadata, normalised markup), shuffles the judging order with the run's
-seed, and asks the judge for a 0–10 verdict per answer (:mod:`kubejury.judge_prompt`). The
+seed, and asks the judge for a 0–10 verdict per answer (:mod:`kubejury.judging.judge_prompt`). The
 mapping id → model is written once per series to ``RunLayout.anonymization_key``, apart from the
 judgments. Records in ``<run>/<series>/judgments/<judge>/part-*.jsonl``::
 
@@ -23,10 +23,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from kubejury.anonymize import Scrubber, mapping_document, opaque_ids, shuffled
-from kubejury.client import ChatClient, ChatResult, build_body, json_schema_format
-from kubejury.judge_prompt import SCORE_SCHEMA, JudgePrompt, Verdict, parse_verdict
-from kubejury.sampling import SamplingParams, request_fields
+from kubejury.files.storage import RunLayout, Storage
+from kubejury.inference.client import ChatClient, ChatResult, build_body, json_schema_format
+from kubejury.inference.sampling import SamplingParams, request_fields
+from kubejury.judging.anonymize import Scrubber, mapping_document, opaque_ids, shuffled
+from kubejury.judging.judge_prompt import SCORE_SCHEMA, JudgePrompt, Verdict, parse_verdict
 from kubejury.stages.generate import QuestionLike, read_answers
 from kubejury.stages.progress import ProgressTracker, ProgressView
 from kubejury.stages.runner import (
@@ -42,13 +43,12 @@ from kubejury.stages.runner import (
     pump,
     read_existing,
 )
-from kubejury.storage import RunLayout, Storage
 
 STAGE = "judge"
 
 
 class JudgeLike(Protocol):
-    """What judging needs of a ``spec.judges[]`` entry (``kubejury.spec.JudgeSpec`` fits)."""
+    """What judging needs of a ``spec.judges[]`` entry (``kubejury.config.spec.JudgeSpec`` fits)."""
 
     @property
     def name(self) -> str: ...
@@ -63,7 +63,7 @@ class JudgeLike(Protocol):
 
 
 class JudgingLike(Protocol):
-    """``spec.judging`` (``kubejury.spec.Judging`` fits)."""
+    """``spec.judging`` (``kubejury.config.spec.Judging`` fits)."""
 
     @property
     def prompt_template(self) -> str | None: ...

@@ -8,7 +8,7 @@ This module does the parts that do not depend on what the item is:
   so a crash at 90% costs 10%. Records with a request error are retried; readers keep the latest
   final record per key (:func:`latest_by_key`), so nothing is duplicated.
 - **Shards.** Records are buffered and written as a new immutable shard (``part-<seq>-<uuid>.jsonl``,
-  uploaded whole and atomically by :mod:`kubejury.storage`) every ``flush_records`` records or
+  uploaded whole and atomically by :mod:`kubejury.files.storage`) every ``flush_records`` records or
   ``flush_interval_s`` seconds, whichever comes first, in a worker thread so the event loop keeps
   sending requests. Within a shard records are in item order; a crash loses at most one batch.
 - **Workers, not tasks.** ``concurrency`` coroutines pull items from one shared iterator: no task
@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from kubejury.errors import KubejuryError
+from kubejury.files.storage import Storage
 from kubejury.stages.progress import ProgressTracker
-from kubejury.storage import Storage
 
 T = TypeVar("T")
 R = TypeVar("R")

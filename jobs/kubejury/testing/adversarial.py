@@ -13,8 +13,8 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from kubejury.client import ChatClient, build_body, json_schema_format
-from kubejury.judge_prompt import SCORE_SCHEMA, JudgePrompt, parse_verdict
+from kubejury.inference.client import ChatClient, build_body, json_schema_format
+from kubejury.judging.judge_prompt import SCORE_SCHEMA, JudgePrompt, parse_verdict
 
 QUESTION = "Каков общий срок исковой давности по гражданскому праву РФ?"
 REFERENCE = (

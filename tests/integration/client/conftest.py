@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from kubejury.benchmark import Question
-from kubejury.client import ChatClient, ClientSettings
-from kubejury.spec import ModelSpec, Series
-from kubejury.storage import LocalStorage, RunLayout
+from kubejury.config.spec import ModelSpec, Series
+from kubejury.files.benchmark import Question
+from kubejury.files.storage import LocalStorage, RunLayout
+from kubejury.inference.client import ChatClient, ClientSettings
 from kubejury.testing.fault_server import FaultServer
 
 FAST = ClientSettings(

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from kubejury.benchmark import Question
-from kubejury.client import ChatClient, ClientSettings
-from kubejury.spec import ModelSpec, Series
+from kubejury.config.spec import ModelSpec, Series
+from kubejury.files.benchmark import Question
+from kubejury.files.storage import LocalStorage, RunLayout
+from kubejury.inference.client import ChatClient, ClientSettings
 from kubejury.stages import EndpointUnavailable, StageOptions, read_answers, run_generation
-from kubejury.storage import LocalStorage, RunLayout
 from kubejury.testing.fault_server import FaultServer
 
 pytestmark = pytest.mark.integration
@@ -205,11 +205,11 @@ async def test_system_prompt_and_llamacpp_spelling(
 
 KILLED_CHILD = """
 import sys
-from kubejury.benchmark import Question
-from kubejury.client import ChatClient, ClientSettings
-from kubejury.spec import ModelSpec, Series
+from kubejury.files.benchmark import Question
+from kubejury.inference.client import ChatClient, ClientSettings
+from kubejury.config.spec import ModelSpec, Series
 from kubejury.stages import StageOptions, run_async, run_generation
-from kubejury.storage import LocalStorage, RunLayout
+from kubejury.files.storage import LocalStorage, RunLayout
 
 url, root, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 questions = [Question(f"q{i:03d}", "d", 1, f"Вопрос номер {i}?", "x") for i in range(n)]

@@ -8,11 +8,11 @@ from typing import Any
 import orjson
 import pytest
 
-from kubejury.benchmark import Question
-from kubejury.client import ChatClient, ClientSettings
-from kubejury.spec import JudgeSpec, Judging
+from kubejury.config.spec import JudgeSpec, Judging
+from kubejury.files.benchmark import Question
+from kubejury.files.storage import LocalStorage, RunLayout
+from kubejury.inference.client import ChatClient, ClientSettings
 from kubejury.stages import EndpointUnavailable, StageOptions, read_judgments, run_judging
-from kubejury.storage import LocalStorage, RunLayout
 from kubejury.testing.fault_server import FaultServer
 
 pytestmark = pytest.mark.integration

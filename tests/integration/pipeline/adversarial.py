@@ -24,11 +24,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kubejury.benchmark import Question, load_benchmark
-from kubejury.client import ClientSettings, EndpointPool
-from kubejury.spec import JudgeSpec, Judging
+from kubejury.config.spec import JudgeSpec, Judging
+from kubejury.files.benchmark import Question, load_benchmark
+from kubejury.files.storage import LocalStorage, RunLayout
+from kubejury.inference.client import ClientSettings, EndpointPool
 from kubejury.stages import read_judgments, run_judging
-from kubejury.storage import LocalStorage, RunLayout
 
 REPO = Path(__file__).resolve().parents[3]
 QUESTION_IDS = ("finance-1-01", "devops-2-01", "law-1-02", "energy-1-02")
@@ -142,7 +142,7 @@ def markdown(results: Mapping[str, CaseResult]) -> str:
 
 async def probe(base_url: str, runtime: str = "llamacpp") -> dict[str, float | None]:
     """The stages' shared injection set (:mod:`kubejury.testing.adversarial`) against the same judge."""
-    from kubejury.client import ChatClient
+    from kubejury.inference.client import ChatClient
     from kubejury.testing.adversarial import probe_judge
 
     async with ChatClient(base_url, runtime=runtime, settings=ClientSettings(max_in_flight=2)) as client:

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from kubejury.benchmark import load_benchmark
-from kubejury.storage import LocalStorage, RunLayout
+from kubejury.files.benchmark import load_benchmark
+from kubejury.files.storage import LocalStorage, RunLayout
 
 pytestmark = pytest.mark.integration
 

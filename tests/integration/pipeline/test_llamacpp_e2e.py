@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from kubejury.spec import JudgeSpec
-from kubejury.storage import LocalStorage, RunLayout
+from kubejury.config.spec import JudgeSpec
+from kubejury.files.storage import LocalStorage, RunLayout
 
 pytest.importorskip("llama_cpp", reason="needs llama-cpp-python (make venv builds the portable wheel)")
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from kubejury.cli import main
-from kubejury.storage import RunLayout, open_storage
+from kubejury.files.storage import RunLayout, open_storage
 
 pytestmark = pytest.mark.integration
 

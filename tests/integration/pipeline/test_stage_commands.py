@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from kubejury.storage import LocalStorage, RunLayout
+from kubejury.files.storage import LocalStorage, RunLayout
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ import boto3
 import pytest
 
 from kubejury.errors import InputError
-from kubejury.storage import LocalStorage, S3Credentials, S3Storage, open_storage, read_uri
+from kubejury.files.storage import LocalStorage, S3Credentials, S3Storage, open_storage, read_uri
 
 pytestmark = pytest.mark.integration
 

@@ -2,7 +2,7 @@
 
 The study ran its primary series at temperature 0 and compared a few others with it on a subset
 of models. Here every model evaluated in at least two series gets its W in each series and the
-difference from the primary series, computed from :class:`~kubejury.scoring.SeriesScores`.
+difference from the primary series, computed from :class:`~kubejury.stats.scoring.SeriesScores`.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kubejury.cube import FloatArray
 from kubejury.errors import ConfigError
-from kubejury.scoring import SeriesScores
-from kubejury.uncertainty import SeriesUncertainty, percentile_interval
+from kubejury.stats.cube import FloatArray
+from kubejury.stats.scoring import SeriesScores
+from kubejury.stats.uncertainty import SeriesUncertainty, percentile_interval
 
 
 @dataclass(frozen=True)

@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from kubejury.agreement import json_value, pearson, quadratic_weighted_kappa, spearman
-from kubejury.cube import FloatArray, ScoreCube
 from kubejury.errors import InputError
-from kubejury.scoring import SeriesScores
+from kubejury.stats.agreement import json_value, pearson, quadratic_weighted_kappa, spearman
+from kubejury.stats.cube import FloatArray, ScoreCube
+from kubejury.stats.scoring import SeriesScores
 
 REQUIRED_COLUMNS = ("question_id", "model", "expert", "score")
 MAX_UNMATCHED_EXAMPLES = 20
@@ -205,7 +205,7 @@ def expert_agreement(
 ) -> ExpertAgreement:
     """Compare expert scores with the panel's S(q); see :class:`ExpertAgreement`.
 
-    ``experts`` is a polars DataFrame (as ``kubejury.tables.load_experts`` returns) or a mapping
+    ``experts`` is a polars DataFrame (as ``kubejury.files.tables.load_experts`` returns) or a mapping
     of column name → sequence, with columns ``question_id, model, expert, score`` and optional
     ``series``. ``source`` names the input in errors.
     """

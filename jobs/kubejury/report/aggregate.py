@@ -4,8 +4,9 @@
 scores, model facts, judge relations, scoring configuration), builds one ScoreCube per series and
 runs every analysis on each: the study's scoring, the bootstrap, judge agreement, self-preference,
 leave-one-judge-out, verbosity, model selection and expert validation. The result, an
-:class:`Analysis`, holds every per-series result object; ``write_reports()`` turns it into
-report.json, report.md and report.html.
+:class:`Analysis`, holds every per-series result object; ``kubejury.report.write_reports()``
+turns it into report.json, report.md and report.html (this module never renders, so the report
+package depends on it and not the other way round).
 
 The pure core is :func:`analyse_cubes` (cubes in, Analysis out), so tests and the pipeline can
 hand it cubes they built themselves; :func:`aggregate` only adds loading.
@@ -21,9 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from kubejury.agreement import JudgeAgreement, judge_agreement
-from kubejury.benchmark import Benchmark, load_benchmark
-from kubejury.bias import (
+from kubejury.errors import InputError
+from kubejury.files.benchmark import Benchmark, load_benchmark
+from kubejury.files.tables import Experts, Judgments, build_cubes, load_answers, load_experts, load_judgments
+from kubejury.modelinfo import ModelInfo
+from kubejury.stats.agreement import JudgeAgreement, judge_agreement
+from kubejury.stats.bias import (
     LeaveOneJudgeOut,
     SelfPreference,
     VerbosityBias,
@@ -31,16 +35,12 @@ from kubejury.bias import (
     self_preference,
     verbosity_bias,
 )
-from kubejury.cube import ScoreCube
-from kubejury.errors import InputError
-from kubejury.experts import ExpertAgreement, ExpertRows, PanelScores, expert_agreement
-from kubejury.modelinfo import ModelInfo
-from kubejury.scoring import ScoringConfig, SeriesScores, score_series
-from kubejury.selection import ModelSelection, select_models
-from kubejury.series_compare import SeriesComparison, compare_series
-from kubejury.storage import LocalStorage, Storage
-from kubejury.tables import Experts, Judgments, build_cubes, load_answers, load_experts, load_judgments
-from kubejury.uncertainty import SeriesUncertainty, bootstrap_series
+from kubejury.stats.cube import ScoreCube
+from kubejury.stats.experts import ExpertAgreement, ExpertRows, PanelScores, expert_agreement
+from kubejury.stats.scoring import ScoringConfig, SeriesScores, score_series
+from kubejury.stats.selection import ModelSelection, select_models
+from kubejury.stats.series_compare import SeriesComparison, compare_series
+from kubejury.stats.uncertainty import SeriesUncertainty, bootstrap_series
 
 Source = str | Path
 Sources = Source | Sequence[Source]
@@ -290,26 +290,3 @@ def aggregate(
         inputs=metadata,
         generated_at=generated_at,
     )
-
-
-def render_reports(analysis: Analysis) -> dict[str, bytes]:
-    """The three report files' bytes (report.json, report.md, report.html), keyed by file name (pure)."""
-    from kubejury.report import render_all  # the report package refers back to this module's types
-
-    return render_all(analysis)
-
-
-def write_reports(analysis: Analysis, out_dir: str | Path | Storage, prefix: str = "") -> dict[str, str]:
-    """Write report.json, report.md and report.html under ``out_dir`` (a directory or a
-    :class:`~kubejury.storage.Storage`), each atomically (temp file + rename, or one S3 put).
-
-    Returns file name → URI written. ``prefix`` is a key prefix inside a storage (e.g.
-    ``"run/series/report/"``).
-    """
-    storage = out_dir if isinstance(out_dir, Storage) else LocalStorage(Path(out_dir))
-    written: dict[str, str] = {}
-    for name, data in render_reports(analysis).items():
-        key = f"{prefix}{name}"
-        storage.write_bytes(key, data)
-        written[name] = storage.uri_for(key)
-    return written

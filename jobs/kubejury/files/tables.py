@@ -1,4 +1,4 @@
-"""Judgment, answer and expert records: from files to dense :class:`~kubejury.cube.ScoreCube` s.
+"""Judgment, answer and expert records: from files to dense :class:`~kubejury.stats.cube.ScoreCube` s.
 
 Judgments are the large input (millions of records), so they are read with polars' columnar
 NDJSON reader and turned into integer codes at once; no Python code runs per record on the
@@ -27,9 +27,9 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from kubejury.benchmark import Benchmark
-from kubejury.cube import FloatArray, ScoreCube
 from kubejury.errors import InputError
+from kubejury.files.benchmark import Benchmark
+from kubejury.stats.cube import FloatArray, ScoreCube
 
 Codes = npt.NDArray[np.int32]
 Sources = str | Path | Sequence[str | Path]

@@ -27,10 +27,10 @@ from typing import Any, Literal
 import numpy as np
 from scipy import stats
 
-from kubejury import scoring
-from kubejury.agreement import json_value, pearson, spearman
-from kubejury.cube import BoolArray, FloatArray, IntArray, ScoreCube
-from kubejury.scoring import ScoringConfig, SeriesScores
+from kubejury.stats import scoring
+from kubejury.stats.agreement import json_value, pearson, spearman
+from kubejury.stats.cube import BoolArray, FloatArray, IntArray, ScoreCube
+from kubejury.stats.scoring import ScoringConfig, SeriesScores
 
 Relation = Literal["same_as", "family"]
 
@@ -375,7 +375,7 @@ def leave_one_judge_out(
 ) -> LeaveOneJudgeOut:
     """Recompute the study's ranking with each judge removed in turn.
 
-    ``scorer`` defaults to :func:`kubejury.scoring.score_series`; every model of the cube appears
+    ``scorer`` defaults to :func:`kubejury.stats.scoring.score_series`; every model of the cube appears
     in each ranking it returns.
     """
     config = config or ScoringConfig()

@@ -19,7 +19,7 @@ from typing import Any, Literal, get_args
 Runtime = Literal["vllm", "llamacpp", "ollama", "openai"]
 RUNTIMES: tuple[str, ...] = get_args(Runtime)
 
-log = logging.getLogger("kubejury.sampling")
+log = logging.getLogger("kubejury.inference.sampling")
 
 # Top-level request fields a plain OpenAI-compatible API may refuse; the client drops one of these
 # (and remembers it for the endpoint) when a 400 names it. ``max_tokens`` is never dropped.

@@ -8,7 +8,7 @@ pairwise Spearman and Pearson correlations, quadratic-weighted Cohen's kappa on 
 and each judge's leniency against the rest of the panel.
 
 The unit of rating is one answer: a (model, question) pair of the cube that has a judgment
-record. Each judge is a rater. Everything here is numpy on :class:`~kubejury.cube.ScoreCube`
+record. Each judge is a rater. Everything here is numpy on :class:`~kubejury.stats.cube.ScoreCube`
 arrays; the only loop is over judge pairs (a handful).
 
 The small statistics helpers (:func:`pearson`, :func:`spearman`,
@@ -26,8 +26,8 @@ from typing import Any
 import krippendorff
 import numpy as np
 
-from kubejury.cube import BoolArray, FloatArray, IntArray, ScoreCube
 from kubejury.jsonable import to_json
+from kubejury.stats.cube import BoolArray, FloatArray, IntArray, ScoreCube
 
 KAPPA_MIN_SCORE = 0
 KAPPA_MAX_SCORE = 10

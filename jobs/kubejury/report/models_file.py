@@ -26,9 +26,9 @@ from typing import Any
 
 import yaml
 
-from kubejury.aggregate import JudgeRelation
 from kubejury.errors import InputError
 from kubejury.modelinfo import ModelInfo, parse_parameters
+from kubejury.report.aggregate import JudgeRelation
 
 MODEL_KEYS = {
     "name": "name",

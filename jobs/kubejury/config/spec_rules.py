@@ -1,10 +1,10 @@
 """Cross-field rules of an EvalRun spec, checked on the raw mapping.
 
-The pydantic models (:mod:`kubejury.spec`) check each field's shape. What needs several fields —
+The pydantic models (:mod:`kubejury.config.spec`) check each field's shape. What needs several fields —
 unique names, at least one judge, source vs runtime, quantization vs runtime and checkpoint, a
 weight for every level asked — lives here, written against the *raw* ``spec`` mapping (camelCase
 or snake_case keys, possibly malformed), so that one list of problems can be reported at once:
-by ``kubejury validate``, by :func:`kubejury.spec.parse_evalrun`, and by the operator's admission
+by ``kubejury validate``, by :func:`kubejury.config.spec.parse_evalrun`, and by the operator's admission
 webhook. Each problem names its field path and says what is allowed.
 
 The runtime and quantization vocabularies are defined here too, for the models, the webhook and
@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubejury.scoring import DEFAULT_LEVEL_WEIGHTS
+from kubejury.stats.scoring import DEFAULT_LEVEL_WEIGHTS
 
 RUNTIMES: tuple[str, ...] = ("vllm", "llamacpp", "ollama", "openai")
 LOCAL_RUNTIMES: frozenset[str] = frozenset({"llamacpp", "ollama"})

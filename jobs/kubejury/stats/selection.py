@@ -31,10 +31,10 @@ from typing import Any
 
 import numpy as np
 
-from kubejury.agreement import json_value
-from kubejury.cube import BoolArray, FloatArray, ScoreCube
 from kubejury.modelinfo import ModelInfo
-from kubejury.scoring import SeriesScores
+from kubejury.stats.agreement import json_value
+from kubejury.stats.cube import BoolArray, FloatArray, ScoreCube
+from kubejury.stats.scoring import SeriesScores
 
 DEFAULT_ROBUST_MARGIN = 0.5
 DEFAULT_QUALITY_MARGIN = 0.5

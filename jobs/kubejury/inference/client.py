@@ -34,9 +34,9 @@ import aiohttp
 import orjson
 from yarl import URL
 
-from kubejury.sampling import DROPPABLE_FIELDS, warn_dropped_once
+from kubejury.inference.sampling import DROPPABLE_FIELDS, warn_dropped_once
 
-log = logging.getLogger("kubejury.client")
+log = logging.getLogger("kubejury.inference.client")
 
 ErrorKind = Literal["connection", "timeout", "http", "malformed", "rejected"]
 

@@ -1,7 +1,7 @@
 """The dense, vectorisable form of one series' judgments: models × questions × judges.
 
 Every statistic in kubejury (the study's formulas, bootstrap intervals, judge agreement,
-self-preference) is computed from a :class:`ScoreCube`. Loading code (``kubejury.tables``) builds
+self-preference) is computed from a :class:`ScoreCube`. Loading code (``kubejury.files.tables``) builds
 cubes from judgment records once; everything downstream is numpy on these arrays, never a Python
 loop over records. A missing judgment and a judgment whose score is null are both ``NaN`` in
 ``scores``; ``has_record`` tells them apart (a question with records that are all null is

@@ -12,7 +12,7 @@ older GFD releases; compute capability (CC) decides. When CC or memory labels ar
 table of known products fills them in.
 
 Nodes are parsed and grouped into *pools* (same product, memory and GPUs per node) by
-:mod:`kubejury_operator.gpu_nodes`. A model runs on one
+:mod:`kubejury.placement.gpu_nodes`. A model runs on one
 node (tensor parallelism only; no multi-node pipeline parallelism).
 
 Quantization with ``quantization: auto`` (runtime vllm), by the pool's compute capability:
@@ -67,9 +67,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubejury.config.spec import EvalRunSpec, ModelSpec, is_gguf_type, normalize_quantization
 from kubejury.modelinfo import parse_active_parameters, parse_parameters
-from kubejury.spec import EvalRunSpec, ModelSpec, is_gguf_type, normalize_quantization
-from kubejury_operator.gpu_nodes import (
+from kubejury.placement.gpu_nodes import (
     GIB,
     GpuPool,
     NodeInfo,
@@ -79,12 +79,12 @@ from kubejury_operator.gpu_nodes import (
     pool_node_selector,
     tolerations_for,
 )
-from kubejury_operator.gpu_nodes import GPU_RESOURCE as GPU_RESOURCE
-from kubejury_operator.gpu_nodes import KNOWN_GPUS as KNOWN_GPUS
-from kubejury_operator.gpu_nodes import known_gpu as known_gpu
-from kubejury_operator.gpu_nodes import parse_node as parse_node
-from kubejury_operator.gpu_nodes import parse_node_list as parse_node_list
-from kubejury_operator.gpu_nodes import parse_quantity as parse_quantity
+from kubejury.placement.gpu_nodes import GPU_RESOURCE as GPU_RESOURCE
+from kubejury.placement.gpu_nodes import KNOWN_GPUS as KNOWN_GPUS
+from kubejury.placement.gpu_nodes import known_gpu as known_gpu
+from kubejury.placement.gpu_nodes import parse_node as parse_node
+from kubejury.placement.gpu_nodes import parse_node_list as parse_node_list
+from kubejury.placement.gpu_nodes import parse_quantity as parse_quantity
 
 TP_SIZES: tuple[int, ...] = (1, 2, 4, 8)
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kubejury.cube import FloatArray, IntArray, ScoreCube
 from kubejury.errors import ConfigError
-from kubejury.scoring import (
+from kubejury.stats.cube import FloatArray, IntArray, ScoreCube
+from kubejury.stats.scoring import (
     ScoringConfig,
     SeriesScores,
     cell_index,
@@ -38,7 +38,7 @@ from kubejury.scoring import (
 
 @dataclass(frozen=True)
 class SeriesUncertainty:
-    """Bootstrap results for one series; arrays indexed like :class:`~kubejury.scoring.SeriesScores`.
+    """Bootstrap results for one series; arrays indexed like :class:`~kubejury.stats.scoring.SeriesScores`.
 
     Intervals are percentile intervals ``[low, high]`` at ``confidence`` over the replicates in
     which the statistic is defined; NaN where it is defined in none. ``prob_better[i, j]`` is the share of

@@ -1,4 +1,4 @@
-"""The study's scoring method, exactly, on a :class:`~kubejury.cube.ScoreCube`.
+"""The study's scoring method, exactly, on a :class:`~kubejury.stats.cube.ScoreCube`.
 
 Formulas (1)–(5) of the study plus its domain leaders, ranking and tiers, vectorised over the
 cube so that millions of judgments cost a few numpy reductions. Every choice the study left open
@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kubejury.cube import BoolArray, FloatArray, IntArray, ScoreCube
 from kubejury.errors import ConfigError
+from kubejury.stats.cube import BoolArray, FloatArray, IntArray, ScoreCube
 
 DEFAULT_LEVEL_WEIGHTS: dict[int, float] = {1: 0.6, 2: 0.8, 3: 1.0}
 

@@ -16,7 +16,7 @@ Conventions:
 * Quantization names are case-insensitive on input and lower case after validation
   (``Q4_K_M`` → ``q4_k_m``).
 * Checks that involve more than one field (unique names, quantization vs runtime, weights for
-  every level…) live in :mod:`kubejury.spec_rules` and work on the raw mapping too, so the operator's
+  every level…) live in :mod:`kubejury.config.spec_rules` and work on the raw mapping too, so the operator's
   admission webhook and :func:`parse_evalrun` report every problem at once, each as
   ``<field path>: <what is allowed>``.
 """
@@ -33,22 +33,22 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 from pydantic_core import ErrorDetails, PydanticCustomError
 
+from kubejury.config.spec_rules import ALL_QUANTIZATIONS as ALL_QUANTIZATIONS
+from kubejury.config.spec_rules import GGUF_TYPES as GGUF_TYPES
+from kubejury.config.spec_rules import LOCAL_QUANTIZATIONS as LOCAL_QUANTIZATIONS
+from kubejury.config.spec_rules import LOCAL_RUNTIMES as LOCAL_RUNTIMES
+from kubejury.config.spec_rules import RUNTIMES as RUNTIMES
+from kubejury.config.spec_rules import SOURCE_SCHEMES as SOURCE_SCHEMES
+from kubejury.config.spec_rules import URI_SCHEME as _SCHEME
+from kubejury.config.spec_rules import VLLM_QUANTIZATIONS as VLLM_QUANTIZATIONS
+from kubejury.config.spec_rules import FieldProblem as FieldProblem
+from kubejury.config.spec_rules import is_gguf_type as is_gguf_type
+from kubejury.config.spec_rules import kube_name as kube_name
+from kubejury.config.spec_rules import normalize_quantization as normalize_quantization
+from kubejury.config.spec_rules import spec_problems as spec_problems
 from kubejury.errors import InputError
 from kubejury.modelinfo import parse_parameters
-from kubejury.scoring import DEFAULT_LEVEL_WEIGHTS, DEFAULT_TIERS, ScoringConfig, TierRule
-from kubejury.spec_rules import ALL_QUANTIZATIONS as ALL_QUANTIZATIONS
-from kubejury.spec_rules import GGUF_TYPES as GGUF_TYPES
-from kubejury.spec_rules import LOCAL_QUANTIZATIONS as LOCAL_QUANTIZATIONS
-from kubejury.spec_rules import LOCAL_RUNTIMES as LOCAL_RUNTIMES
-from kubejury.spec_rules import RUNTIMES as RUNTIMES
-from kubejury.spec_rules import SOURCE_SCHEMES as SOURCE_SCHEMES
-from kubejury.spec_rules import URI_SCHEME as _SCHEME
-from kubejury.spec_rules import VLLM_QUANTIZATIONS as VLLM_QUANTIZATIONS
-from kubejury.spec_rules import FieldProblem as FieldProblem
-from kubejury.spec_rules import is_gguf_type as is_gguf_type
-from kubejury.spec_rules import kube_name as kube_name
-from kubejury.spec_rules import normalize_quantization as normalize_quantization
-from kubejury.spec_rules import spec_problems as spec_problems
+from kubejury.stats.scoring import DEFAULT_LEVEL_WEIGHTS, DEFAULT_TIERS, ScoringConfig, TierRule
 
 API_GROUP = "kubejury.io"
 API_VERSION = "v1alpha1"
@@ -511,7 +511,7 @@ class Tier(_Model):
     )
 
     def to_rule(self) -> TierRule:
-        """The scoring module's :class:`~kubejury.scoring.TierRule`."""
+        """The scoring module's :class:`~kubejury.stats.scoring.TierRule`."""
         return TierRule(self.tier, self.min_weighted, self.max_degradation, self.max_sigma)
 
 
@@ -548,7 +548,7 @@ class Scoring(_Model):
     seed: int = Field(default=0, description="Seed of the bootstrap and of the answer shuffling.")
 
     def to_config(self, primary_series: str | None = None) -> ScoringConfig:
-        """The engine's :class:`~kubejury.scoring.ScoringConfig` for these settings."""
+        """The engine's :class:`~kubejury.stats.scoring.ScoringConfig` for these settings."""
         return ScoringConfig(
             level_weights=dict(self.level_weights),
             tiers=tuple(tier.to_rule() for tier in self.tiers),
