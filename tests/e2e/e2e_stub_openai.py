@@ -3,7 +3,8 @@
 It answers as whatever ``model`` a request names: questions get a short deterministic answer
 whose quality (and therefore the judges' score) depends on the model, so the ranking in the final
 report is predictable; judge prompts (recognised by a ``response_format`` or a ``[[N]]``
-instruction) get a JSON verdict. It also serves ``/health`` like vLLM. Requests are counted per
+instruction) get a JSON verdict. It also serves ``/health`` like vLLM. The control-plane harness runs one per model-server Service,
+each on its own loopback address (``kubelet_runner.StubServices``). Requests are counted per
 model so tests can check who was asked.
 """
 
@@ -22,15 +23,16 @@ _MARK = re.compile(r"quality=(\d+)")
 
 
 class StubOpenAI:
-    def __init__(self, quality: dict[str, int] | None = None) -> None:
+    def __init__(self, quality: dict[str, int] | None = None, host: str = "127.0.0.1", port: int = 0) -> None:
         self.quality = dict(quality or {})
         self.requests: collections.Counter[str] = collections.Counter()
         self._runner: web.AppRunner | None = None
-        self.port = 0
+        self.host = host
+        self.port = port
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"http://{self.host}:{self.port}/v1"
 
     async def __aenter__(self) -> StubOpenAI:
         app = web.Application()
@@ -39,7 +41,7 @@ class StubOpenAI:
         app.router.add_get("/v1/models", self._models)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
         server = site._server
         assert server is not None and server.sockets  # type: ignore[attr-defined]
