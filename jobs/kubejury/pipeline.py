@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kubejury.config.spec import Concurrency, EvalRun, ModelSpec, Series, load_evalrun
-from kubejury.config.spec import Storage as StorageSpec
+from kubejury.config.spec import Concurrency, EvalRun, ModelSpec, Series, StorageSpec, load_evalrun
 from kubejury.errors import ConfigError, InputError, KubejuryError
 from kubejury.files.benchmark import Benchmark, Format, parse_benchmark
 from kubejury.files.storage import RunLayout, Storage, open_storage, read_uri
@@ -37,8 +36,9 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class RunInputs:
-    """Everything a stage needs, loaded and validated."""
+class LoadedRun:
+    """A run as the engine loaded it: the validated spec, its filtered questions, its storage and
+    where each file lives in it. Everything a stage needs."""
 
     evalrun: EvalRun
     spec_source: str
@@ -105,16 +105,16 @@ def open_run_storage(storage_spec: StorageSpec, out: str | None = None) -> Stora
     )
 
 
-def load_inputs(spec_path: str, *, out: str | None = None) -> RunInputs:
+def load_inputs(spec_path: str, *, out: str | None = None) -> LoadedRun:
     """Load and check the spec and its benchmark; open (but do not write to) storage."""
     evalrun = load_evalrun(spec_path)
     base_dir = Path(spec_path).resolve().parent
     benchmark = load_questions(evalrun, base_dir=base_dir, spec_source=spec_path)
     storage = open_run_storage(evalrun.spec.storage, out)
-    return RunInputs(evalrun, spec_path, benchmark, storage, RunLayout(evalrun.name))
+    return LoadedRun(evalrun, spec_path, benchmark, storage, RunLayout(evalrun.name))
 
 
-def record_spec(inputs: RunInputs) -> bool:
+def record_spec(inputs: LoadedRun) -> bool:
     """Store the spec next to the results; returns False when a *different* spec was stored before."""
     key = inputs.layout.spec_key
     document = inputs.evalrun.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -190,7 +190,7 @@ async def _gather_stage(coros: Sequence[Awaitable[T]]) -> list[T]:
 
 
 async def generate(
-    inputs: RunInputs,
+    inputs: LoadedRun,
     pool: EndpointPool,
     endpoints: Mapping[str, str],
     *,
@@ -237,7 +237,7 @@ def shard_questions(questions: Sequence[T], shard: tuple[int, int] | None) -> li
 
 
 async def judge(
-    inputs: RunInputs,
+    inputs: LoadedRun,
     pool: EndpointPool,
     endpoints: Mapping[str, str],
     *,
@@ -287,7 +287,7 @@ async def judge(
     return [summary for lane in results for summary in lane]
 
 
-def stored_records(inputs: RunInputs) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def stored_records(inputs: LoadedRun) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """All answers and judgments of the run (one record per key), across series, models and judges."""
     spec = inputs.evalrun.spec
     answers: list[dict[str, Any]] = []
@@ -305,7 +305,7 @@ _JUDGMENT_KEYS = ("question_id", "model", "series", "judge", "score", "rationale
 _ANSWER_KEYS = ("question_id", "model", "series", "answer", "finish_reason", "usage", "latency_s", "error")
 
 
-def aggregate_run(inputs: RunInputs, *, work_dir: Path | None = None) -> tuple[Any, dict[str, str]]:
+def aggregate_run(inputs: LoadedRun, *, work_dir: Path | None = None) -> tuple[Any, dict[str, str]]:
     """Aggregate the stored judgments (and answers) of the run; write the reports next to the data.
 
     Reads one record per key through the stages' readers (so retried requests never count twice),
@@ -331,7 +331,7 @@ def aggregate_run(inputs: RunInputs, *, work_dir: Path | None = None) -> tuple[A
     return analysis, written
 
 
-def _aggregate(inputs: RunInputs, work_dir: Path | None) -> tuple[Any, dict[str, str]]:
+def _aggregate(inputs: LoadedRun, work_dir: Path | None) -> tuple[Any, dict[str, str]]:
     import tempfile
 
     import orjson

@@ -43,7 +43,7 @@ def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def _check_endpoints(inputs: pipeline.RunInputs) -> None:
+def _check_endpoints(inputs: pipeline.LoadedRun) -> None:
     """Fail before starting anything when an entry cannot be reached from this machine."""
     for entry in inputs.evalrun.spec.all_endpoints():
         if entry.runtime in ("llamacpp", "openai"):
@@ -55,7 +55,7 @@ def _check_endpoints(inputs: pipeline.RunInputs) -> None:
 
 
 async def _stages(
-    inputs: pipeline.RunInputs, endpoints: Mapping[str, str], local_urls: Mapping[str, str], progress: bool
+    inputs: pipeline.LoadedRun, endpoints: Mapping[str, str], local_urls: Mapping[str, str], progress: bool
 ) -> None:
     from kubejury.inference.client import EndpointPool
     from kubejury.stages import RichProgressView

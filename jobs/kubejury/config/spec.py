@@ -171,7 +171,7 @@ class BenchmarkFilters(_Model):
         return value
 
 
-class Benchmark(_Model):
+class BenchmarkSpec(_Model):
     """Where the questions and reference answers are."""
 
     uri: str = Field(
@@ -564,7 +564,7 @@ class Scoring(_Model):
 # --------------------------------------------------------------------------------------------
 
 
-class Storage(_Model):
+class StorageSpec(_Model):
     """Where answers, judgments, progress records and reports are written."""
 
     uri: str = Field(
@@ -662,7 +662,7 @@ class JobSettings(_Model):
 class EvalRunSpec(_Model):
     """What to evaluate, with what, and how."""
 
-    benchmark: Benchmark = Field(description="Where the questions are, and which of them to ask.")
+    benchmark: BenchmarkSpec = Field(description="Where the questions are, and which of them to ask.")
     models: list[ModelSpec] = Field(min_length=1, description="Models to evaluate (at least one).")
     judges: list[JudgeSpec] = Field(
         min_length=1, description="Judges that score every answer 0–10 (at least one; the study used three)."
@@ -676,7 +676,7 @@ class EvalRunSpec(_Model):
     scoring: Scoring = Field(
         default_factory=Scoring, description="Level weights, tiers and bootstrap settings."
     )
-    storage: Storage = Field(default_factory=Storage, description="Where results are written.")
+    storage: StorageSpec = Field(default_factory=StorageSpec, description="Where results are written.")
     concurrency: Concurrency = Field(
         default_factory=Concurrency, description="Requests in flight and retry limits."
     )
