@@ -1,0 +1,30 @@
+"""A real Kubernetes control plane for development and tests, with nodes simulated by KWOK.
+
+``make cluster-up`` / ``make cluster-down`` and the pytest fixture ``kube_cluster`` use it; see
+docs/testing.md. :mod:`devcluster.cluster` says what is real and what is simulated.
+"""
+
+from __future__ import annotations
+
+from devcluster.cluster import (
+    DEFAULT_NODES_FILE,
+    Cluster,
+    ClusterError,
+    attach,
+    build_bins,
+    start_cluster,
+    stop_cluster,
+)
+from devcluster.nodes import NodesFileError, load_nodes
+
+__all__ = [
+    "DEFAULT_NODES_FILE",
+    "Cluster",
+    "ClusterError",
+    "NodesFileError",
+    "attach",
+    "build_bins",
+    "load_nodes",
+    "start_cluster",
+    "stop_cluster",
+]
