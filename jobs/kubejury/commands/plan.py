@@ -1,8 +1,10 @@
 """``kubejury plan``: what the operator would deploy for each model and judge, before applying a run.
 
 A dry run of GPU placement (``kubejury.placement.planner``) on a node list saved with
-``kubectl get nodes -o json``. It reads the EvalRun spec and the node list only — never the
-benchmark or storage — so it runs anywhere, offline, in a second.
+``kubectl get nodes -o json``. It reads the EvalRun spec and the node list only — never storage —
+so it runs anywhere, offline, in a second. With ``--estimate`` it also prints what the run will
+cost (``kubejury.placement.estimate``): tokens, hours and GPU-hours per model and stage, and the
+totals; for that it reads a local benchmark file to count the questions (or takes ``--questions``).
 """
 
 from __future__ import annotations
@@ -39,10 +41,49 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
         "--format", choices=("table", "json"), default="table", help="output format (default: table)"
     )
     parser.add_argument(
+        "--estimate",
+        action="store_true",
+        help="also estimate tokens, wall time and GPU-hours per model and stage (roofline; docs/placement.md)",
+    )
+    parser.add_argument(
+        "--questions",
+        type=_positive_int,
+        metavar="N",
+        help="with --estimate: number of questions (default: count them in a local benchmark file)",
+    )
+    parser.add_argument(
+        "--answer-tokens",
+        type=_positive_int,
+        metavar="N",
+        help="with --estimate: expected answer length in tokens (default: 800, capped by each series' maxTokens)",
+    )
+    parser.add_argument(
+        "--verdict-tokens",
+        type=_positive_int,
+        metavar="N",
+        help="with --estimate: expected judge verdict length in tokens (default: 250)",
+    )
+    parser.add_argument(
+        "--order",
+        choices=("spec", "longest-first"),
+        default="spec",
+        help="with --estimate: bring-up order of models under maxConcurrentModels (default: spec)",
+    )
+    parser.add_argument(
         "--fail-unschedulable",
         action="store_true",
         help="exit with status 1 when any model or judge cannot be placed",
     )
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def _load_nodes(path: str) -> list[Any]:
@@ -77,11 +118,18 @@ def run(args: argparse.Namespace) -> int:
     evalrun = load_evalrun(args.evalrun)
     nodes = _load_nodes(args.nodes)
     plans = plan_placements(evalrun.spec, nodes)
+    estimate = _estimate(args, evalrun, plans) if args.estimate else None
     if args.format == "json":
-        document = {"models": {name: placement.plan_entry() for name, placement in plans.items()}}
+        document: dict[str, Any] = {
+            "models": {name: placement.plan_entry() for name, placement in plans.items()}
+        }
+        if estimate is not None:
+            document["estimate"] = estimate.to_json()
         sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
     else:
         _print_table(evalrun.name, plans, len(nodes))
+        if estimate is not None:
+            _print_estimate(estimate)
     unschedulable = [name for name, placement in plans.items() if not placement.schedulable]
     return 1 if unschedulable and args.fail_unschedulable else 0
 
@@ -108,3 +156,108 @@ def _print_table(run_name: str, plans: dict[str, Any], node_count: int) -> None:
             placement.reason,
         )
     Console(width=max(200, Console().width)).print(table)
+
+
+def _workload(args: argparse.Namespace, evalrun: Any) -> Any:
+    """The questions' count and lengths: ``--questions`` (lengths assumed), else a local benchmark file."""
+    from kubejury.pipeline import load_questions
+    from kubejury.placement import estimate as est
+
+    lengths = {
+        "answer_tokens": args.answer_tokens or est.DEFAULT_ANSWER_TOKENS,
+        "verdict_tokens": args.verdict_tokens or est.DEFAULT_VERDICT_TOKENS,
+    }
+    if args.questions:
+        return est.Workload(
+            questions=args.questions,
+            question_tokens=est.DEFAULT_QUESTION_TOKENS,
+            reference_tokens=est.DEFAULT_REFERENCE_TOKENS,
+            source=f"--questions {args.questions} (question and reference lengths assumed)",
+            **lengths,
+        )
+    uri = evalrun.spec.benchmark.uri
+    if "://" in uri and not uri.startswith("file://"):
+        raise InputError(
+            args.evalrun,
+            f"the benchmark is at {uri}; plan stays offline: pass --questions N to estimate",
+            field="spec.benchmark.uri",
+        )
+    benchmark = load_questions(
+        evalrun, base_dir=Path(args.evalrun).resolve().parent, spec_source=args.evalrun
+    )
+    pairs = [(q.question, q.reference) for q in benchmark.questions]
+    language = evalrun.spec.judging.language or evalrun.spec.benchmark.language
+    return est.Workload.from_texts(pairs, language, source=f"benchmark {uri} (filters applied)", **lengths)
+
+
+def _estimate(args: argparse.Namespace, evalrun: Any, plans: dict[str, Any]) -> Any:
+    from kubejury.placement.estimate import estimate_run
+
+    return estimate_run(evalrun.spec, plans, _workload(args, evalrun), order=args.order)
+
+
+def _hours(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _print_estimate(estimate: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    workload = estimate.workload
+    table = Table(
+        title=(
+            f"Estimate: {workload.questions} question(s) — {workload.source}; "
+            f"answers ~{workload.answer_tokens} tokens, verdicts ~{workload.verdict_tokens}"
+        ),
+        show_lines=False,
+    )
+    for column in (
+        "model",
+        "stage",
+        "GPUs",
+        "prompt tokens",
+        "output tokens",
+        "batch",
+        "bound",
+        "hours",
+        "GPU-h",
+    ):
+        table.add_column(
+            column,
+            no_wrap=True,
+            justify="right" if "tokens" in column or column in ("batch", "hours", "GPU-h") else "left",
+        )
+    table.add_column("note", ratio=1)
+    for stage in estimate.stages:
+        gpus = (
+            "-"
+            if stage.device is None
+            else (f"{stage.gpus} × {stage.device}" if stage.gpus else stage.device)
+        )
+        table.add_row(
+            stage.name,
+            stage.stage,
+            gpus,
+            f"{stage.prompt_tokens:,}",
+            f"{stage.output_tokens:,}",
+            "-" if stage.batch is None else str(stage.batch),
+            stage.bound or "-",
+            _hours(None if stage.seconds is None else stage.seconds / 3600),
+            _hours(stage.gpu_hours),
+            stage.note,
+        )
+    console = Console(width=max(200, Console().width))
+    console.print(table)
+    data = estimate.to_json()["totals"]
+    console.print(
+        f"Total: {data['prompt_tokens']:,} prompt + {data['output_tokens']:,} output tokens; "
+        f"{data['gpu_hours_busy']:.2f} GPU-hours busy, {data['gpu_hours_held']:.2f} GPU-hours held "
+        f"(servers up, bring-up and waits included); wall time {data['wall_hours']:.2f} h with "
+        f"maxConcurrentModels={estimate.max_concurrent_models}, bring-up order: {estimate.assumptions['bringup_order']}."
+    )
+    if estimate.not_estimated:
+        console.print("Not estimated: " + ", ".join(estimate.not_estimated) + ".")
+    console.print(
+        "A roofline estimate: see docs/placement.md for the model and its measured error against published vLLM runs."
+    )

@@ -1,0 +1,583 @@
+"""Before a run: tokens, time and GPU-hours per model and stage, on the user's nodes.
+
+Why this module exists: GPU time is the scarce resource of a shared cluster, and an EvalRun says
+nothing about it until it has spent it. ``kubejury plan --estimate`` answers before the run, from
+the spec, the placements (:mod:`kubejury.placement.planner`) and the benchmark's size:
+
+* **tokens** per model and stage — generation: questions × series prompts (question, system
+  prompt, chat template) and answers of the expected length (capped by each series' ``maxTokens``);
+  judging: questions × series × models prompts (the judging template with question, reference
+  answer and the answer) and verdicts;
+* **time** of each stage on the server placement chose, from the roofline
+  (:mod:`kubejury.placement.roofline`) and the GPU's datasheet figures
+  (:mod:`kubejury.placement.gpu_specs`);
+* **GPU-hours** busy (stage time × GPUs) and held (model servers' whole life × GPUs, bring-up
+  and idle waits included), and the **wall time** of the run, from a schedule that follows the
+  operator's: at most ``maxConcurrentModels`` evaluated models' servers at once, in bring-up order;
+  judges' servers up from the start and judging each model's answers as they arrive (one queue per
+  judge server); a model that is also a judge (``sameAs``) served once, outside the budget.
+
+Pure: no I/O, no clock. Every assumption is a named constant and is reported with the estimate.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from kubejury.config.spec import EvalRunSpec, JudgeSpec, ModelSpec
+from kubejury.judging.judge_prompt import JudgePrompt
+from kubejury.modelinfo import parse_active_parameters, parse_parameters
+from kubejury.placement.gpu_nodes import GIB, known_gpu
+from kubejury.placement.gpu_specs import GpuSpec, gpu_spec
+from kubejury.placement.planner import (
+    BYTES_PER_PARAM,
+    GGUF_ASSUMED,
+    KV_BYTES_PER_TOKEN_8B,
+    VLLM_OVERHEAD_GIB_PER_GPU,
+    VLLM_WEIGHT_FACTOR,
+    Placement,
+)
+from kubejury.placement.roofline import DEFAULT_EFFICIENCY, Efficiency, Server, stage_time
+
+#: Characters per token of the benchmark's language (modern 100K+ vocabularies; Cyrillic is denser).
+CHARS_PER_TOKEN: dict[str, float] = {"en": 4.0, "ru": 3.0}
+CHARS_PER_TOKEN_OTHER = 3.5
+#: Tokens the chat template adds around each request's messages.
+CHAT_TEMPLATE_TOKENS = 20
+#: Expected answer and verdict lengths when not given (each capped by the spec's maxTokens).
+DEFAULT_ANSWER_TOKENS = 800
+DEFAULT_VERDICT_TOKENS = 250
+#: Mean question and reference lengths when the benchmark is not read (``--questions N``).
+DEFAULT_QUESTION_TOKENS = 60
+DEFAULT_REFERENCE_TOKENS = 120
+#: vLLM's default max_num_seqs for its API server: 1024 on GPUs with ≥ 70 GiB that are not A100s, else 256.
+VLLM_MAX_SEQUENCES_LARGE = 1024
+VLLM_MAX_SEQUENCES = 256
+#: Parallel sequences of a GGUF server (llama-server and Ollama pick up to 4 when memory allows).
+GGUF_SLOTS = 4
+#: Bring-up of a model server: fixed (scheduling, engine start, CUDA graphs) + weights read from the cache.
+STARTUP_FIXED_SECONDS = 120.0
+WEIGHT_LOAD_BYTES_PER_SECOND = 1e9
+#: A CPU node serving a GGUF model (no datasheet: a modest server's sustained memory bandwidth).
+CPU_NODE = GpuSpec("CPU node (assumed)", 0, 50, 1.0, None, None, "assumption: 50 GB/s, 1 TFLOP/s")
+
+Stage = Literal["generation", "judging"]
+
+
+def chars_per_token(language: str) -> float:
+    return CHARS_PER_TOKEN.get(language.lower().split("-")[0], CHARS_PER_TOKEN_OTHER)
+
+
+def tokens_of(text: str, language: str) -> int:
+    """Tokens of ``text`` estimated from its length (see :data:`CHARS_PER_TOKEN`)."""
+    return math.ceil(len(text) / chars_per_token(language))
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What the benchmark contributes: how many questions, and how long they and their references are."""
+
+    questions: int
+    question_tokens: float  # mean per question
+    reference_tokens: float  # mean per reference answer
+    answer_tokens: int = DEFAULT_ANSWER_TOKENS  # expected answer length (before maxTokens caps)
+    verdict_tokens: int = DEFAULT_VERDICT_TOKENS  # expected verdict length (before judging.maxTokens)
+    source: str = ""  # where the counts come from
+
+    def __post_init__(self) -> None:
+        if self.questions < 1:
+            raise ValueError("an estimate needs at least one question")
+        if self.answer_tokens < 1 or self.verdict_tokens < 1:
+            raise ValueError("answer and verdict lengths must be at least 1 token")
+
+    @classmethod
+    def from_texts(
+        cls,
+        pairs: Sequence[tuple[str, str]],
+        language: str,
+        *,
+        answer_tokens: int = DEFAULT_ANSWER_TOKENS,
+        verdict_tokens: int = DEFAULT_VERDICT_TOKENS,
+        source: str = "",
+    ) -> Workload:
+        """From the (question, reference) texts of the questions the run will ask."""
+        if not pairs:
+            raise ValueError("an estimate needs at least one question")
+        return cls(
+            questions=len(pairs),
+            question_tokens=sum(tokens_of(q, language) for q, _ in pairs) / len(pairs),
+            reference_tokens=sum(tokens_of(r, language) for _, r in pairs) / len(pairs),
+            answer_tokens=answer_tokens,
+            verdict_tokens=verdict_tokens,
+            source=source,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "questions": self.questions,
+            "mean_question_tokens": round(self.question_tokens, 1),
+            "mean_reference_tokens": round(self.reference_tokens, 1),
+            "answer_tokens": self.answer_tokens,
+            "verdict_tokens": self.verdict_tokens,
+            "source": self.source,
+        }
+
+
+# ----------------------------------------------------------------------------------------------
+# One server, as the roofline sees it
+# ----------------------------------------------------------------------------------------------
+
+
+def compute_precision(quantization: str, compute_capability: str | None, runtime: str) -> str:
+    """The tensor precision the model's matrix products run in on this GPU.
+
+    FP8 on Ada/Hopper/Blackwell (CC ≥ 8.9); NVFP4 natively on Blackwell (CC ≥ 10); gpt-oss's
+    MXFP4 weights with FP8 activations on Blackwell; everything else — weight-only formats (AWQ,
+    GPTQ, FP8/NVFP4/MXFP4 before their native GPUs, GGUF) and bf16 — computes in BF16.
+    """
+    try:
+        major, minor = (int(part) for part in (compute_capability or "0.0").split(".")[:2])
+    except ValueError:
+        major, minor = 0, 0
+    cc = (major, minor)
+    if runtime != "vllm":
+        return "bf16"
+    if quantization == "fp8" and cc >= (8, 9):
+        return "fp8"
+    if quantization == "nvfp4" and cc >= (10, 0):
+        return "fp4"
+    if quantization == "mxfp4" and cc >= (10, 0):
+        return "fp8"
+    return "bf16"
+
+
+@dataclass(frozen=True)
+class ServerFacts:
+    """A model server's roofline inputs, or why there are none."""
+
+    server: Server | None
+    weight_bytes: float = 0.0
+    gpus: int = 0
+    device: str | None = None
+    precision: str | None = None
+    note: str = ""
+
+
+def server_facts(model: ModelSpec, placement: Placement) -> ServerFacts:
+    """The roofline's view of the server placement chose for ``model`` (or the reason for none)."""
+    if placement.runtime == "openai":
+        return ServerFacts(None, note="hosted endpoint: uses none of your GPUs; tokens only")
+    if not placement.schedulable:
+        return ServerFacts(None, note="unschedulable: nothing to estimate")
+    try:
+        total = parse_parameters(model.parameters)
+        active = parse_active_parameters(model.parameters)
+    except ValueError:
+        total = active = None
+    if total is None or active is None:
+        return ServerFacts(None, note="no size: set parameters (e.g. '27B' or '117B-A5.1B') for an estimate")
+    vllm = placement.runtime == "vllm"
+    bytes_per_param = BYTES_PER_PARAM.get(placement.quantization, BYTES_PER_PARAM[GGUF_ASSUMED])
+    weights = total * bytes_per_param * (VLLM_WEIGHT_FACTOR if vllm else 1.0)
+    kv_per_token = KV_BYTES_PER_TOKEN_8B * math.sqrt(active / 8e9)
+    gpus = placement.tensor_parallel_size
+    if gpus <= 0:
+        device = CPU_NODE
+        gpus_for_roofline = 1
+        memory_per_gpu = 0.0
+    else:
+        found = gpu_spec(placement.gpu_product)
+        if found is None:
+            return ServerFacts(
+                None,
+                gpus=gpus,
+                note=f"no datasheet figures for {placement.gpu_product!r}: add it to kubejury.placement.gpu_specs",
+            )
+        device = found
+        gpus_for_roofline = gpus
+        known = known_gpu(placement.gpu_product)
+        memory_per_gpu = known[1] * float(1 << 20) if known else found.memory_gb * 1e9
+    if vllm:
+        capacity = (
+            model.gpu_memory_utilization * memory_per_gpu * gpus
+            - weights
+            - VLLM_OVERHEAD_GIB_PER_GPU * GIB * gpus
+        )
+        large = memory_per_gpu >= 70 * GIB and "a100" not in (placement.gpu_product or "").lower()
+        max_sequences = VLLM_MAX_SEQUENCES_LARGE if large else VLLM_MAX_SEQUENCES
+    else:
+        capacity = kv_per_token * model.max_model_len  # llama.cpp: one --ctx-size context shared by its slots
+        max_sequences = GGUF_SLOTS
+    precision = compute_precision(placement.quantization, placement.compute_capability, placement.runtime)
+    server = Server(
+        total_params=total,
+        active_params=active,
+        weight_bytes=weights,
+        kv_bytes_per_token=kv_per_token,
+        gpus=gpus_for_roofline,
+        bandwidth=device.bandwidth,
+        peak_flops=device.peak_flops(precision),
+        kv_capacity_bytes=max(capacity, kv_per_token),
+        max_sequences=max_sequences,
+    )
+    return ServerFacts(server, weights, max(0, gpus), device.name, precision)
+
+
+def startup_seconds(facts: ServerFacts) -> float:
+    """Bring-up of a server: :data:`STARTUP_FIXED_SECONDS` + weights at :data:`WEIGHT_LOAD_BYTES_PER_SECOND`."""
+    return STARTUP_FIXED_SECONDS + facts.weight_bytes / WEIGHT_LOAD_BYTES_PER_SECOND
+
+
+# ----------------------------------------------------------------------------------------------
+# Stages
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StageEstimate:
+    """One model's generation, or one judge's judging: tokens, and time where it can be known."""
+
+    name: str
+    stage: Stage
+    requests: int
+    prompt_tokens: int
+    output_tokens: int
+    gpus: int
+    device: str | None
+    precision: str | None
+    seconds: float | None
+    batch: int | None = None
+    bound: str | None = None
+    note: str = ""
+
+    @property
+    def gpu_hours(self) -> float | None:
+        return None if self.seconds is None else self.seconds * self.gpus / 3600
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "stage": self.stage,
+            "requests": self.requests,
+            "prompt_tokens": self.prompt_tokens,
+            "output_tokens": self.output_tokens,
+            "gpus": self.gpus,
+            "device": self.device,
+            "precision": self.precision,
+            "hours": None if self.seconds is None else round(self.seconds / 3600, 3),
+            "gpu_hours": None if self.gpu_hours is None else round(self.gpu_hours, 3),
+            "batch": self.batch,
+            "bound": self.bound,
+            "note": self.note,
+        }
+
+
+def _stage(
+    name: str,
+    stage: Stage,
+    facts: ServerFacts,
+    *,
+    requests: int,
+    prompt_tokens: float,
+    output_tokens: float,
+    in_flight: int,
+    efficiency: Efficiency,
+) -> StageEstimate:
+    if facts.server is None:
+        return StageEstimate(
+            name,
+            stage,
+            requests,
+            round(prompt_tokens),
+            round(output_tokens),
+            facts.gpus,
+            None,
+            None,
+            None,
+            note=facts.note,
+        )
+    timing = stage_time(
+        facts.server,
+        requests=requests,
+        prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens,
+        in_flight=in_flight,
+        efficiency=efficiency,
+    )
+    note = "CPU node: rough (assumed 50 GB/s)" if facts.gpus == 0 else ""
+    return StageEstimate(
+        name,
+        stage,
+        requests,
+        round(prompt_tokens),
+        round(output_tokens),
+        facts.gpus,
+        facts.device,
+        facts.precision,
+        timing.seconds,
+        batch=timing.step.batch,
+        bound=timing.step.bound,
+        note=note,
+    )
+
+
+def _placement_of(placements: Mapping[str, Placement], entry: ModelSpec, judge: bool) -> Placement | None:
+    if judge:
+        return placements.get(f"{entry.name} (judge)") or placements.get(entry.name)
+    return placements.get(entry.name)
+
+
+def _same_server(model: ModelSpec, judge: JudgeSpec) -> bool:
+    """A judge that is an evaluated model (``sameAs``) and runs the same way shares its server."""
+    return (
+        judge.same_as == model.name
+        and model.runtime == judge.runtime
+        and model.source == judge.source
+        and model.quantization == judge.quantization
+        and model.runtime != "openai"
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# The schedule
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ServerWindow:
+    """One model server's life in the schedule (seconds from the run's start)."""
+
+    name: str
+    gpus: int
+    start: float
+    ready: float
+    end: float
+
+    @property
+    def held_gpu_hours(self) -> float:
+        return (self.end - self.start) * self.gpus / 3600
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "gpus": self.gpus,
+            "start_hours": round(self.start / 3600, 3),
+            "ready_hours": round(self.ready / 3600, 3),
+            "end_hours": round(self.end / 3600, 3),
+            "held_gpu_hours": round(self.held_gpu_hours, 3),
+        }
+
+
+Order = Literal["spec", "longest-first"]
+
+
+def bringup_order(names: Sequence[str], seconds: Mapping[str, float], order: Order) -> list[str]:
+    """The order budgeted models' servers come up: as in the spec, or the longest (by estimated
+    bring-up + generation time) first, spec order breaking ties. Longest-first keeps a long model
+    from starting last and running alone while the other slots sit empty."""
+    if order == "spec":
+        return list(names)
+    position = {name: i for i, name in enumerate(names)}
+    return sorted(names, key=lambda n: (-seconds.get(n, 0.0), position[n]))
+
+
+@dataclass(frozen=True)
+class RunEstimate:
+    """The estimate of one run: stages, the schedule's server windows and the totals."""
+
+    workload: Workload
+    stages: tuple[StageEstimate, ...]
+    servers: tuple[ServerWindow, ...]
+    order: tuple[str, ...]
+    max_concurrent_models: int
+    makespan_seconds: float
+    assumptions: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def gpu_hours_busy(self) -> float:
+        return sum(s.gpu_hours or 0.0 for s in self.stages)
+
+    @property
+    def gpu_hours_held(self) -> float:
+        return sum(w.held_gpu_hours for w in self.servers)
+
+    @property
+    def not_estimated(self) -> list[str]:
+        return [f"{s.name} ({s.stage})" for s in self.stages if s.seconds is None]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload.to_json(),
+            "stages": [s.to_json() for s in self.stages],
+            "servers": [w.to_json() for w in self.servers],
+            "bringup_order": list(self.order),
+            "max_concurrent_models": self.max_concurrent_models,
+            "totals": {
+                "prompt_tokens": sum(s.prompt_tokens for s in self.stages),
+                "output_tokens": sum(s.output_tokens for s in self.stages),
+                "gpu_hours_busy": round(self.gpu_hours_busy, 3),
+                "gpu_hours_held": round(self.gpu_hours_held, 3),
+                "wall_hours": round(self.makespan_seconds / 3600, 3),
+            },
+            "not_estimated": self.not_estimated,
+            "assumptions": dict(self.assumptions),
+        }
+
+
+def _queue_end(start: float, jobs: Sequence[tuple[float, float]]) -> float:
+    """When one server finishes jobs (arrival, duration) served one at a time in arrival order."""
+    t = start
+    for arrival, duration in sorted(jobs):
+        t = max(t, arrival) + duration
+    return t
+
+
+def estimate_run(
+    spec: EvalRunSpec,
+    placements: Mapping[str, Placement],
+    workload: Workload,
+    *,
+    order: Order = "spec",
+    efficiency: Efficiency = DEFAULT_EFFICIENCY,
+) -> RunEstimate:
+    """Tokens, time and GPU-hours of a run (see the module docstring)."""
+    language = spec.judging.language or spec.benchmark.language
+    q = workload.questions
+    series = spec.series
+    in_flight_per_job = spec.concurrency.requests_per_endpoint
+    answer_per_series = [min(workload.answer_tokens, s.max_tokens) for s in series]
+    mean_answer = sum(answer_per_series) / len(answer_per_series)
+
+    # --- generation, per evaluated model ------------------------------------------------------
+    gen_prompt = sum(
+        q * (workload.question_tokens + tokens_of(s.system_prompt or "", language) + CHAT_TEMPLATE_TOKENS)
+        for s in series
+    )
+    gen_output = q * sum(answer_per_series)
+    gen_in_flight = in_flight_per_job * spec.jobs.generation_shards * len(series)
+    facts: dict[str, ServerFacts] = {}
+    stages: list[StageEstimate] = []
+    for model in spec.models:
+        placement = _placement_of(placements, model, judge=False)
+        f = server_facts(model, placement) if placement else ServerFacts(None, note="no placement")
+        facts[f"model:{model.name}"] = f
+        stages.append(
+            _stage(
+                model.name,
+                "generation",
+                f,
+                requests=q * len(series),
+                prompt_tokens=gen_prompt,
+                output_tokens=gen_output,
+                in_flight=gen_in_flight,
+                efficiency=efficiency,
+            )
+        )
+
+    # --- judging, per judge --------------------------------------------------------------------
+    template = JudgePrompt.create(spec.judging.prompt_template, language=language)
+    template_tokens = tokens_of(template.render("", "", ""), language)
+    judge_requests = q * len(series) * len(spec.models)
+    judge_prompt = judge_requests * (
+        template_tokens
+        + workload.question_tokens
+        + workload.reference_tokens
+        + mean_answer
+        + CHAT_TEMPLATE_TOKENS
+    )
+    judge_output = judge_requests * min(workload.verdict_tokens, spec.judging.max_tokens)
+    judge_in_flight = in_flight_per_job * len(series)
+    by_name = {m.name: m for m in spec.models}
+    judge_server: dict[str, str] = {}
+    for judge in spec.judges:
+        twin = by_name.get(judge.same_as) if judge.same_as else None
+        key = (
+            f"model:{twin.name}" if twin is not None and _same_server(twin, judge) else f"judge:{judge.name}"
+        )
+        judge_server[judge.name] = key
+        placement = _placement_of(placements, judge, judge=True)
+        if key.startswith("judge:"):
+            facts[key] = (
+                server_facts(judge, placement) if placement else ServerFacts(None, note="no placement")
+            )
+        stages.append(
+            _stage(
+                judge.name,
+                "judging",
+                facts[key],
+                requests=judge_requests,
+                prompt_tokens=judge_prompt,
+                output_tokens=judge_output,
+                in_flight=judge_in_flight,
+                efficiency=efficiency,
+            )
+        )
+
+    # --- the schedule --------------------------------------------------------------------------
+    gen_seconds = {s.name: s.seconds or 0.0 for s in stages if s.stage == "generation"}
+    judge_seconds = {s.name: s.seconds or 0.0 for s in stages if s.stage == "judging"}
+    shared = {key for key in judge_server.values() if key.startswith("model:")}
+    deployed = {key for key, f in facts.items() if f.server is not None}
+    budgeted = [
+        m.name for m in spec.models if f"model:{m.name}" in deployed and f"model:{m.name}" not in shared
+    ]
+    wanted = {n: startup_seconds(facts[f"model:{n}"]) + gen_seconds[n] for n in budgeted}
+    sequence = bringup_order(budgeted, wanted, order)
+    budget = max(1, spec.max_concurrent_models)
+    slots = [0.0] * min(budget, max(1, len(sequence)))
+    heapq.heapify(slots)
+    windows: list[ServerWindow] = []
+    answers_at: dict[str, float] = {m.name: 0.0 for m in spec.models}
+    for name in sequence:
+        start = heapq.heappop(slots)
+        ready = start + startup_seconds(facts[f"model:{name}"])
+        end = ready + gen_seconds[name]
+        heapq.heappush(slots, end)
+        answers_at[name] = end
+        windows.append(ServerWindow(name, facts[f"model:{name}"].gpus, start, ready, end))
+    # servers outside the budget: judges' (and the models they also are), up from the start
+    own_generation_end: dict[str, float] = {}
+    for key in sorted(shared):
+        name = key.split(":", 1)[1]
+        if key in deployed:
+            ready = startup_seconds(facts[key])
+            answers_at[name] = own_generation_end[key] = ready + gen_seconds[name]
+    models_count = max(1, len(spec.models))
+    judge_keys = sorted({k for k in judge_server.values() if k in deployed})
+    for key in judge_keys:
+        ready = startup_seconds(facts[key])
+        begin = own_generation_end.get(key, ready)
+        jobs = [
+            (answers_at[m.name], judge_seconds[j.name] / models_count)
+            for j in spec.judges
+            if judge_server[j.name] == key
+            for m in spec.models
+        ]
+        end = _queue_end(begin, jobs)
+        name = key.split(":", 1)[1]
+        windows.append(ServerWindow(name, facts[key].gpus, 0.0, ready, end))
+    makespan = max([w.end for w in windows] + [0.0])
+    return RunEstimate(
+        workload=workload,
+        stages=tuple(stages),
+        servers=tuple(windows),
+        order=tuple(sequence),
+        max_concurrent_models=budget,
+        makespan_seconds=makespan,
+        assumptions={
+            "decode_bandwidth_efficiency": efficiency.bandwidth,
+            "compute_efficiency": efficiency.compute,
+            "chars_per_token": chars_per_token(language),
+            "chat_template_tokens": CHAT_TEMPLATE_TOKENS,
+            "judge_template_tokens": template_tokens,
+            "generation_in_flight": gen_in_flight,
+            "judging_in_flight": judge_in_flight,
+            "startup": f"{STARTUP_FIXED_SECONDS:g} s + weights at {WEIGHT_LOAD_BYTES_PER_SECOND / 1e9:g} GB/s",
+            "bringup_order": order,
+            "not_modelled": "aggregation Job; retries; node capacity beyond placement; hosted (openai) endpoints' time",
+        },
+    )

@@ -1,0 +1,134 @@
+"""``kubejury plan --estimate``: the JSON shape, the table's totals, and where the question count comes from."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kubejury.cli import main
+
+NODES = Path(__file__).resolve().parents[2] / "examples" / "nodes" / "h100-cluster.json"
+
+SPEC = """\
+apiVersion: kubejury.io/v1alpha1
+kind: EvalRun
+metadata: {{name: est}}
+spec:
+  benchmark: {{uri: {bench}, language: en}}
+  storage: {{uri: {out}}}
+  models:
+    - {{name: qwen3.5-27b, source: hf://Qwen/Qwen3.5-27B, parameters: 27B}}
+    - {{name: gpt-oss-120b, source: hf://openai/gpt-oss-120b, parameters: 117B-A5.1B, checkpoint: mxfp4}}
+  judges:
+    - {{name: judge-oss, source: hf://openai/gpt-oss-120b, parameters: 117B-A5.1B, checkpoint: mxfp4, sameAs: gpt-oss-120b}}
+    - {{name: deepseek, runtime: openai, source: "https://api.deepseek.com/v1"}}
+"""
+
+STAGE_KEYS = {
+    "name",
+    "stage",
+    "requests",
+    "prompt_tokens",
+    "output_tokens",
+    "gpus",
+    "device",
+    "precision",
+    "hours",
+    "gpu_hours",
+    "batch",
+    "bound",
+    "note",
+}
+TOTAL_KEYS = {"prompt_tokens", "output_tokens", "gpu_hours_busy", "gpu_hours_held", "wall_hours"}
+
+
+def write_run(tmp_path: Path, bench: str) -> Path:
+    file = tmp_path / "run.yaml"
+    file.write_text(SPEC.format(bench=bench, out=tmp_path / "out"), encoding="utf-8")
+    return file
+
+
+def write_benchmark(path: Path, count: int) -> None:
+    rows = [
+        {"id": f"q{i}", "domain": "law", "level": 1, "question": "Q" * 400, "reference": "R" * 800}
+        for i in range(count)
+    ]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+
+
+def test_json_carries_stages_servers_and_totals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_benchmark(tmp_path / "bench.jsonl", 30)
+    run = write_run(tmp_path, "bench.jsonl")
+    args = ["plan", "--evalrun", str(run), "--nodes", str(NODES), "--estimate", "--format", "json"]
+    assert main(args) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert set(document) == {"models", "estimate"}
+    estimate = document["estimate"]
+    assert set(estimate["totals"]) == TOTAL_KEYS
+    assert [(s["name"], s["stage"]) for s in estimate["stages"]] == [
+        ("qwen3.5-27b", "generation"),
+        ("gpt-oss-120b", "generation"),
+        ("judge-oss", "judging"),
+        ("deepseek", "judging"),
+    ]
+    for entry in estimate["stages"]:
+        assert set(entry) == STAGE_KEYS
+    # counted from the local benchmark: 400 and 800 characters at 4 per token
+    assert estimate["workload"]["questions"] == 30
+    assert estimate["workload"]["mean_question_tokens"] == 100
+    assert estimate["workload"]["mean_reference_tokens"] == 200
+    assert estimate["stages"][0]["requests"] == 30  # one series
+    assert estimate["totals"]["gpu_hours_held"] >= estimate["totals"]["gpu_hours_busy"] > 0
+    assert estimate["not_estimated"] == ["deepseek (judging)"]
+    assert [w["name"] for w in estimate["servers"]] == ["qwen3.5-27b", "gpt-oss-120b"]
+
+
+def test_table_prints_the_estimate_and_its_totals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = write_run(tmp_path, str(tmp_path / "missing.jsonl"))
+    assert (
+        main(["plan", "--evalrun", str(run), "--nodes", str(NODES), "--estimate", "--questions", "1440"]) == 0
+    )
+    out = capsys.readouterr().out
+    assert "Estimate: 1440 question(s)" in out
+    assert "GPU-hours busy" in out and "GPU-hours held" in out and "wall time" in out
+    assert "Not estimated: deepseek (judging)" in out
+
+
+def test_without_estimate_the_plan_is_unchanged(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = write_run(tmp_path, str(tmp_path / "missing.jsonl"))
+    assert main(["plan", "--evalrun", str(run), "--nodes", str(NODES), "--format", "json"]) == 0
+    assert set(json.loads(capsys.readouterr().out)) == {"models"}
+
+
+def test_longer_answers_cost_more(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = write_run(tmp_path, str(tmp_path / "missing.jsonl"))
+    totals = []
+    for answer in ("200", "1500"):
+        args = ["plan", "--evalrun", str(run), "--nodes", str(NODES), "--format", "json", "--estimate"]
+        assert main([*args, "--questions", "500", "--answer-tokens", answer]) == 0
+        totals.append(json.loads(capsys.readouterr().out)["estimate"]["totals"])
+    assert totals[1]["output_tokens"] > totals[0]["output_tokens"]
+    assert totals[1]["gpu_hours_busy"] > totals[0]["gpu_hours_busy"]
+
+
+def test_a_remote_benchmark_needs_a_question_count(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = write_run(tmp_path, "s3://bucket/bench.jsonl")
+    assert main(["plan", "--evalrun", str(run), "--nodes", str(NODES), "--estimate"]) != 0
+    err = capsys.readouterr().err
+    assert "--questions" in err and "spec.benchmark.uri" in err
+
+
+def test_a_missing_local_benchmark_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = write_run(tmp_path, str(tmp_path / "missing.jsonl"))
+    assert main(["plan", "--evalrun", str(run), "--nodes", str(NODES), "--estimate"]) != 0
+    assert "missing.jsonl" in capsys.readouterr().err
+
+
+def test_question_count_must_be_positive(tmp_path: Path) -> None:
+    run = write_run(tmp_path, "bench.jsonl")
+    with pytest.raises(SystemExit):
+        main(["plan", "--evalrun", str(run), "--nodes", str(NODES), "--estimate", "--questions", "0"])
