@@ -21,7 +21,7 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -412,42 +412,89 @@ def _raise_duplicate(records: KeyedRecords, pair: tuple[int, int], what: str) ->
     )
 
 
+class _KeyedFields(TypedDict):
+    """The :class:`KeyedRecords` fields, typed so that a table's constructor checks them."""
+
+    sources: tuple[str, ...]
+    offsets: tuple[int, ...]
+    series: tuple[str, ...]
+    models: tuple[str, ...]
+    question_ids: tuple[str, ...]
+    series_code: Codes
+    model_code: Codes
+    question_code: Codes
+
+
+_KEY_LABELS = {"series": "series", "model": "model", "question_id": "question", "judge": "judge"}
+
+
+@dataclass(frozen=True)
+class _KeyedRead:
+    """What judgments and answers share: the records read from every file and their key columns
+    (series, model, question_id, then the table's own keys) encoded, in that order."""
+
+    kind: str
+    collected: _Collected
+    keys: dict[str, tuple[tuple[str, ...], Codes]]
+
+    def keyed_fields(self) -> _KeyedFields:
+        """The :class:`KeyedRecords` fields, for the table's constructor."""
+        (series, series_code), (models, model_code), (question_ids, question_code) = (
+            self.keys[name] for name in ("series", "model", "question_id")
+        )
+        return {
+            "sources": self.collected.sources,
+            "offsets": self.collected.offsets,
+            "series": series,
+            "models": models,
+            "question_ids": question_ids,
+            "series_code": series_code,
+            "model_code": model_code,
+            "question_code": question_code,
+        }
+
+    def check_unique(self, records: KeyedRecords) -> None:
+        """Each key must appear once: an error names both places of the first repeat."""
+        pair = _duplicates(
+            [codes for _, codes in self.keys.values()], [len(v) for v, _ in self.keys.values()]
+        )
+        if pair is not None:
+            key = ", ".join(
+                f"{_KEY_LABELS[name]} {values[int(codes[pair[0]])]!r}"
+                for name, (values, codes) in self.keys.items()
+            )
+            _raise_duplicate(records, pair, f"{self.kind} ({key})")
+
+
+def _read_keyed(sources: Sources, kind: str, schema: Mapping[str, pl.DataType], *own_keys: str) -> _KeyedRead:
+    """Read the ``kind`` (``"judgment"`` or ``"answer"``) files of ``sources`` and encode their keys."""
+    collected = _collect(resolve_sources(sources, f"{kind}s"), schema, kind)
+    keys = {
+        name: _encode(collected, name, name != "series", kind)
+        for name in ("series", "model", "question_id", *own_keys)
+    }
+    return _KeyedRead(kind, collected, keys)
+
+
 def load_judgments(sources: Sources, *, text: bool = False) -> Judgments:
     """Read and validate judgment JSONL files (see docs/formats.md).
 
     ``text=True`` also keeps ``rationale`` and ``error`` (costs memory on large runs).
     """
-    files = resolve_sources(sources, "judgments")
-    schema = {**JUDGMENT_SCHEMA, **(JUDGMENT_TEXT_SCHEMA if text else {})}
-    collected = _collect(files, schema, "judgment")
-    series, series_code = _encode(collected, "series", False, "judgment")
-    models, model_code = _encode(collected, "model", True, "judgment")
-    question_ids, question_code = _encode(collected, "question_id", True, "judgment")
-    judges, judge_code = _encode(collected, "judge", True, "judgment")
+    read = _read_keyed(
+        sources, "judgment", {**JUDGMENT_SCHEMA, **(JUDGMENT_TEXT_SCHEMA if text else {})}, "judge"
+    )
+    collected = read.collected
+    judges, judge_code = read.keys["judge"]
     score = _check_range(collected, "score", SCORE_MIN, SCORE_MAX, "score {value!r} is outside 0..10")
     result = Judgments(
-        sources=collected.sources,
-        offsets=collected.offsets,
-        series=series,
-        models=models,
-        question_ids=question_ids,
-        series_code=series_code,
-        model_code=model_code,
-        question_code=question_code,
+        **read.keyed_fields(),
         judges=judges,
         judge_code=judge_code,
         score=score,
         text=collected.frame.select("rationale", "error") if text else None,
     )
-    keys = [series_code, model_code, question_code, judge_code]
-    pair = _duplicates(keys, [len(series), len(models), len(question_ids), len(judges)])
-    if pair is not None:
-        s, m, q, j = (int(k[pair[0]]) for k in keys)
-        _raise_duplicate(
-            result,
-            pair,
-            f"judgment (series {series[s]!r}, model {models[m]!r}, question {question_ids[q]!r}, judge {judges[j]!r})",
-        )
+    read.check_unique(result)
     return result
 
 
@@ -456,11 +503,8 @@ def load_answers(sources: Sources, *, text: bool = False) -> Answers:
 
     ``text=True`` also keeps the ``answer`` text itself; its length is always kept.
     """
-    files = resolve_sources(sources, "answers")
-    collected = _collect(files, ANSWER_SCHEMA, "answer")
-    series, series_code = _encode(collected, "series", False, "answer")
-    models, model_code = _encode(collected, "model", True, "answer")
-    question_ids, question_code = _encode(collected, "question_id", True, "answer")
+    read = _read_keyed(sources, "answer", ANSWER_SCHEMA)
+    collected = read.collected
     _check_range(collected, "latency_s", 0.0, None, "latency_s must be a non-negative number, got {value!r}")
     values = collected.frame.select(
         pl.col("answer").str.len_chars().cast(pl.Float64).alias("answer_chars"),
@@ -471,24 +515,8 @@ def load_answers(sources: Sources, *, text: bool = False) -> Answers:
         pl.col("error"),
         *([pl.col("answer")] if text else []),
     )
-    result = Answers(
-        sources=collected.sources,
-        offsets=collected.offsets,
-        series=series,
-        models=models,
-        question_ids=question_ids,
-        series_code=series_code,
-        model_code=model_code,
-        question_code=question_code,
-        values=values,
-    )
-    keys = [series_code, model_code, question_code]
-    pair = _duplicates(keys, [len(series), len(models), len(question_ids)])
-    if pair is not None:
-        s, m, q = (int(k[pair[0]]) for k in keys)
-        _raise_duplicate(
-            result, pair, f"answer (series {series[s]!r}, model {models[m]!r}, question {question_ids[q]!r})"
-        )
+    result = Answers(**read.keyed_fields(), values=values)
+    read.check_unique(result)
     return result
 
 

@@ -11,28 +11,15 @@ Requests go out in benchmark order; each shard holds its records in benchmark or
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 from kubejury.files.storage import RunLayout, Storage
 from kubejury.inference.client import ChatClient
 from kubejury.inference.sampling import SamplingParams, request_fields
+from kubejury.stages.lifecycle import Handler, StageTarget, run_stage
 from kubejury.stages.progress import ProgressTracker, ProgressView
-from kubejury.stages.runner import (
-    UNREACHABLE,
-    EndpointUnavailable,
-    Record,
-    ShardWriter,
-    StageOptions,
-    StageSummary,
-    _after,
-    is_final,
-    latest_by_key,
-    pump,
-    read_existing,
-)
+from kubejury.stages.runner import UNREACHABLE, Record, StageOptions, StageSummary, latest_by_key
 
 STAGE = "generate"
 
@@ -108,25 +95,6 @@ async def run_generation(
     Raises :class:`EndpointUnavailable` (after storing everything done) when the server stops
     answering; rerunning resumes.
     """
-    options = options or StageOptions()
-    started = time.monotonic()
-    prefix = layout.answers_prefix(series.name, model.name)
-    existing, next_seq = await read_existing(storage, prefix)
-    done = {
-        qid for qid, rec in latest_by_key(existing, _key).items() if is_final(rec) or not options.retry_errors
-    }
-    pending = [(i, q) for i, q in enumerate(questions) if q.id not in done]
-    resumed = len(questions) - len(pending)
-
-    summary = StageSummary(STAGE, series.name, model.name, total=len(questions), resumed=resumed)
-    tracker = ProgressTracker(
-        STAGE, series.name, model.name, total=len(questions), resumed=resumed, view=view
-    )
-    progress_key = layout.progress_key(series.name, STAGE, model.name, shard)
-
-    async def write_progress() -> None:
-        await asyncio.to_thread(storage.write_json, progress_key, tracker.record())
-
     sampling = request_fields(model.runtime, SamplingParams.from_series(series), model=model.name)
     served = model.request_model
     preamble: list[dict[str, str]] = []
@@ -135,49 +103,39 @@ async def run_generation(
     model_name, series_name = model.name, series.name
     chat = client.chat
 
-    async def handle(question: QuestionLike) -> Record:
-        body = {"model": served, "messages": [*preamble, {"role": "user", "content": question.question}]}
-        body.update(sampling)
-        result = await chat(body)
-        tracker.retries += result.attempts - 1
-        if result.error_kind == "connection":
-            return UNREACHABLE
-        return answer_record(question.id, model_name, series_name, result)
+    def handler(tracker: ProgressTracker) -> Handler[QuestionLike]:
+        async def handle(question: QuestionLike) -> Record:
+            body = {"model": served, "messages": [*preamble, {"role": "user", "content": question.question}]}
+            body.update(sampling)
+            result = await chat(body)
+            tracker.retries += result.attempts - 1
+            if result.error_kind == "connection":
+                return UNREACHABLE
+            return answer_record(question.id, model_name, series_name, result)
 
-    writer = ShardWriter(storage, prefix, next_seq, options)
-    # The first progress record is written while the first requests are already out.
-    initial_progress = asyncio.get_running_loop().create_task(write_progress())
-    try:
-        await pump(
-            pending,
-            handle,
-            concurrency=client.settings.max_in_flight,
-            writer=writer,
-            tracker=tracker,
-            summary=summary,
-            options=options,
-            write_progress=write_progress,
-        )
-    except BaseException as exc:
-        tracker.finish("failed", f"{type(exc).__name__}: {exc}")
-        await asyncio.shield(_after(initial_progress, write_progress))
-        raise
-    await initial_progress
-    summary.shards = writer.keys
-    summary.elapsed_s = time.monotonic() - started
-    if summary.unreachable or not summary.complete:
-        missing = summary.total - summary.resumed - summary.written
-        message = (
-            f"{missing} of {summary.total} questions not answered: {client.url} could not be reached; "
-            "the answers stored are kept and a rerun resumes"
-        )
-        tracker.finish("failed", message)
-        await write_progress()
-        raise EndpointUnavailable(f"generation {model.name}/{series.name}: {message}")
-    tracker.finish("succeeded")
-    tracker.show()
-    await write_progress()
-    return summary
+        return handle
+
+    target = StageTarget(
+        stage=STAGE,
+        activity="generation",
+        series=series.name,
+        name=model.name,
+        prefix=layout.answers_prefix(series.name, model.name),
+        progress_key=layout.progress_key(series.name, STAGE, model.name, shard),
+        record_key=_key,
+        not_done="questions not answered",
+        kept="answers",
+    )
+    return await run_stage(
+        target,
+        questions,
+        lambda question: question.id,
+        handler,
+        storage=storage,
+        client=client,
+        options=options or StageOptions(),
+        view=view,
+    )
 
 
 def _key(record: Record) -> str:

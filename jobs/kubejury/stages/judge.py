@@ -29,20 +29,9 @@ from kubejury.inference.sampling import SamplingParams, request_fields
 from kubejury.judging.anonymize import Scrubber, mapping_document, opaque_ids, shuffled
 from kubejury.judging.judge_prompt import SCORE_SCHEMA, JudgePrompt, Verdict, parse_verdict
 from kubejury.stages.generate import QuestionLike, read_answers
+from kubejury.stages.lifecycle import Handler, StageTarget, run_stage
 from kubejury.stages.progress import ProgressTracker, ProgressView
-from kubejury.stages.runner import (
-    UNREACHABLE,
-    EndpointUnavailable,
-    Record,
-    ShardWriter,
-    StageOptions,
-    StageSummary,
-    _after,
-    is_final,
-    latest_by_key,
-    pump,
-    read_existing,
-)
+from kubejury.stages.runner import UNREACHABLE, Record, StageOptions, StageSummary, latest_by_key
 
 STAGE = "judge"
 
@@ -156,7 +145,6 @@ async def run_judging(
     view: ProgressView | None = None,
 ) -> StageSummary:
     """Have ``judge`` score every stored answer of ``models`` in ``series`` not yet judged."""
-    options = options or StageOptions()
     started = time.monotonic()
     qids = [q.id for q in questions]
 
@@ -171,21 +159,6 @@ async def run_judging(
     if await asyncio.to_thread(storage.read_json_or_none, mapping_key) != mapping_doc:
         await asyncio.to_thread(storage.write_json, mapping_key, mapping_doc)
 
-    prefix = layout.judgments_prefix(series, judge.name)
-    existing, next_seq = await read_existing(storage, prefix)
-    stored = latest_by_key(existing, _key)
-    done = {k for k, rec in stored.items() if is_final(rec) or not options.retry_errors}
-    pending = [(i, it) for i, it in enumerate(items) if (it.question.id, it.model) not in done]
-    resumed = len(items) - len(pending)
-
-    summary = StageSummary(STAGE, series, judge.name, total=len(items), resumed=resumed, skipped=skipped)
-    tracker = ProgressTracker(STAGE, series, judge.name, total=len(items), resumed=resumed, view=view)
-    tracker.parse_failures = sum(1 for k in done if stored[k].get("error_kind") == "parse")
-    progress_key = layout.progress_key(series, STAGE, judge.name)
-
-    async def write_progress() -> None:
-        await asyncio.to_thread(storage.write_json, progress_key, tracker.record())
-
     prompt = JudgePrompt.create(
         judging.prompt_template, language=judging.language or language, variant=judge.prompt_variant
     )
@@ -198,70 +171,63 @@ async def run_judging(
     response_format = json_schema_format("verdict", SCORE_SCHEMA) if judging.structured_output else None
     served, judge_name, reasks = judge.request_model, judge.name, judging.retries
 
-    async def ask(messages: list[dict[str, str]]) -> ChatResult:
-        result = await client.chat(build_body(served, messages, sampling, response_format=response_format))
-        tracker.retries += result.attempts - 1
-        return result
+    def handler(tracker: ProgressTracker) -> Handler[JudgingItem]:
+        async def ask(messages: list[dict[str, str]]) -> ChatResult:
+            result = await client.chat(
+                build_body(served, messages, sampling, response_format=response_format)
+            )
+            tracker.retries += result.attempts - 1
+            return result
 
-    async def handle(item: JudgingItem) -> Record:
-        messages = prompt.messages(item.question.question, item.question.reference, item.text)
-        result = await ask(messages)
-        if result.error_kind == "connection":
-            return UNREACHABLE
-        if not result.ok:
-            return judgment_record(item, series, judge_name, None, result, 1)
-        verdict = parse_verdict(result.content)
-        asks = 1
-        while verdict.error is not None and asks <= reasks:
-            messages = [
-                *messages,
-                {"role": "assistant", "content": result.content or ""},
-                prompt.reask_message(),
-            ]
+        async def handle(item: JudgingItem) -> Record:
+            messages = prompt.messages(item.question.question, item.question.reference, item.text)
             result = await ask(messages)
-            asks += 1
             if result.error_kind == "connection":
                 return UNREACHABLE
             if not result.ok:
-                return judgment_record(item, series, judge_name, None, result, asks)
+                return judgment_record(item, series, judge_name, None, result, 1)
             verdict = parse_verdict(result.content)
-        return judgment_record(item, series, judge_name, verdict, result, asks)
+            asks = 1
+            while verdict.error is not None and asks <= reasks:
+                messages = [
+                    *messages,
+                    {"role": "assistant", "content": result.content or ""},
+                    prompt.reask_message(),
+                ]
+                result = await ask(messages)
+                asks += 1
+                if result.error_kind == "connection":
+                    return UNREACHABLE
+                if not result.ok:
+                    return judgment_record(item, series, judge_name, None, result, asks)
+                verdict = parse_verdict(result.content)
+            return judgment_record(item, series, judge_name, verdict, result, asks)
 
-    writer = ShardWriter(storage, prefix, next_seq, options)
-    # The first progress record is written while the first requests are already out.
-    initial_progress = asyncio.get_running_loop().create_task(write_progress())
-    try:
-        await pump(
-            pending,
-            handle,
-            concurrency=client.settings.max_in_flight,
-            writer=writer,
-            tracker=tracker,
-            summary=summary,
-            options=options,
-            write_progress=write_progress,
-        )
-    except BaseException as exc:
-        tracker.finish("failed", f"{type(exc).__name__}: {exc}")
-        await asyncio.shield(_after(initial_progress, write_progress))
-        raise
-    await initial_progress
-    summary.shards = writer.keys
-    summary.elapsed_s = time.monotonic() - started
-    summary.parse_failures = tracker.parse_failures
-    if summary.unreachable or not summary.complete:
-        missing = summary.total - summary.resumed - summary.written
-        message = (
-            f"{missing} of {summary.total} answers not judged: {client.url} could not be reached; "
-            "the judgments stored are kept and a rerun resumes"
-        )
-        tracker.finish("failed", message)
-        await write_progress()
-        raise EndpointUnavailable(f"judging {judge.name}/{series}: {message}")
-    tracker.finish("succeeded")
-    tracker.show()
-    await write_progress()
-    return summary
+        return handle
+
+    target = StageTarget(
+        stage=STAGE,
+        activity="judging",
+        series=series,
+        name=judge.name,
+        prefix=layout.judgments_prefix(series, judge.name),
+        progress_key=layout.progress_key(series, STAGE, judge.name),
+        record_key=_key,
+        not_done="answers not judged",
+        kept="judgments",
+    )
+    return await run_stage(
+        target,
+        items,
+        lambda item: (item.question.id, item.model),
+        handler,
+        storage=storage,
+        client=client,
+        options=options or StageOptions(),
+        view=view,
+        skipped=skipped,
+        started=started,
+    )
 
 
 def _key(record: Record) -> tuple[str, str]:

@@ -157,13 +157,6 @@ async def read_existing(storage: Storage, prefix: str) -> tuple[list[Record], in
     return await asyncio.to_thread(read)
 
 
-async def _after(first: asyncio.Task[None], then: Callable[[], Awaitable[None]]) -> None:
-    """Run ``then`` once ``first`` is over (whatever its outcome): progress writes stay in order."""
-    with contextlib.suppress(BaseException):
-        await first
-    await then()
-
-
 MAX_PARALLEL_WRITES = 4  # shard writes in flight at once (threads)
 RAMP_STEP = 4  # workers started per event-loop iteration when a stage starts
 

@@ -1,0 +1,139 @@
+"""One stage's life from start to verdict, the same for generation and judging.
+
+Generation and judging differ only in their items (questions; anonymized answers) and in what one
+request looks like. Everything around that is here, once:
+
+1. **Resume.** Read the stage's stored records; an item whose latest record is final is done.
+2. **Report.** A :class:`~kubejury.stages.progress.ProgressTracker` counts what is done; its record
+   is written at the start (while the first requests are already out), every few seconds, and at
+   the end, so the operator can follow the stage.
+3. **Work.** :func:`~kubejury.stages.runner.pump` runs the stage's handler over the pending items
+   and writes shards.
+4. **Verdict.** Every item stored: ``succeeded``. The server could not be reached: ``failed``, and
+   :class:`~kubejury.stages.runner.EndpointUnavailable` (what was done is kept; a rerun resumes).
+   Anything else raised (including cancellation by SIGTERM): ``failed`` with the error, re-raised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from kubejury.files.storage import Storage
+from kubejury.inference.client import ChatClient
+from kubejury.stages.progress import ProgressTracker, ProgressView
+from kubejury.stages.runner import (
+    EndpointUnavailable,
+    Record,
+    ShardWriter,
+    StageOptions,
+    StageSummary,
+    is_final,
+    latest_by_key,
+    pump,
+    read_existing,
+)
+
+T = TypeVar("T")
+
+Handler = Callable[[T], Awaitable[Record]]
+"""Turns one item into the record to store, or ``runner.UNREACHABLE`` when the server is gone."""
+
+
+@dataclass(frozen=True)
+class StageTarget:
+    """The records one stage run owns and the words it reports with."""
+
+    stage: str  # "generate" or "judge": the progress record's stage
+    activity: str  # "generation" or "judging": how errors name the stage
+    series: str
+    name: str  # the model (generation) or the judge (judging)
+    prefix: str  # where the stage's shards go
+    progress_key: str  # where its progress record goes
+    record_key: Callable[[Record], Hashable]  # one stored record per key counts (the latest final one)
+    not_done: str  # "questions not answered"
+    kept: str  # "answers"
+
+
+async def run_stage(
+    target: StageTarget,
+    items: Sequence[T],
+    item_key: Callable[[T], Hashable],
+    handler: Callable[[ProgressTracker], Handler[T]],
+    *,
+    storage: Storage,
+    client: ChatClient,
+    options: StageOptions,
+    view: ProgressView | None = None,
+    skipped: int = 0,
+    started: float | None = None,
+) -> StageSummary:
+    """Run one stage over ``items``: resume, report progress, work, and end with a verdict.
+
+    ``handler(tracker)`` gives the coroutine that handles one item (it may count retries on the
+    tracker). ``skipped`` items cannot be processed at all and are only counted. ``started`` (a
+    ``time.monotonic()``) is when the stage began, if it did work before calling this.
+    """
+    started = time.monotonic() if started is None else started
+    existing, next_seq = await read_existing(storage, target.prefix)
+    stored = latest_by_key(existing, target.record_key)
+    done = {key for key, record in stored.items() if is_final(record) or not options.retry_errors}
+    pending = [(i, item) for i, item in enumerate(items) if item_key(item) not in done]
+    resumed = len(items) - len(pending)
+
+    summary = StageSummary(
+        target.stage, target.series, target.name, total=len(items), resumed=resumed, skipped=skipped
+    )
+    tracker = ProgressTracker(
+        target.stage, target.series, target.name, total=len(items), resumed=resumed, view=view
+    )
+    tracker.parse_failures = sum(1 for key in done if stored[key].get("error_kind") == "parse")
+
+    async def write_progress() -> None:
+        await asyncio.to_thread(storage.write_json, target.progress_key, tracker.record())
+
+    writer = ShardWriter(storage, target.prefix, next_seq, options)
+    initial_progress = asyncio.get_running_loop().create_task(write_progress())
+    try:
+        await pump(
+            pending,
+            handler(tracker),
+            concurrency=client.settings.max_in_flight,
+            writer=writer,
+            tracker=tracker,
+            summary=summary,
+            options=options,
+            write_progress=write_progress,
+        )
+    except BaseException as exc:
+        tracker.finish("failed", f"{type(exc).__name__}: {exc}")
+        await asyncio.shield(after(initial_progress, write_progress))
+        raise
+    await initial_progress
+    summary.shards = writer.keys
+    summary.elapsed_s = time.monotonic() - started
+    summary.parse_failures = tracker.parse_failures
+    if summary.unreachable or not summary.complete:
+        missing = summary.total - summary.resumed - summary.written
+        message = (
+            f"{missing} of {summary.total} {target.not_done}: {client.url} could not be reached; "
+            f"the {target.kept} stored are kept and a rerun resumes"
+        )
+        tracker.finish("failed", message)
+        await write_progress()
+        raise EndpointUnavailable(f"{target.activity} {target.name}/{target.series}: {message}")
+    tracker.finish("succeeded")
+    tracker.show()
+    await write_progress()
+    return summary
+
+
+async def after(first: asyncio.Task[None], then: Callable[[], Awaitable[None]]) -> None:
+    """Run ``then`` once ``first`` is over (whatever its outcome): progress writes stay in order."""
+    with contextlib.suppress(BaseException):
+        await first
+    await then()
