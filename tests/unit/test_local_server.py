@@ -8,7 +8,7 @@ import pytest
 
 from kubejury.config.spec import JudgeSpec, ModelSpec
 from kubejury.errors import ConfigError
-from kubejury.local.server import ServerPlan, plan_servers, resolve_gguf, server_command
+from kubejury.local.server import ServerPlan, plan_servers, resolve_gguf, server_command, threads_per_server
 
 
 def _fake_resolve(entry: ModelSpec) -> Path:
@@ -37,6 +37,35 @@ def test_different_files_or_context_get_their_own_server() -> None:
     plans, of_entry = plan_servers(entries, resolve=_fake_resolve)
     assert len(plans) == 3
     assert sorted(of_entry.values()) == [0, 1, 2]
+
+
+def test_two_embedded_models_get_one_server_each_shared_with_their_judges() -> None:
+    smol = "embedded://smollm2-135m-instruct-q4_1"
+
+    def resolve(entry: ModelSpec) -> Path:
+        return Path("/cache/smol.gguf" if entry.source == smol else "/cache/gemma.gguf")
+
+    entries = [
+        ModelSpec(name="gemma", runtime="llamacpp", maxModelLen=2048),
+        ModelSpec(name="smol", runtime="llamacpp", source=smol, maxModelLen=2048),
+        JudgeSpec(name="judge-gemma", runtime="llamacpp", sameAs="gemma", maxModelLen=2048),
+        JudgeSpec(name="judge-smol", runtime="llamacpp", source=smol, sameAs="smol", maxModelLen=2048),
+    ]
+    plans, of_entry = plan_servers(entries, resolve=resolve)
+    assert [p.model_path.name for p in plans] == ["gemma.gguf", "smol.gguf"]
+    assert of_entry == {"gemma": 0, "smol": 1, "judge-gemma": 0, "judge-smol": 1}
+    assert [p.chat_format for p in plans] == ["gemma", None]
+
+
+def test_cores_are_split_between_servers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBEJURY_LLAMA_THREADS", raising=False)
+    assert threads_per_server(1, cpus=2) == 1  # a lone server still gets half (spinning threads)
+    assert threads_per_server(2, cpus=2) == 1
+    assert threads_per_server(3, cpus=2) == 1  # never zero
+    assert threads_per_server(2, cpus=8) == 4
+    assert threads_per_server(1, cpus=64) == 8
+    monkeypatch.setenv("KUBEJURY_LLAMA_THREADS", "3")
+    assert threads_per_server(2, cpus=2) == 3
 
 
 def test_server_command_uses_loopback_and_real_flags() -> None:

@@ -99,6 +99,14 @@ def test_llamacpp_without_source_serves_the_embedded_model() -> None:
     assert model.parameters == "0.27B"
 
 
+def test_the_second_embedded_model_brings_its_own_facts() -> None:
+    entry = {"name": "smol", "runtime": "llamacpp", "source": "embedded://smollm2-135m-instruct-q4_1"}
+    model = parse_evalrun(doc(models=[entry])).spec.models[0]
+    assert model.is_embedded and model.checkpoint == "gguf"
+    assert model.chat_format is None  # an instruct model: the chat template in its GGUF
+    assert (model.parameters, model.family) == ("0.135B", "smollm2")
+
+
 def test_openai_endpoint_with_secret() -> None:
     data = doc(
         judges=[

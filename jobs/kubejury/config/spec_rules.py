@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kubejury.config.embedded_models import EMBEDDED_MODELS
 from kubejury.stats.scoring import DEFAULT_LEVEL_WEIGHTS
 
 RUNTIMES: tuple[str, ...] = ("vllm", "llamacpp", "ollama", "openai")
@@ -167,6 +168,13 @@ def _check_endpoint(entry: Mapping[str, Any], path: str, problems: list[FieldPro
             )
         if scheme == "ollama" and runtime != "ollama":
             problems.append(FieldProblem(f"{path}.source", "ollama:// sources need runtime: ollama"))
+        if scheme == "embedded" and source.lower() not in EMBEDDED_MODELS:
+            problems.append(
+                FieldProblem(
+                    f"{path}.source",
+                    f"unknown embedded model {source!r}; kubejury carries {', '.join(sorted(EMBEDDED_MODELS))}",
+                )
+            )
 
     if quant not in ALL_QUANTIZATIONS or runtime == "openai":
         return  # unknown values are reported by the schema; openai: informational only

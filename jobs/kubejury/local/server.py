@@ -1,8 +1,9 @@
 """Start, wait for and always stop local ``llama-cpp-python`` servers (local mode only).
 
 ``kubejury run`` serves every ``runtime: llamacpp`` model and judge on this machine. Entries that
-would run the same server (same GGUF file, chat format, context size and extra arguments — e.g.
-three judges that are all the embedded model) share one process. Each server listens on a free
+would run the same server (same GGUF file, chat format, context size and extra arguments — e.g. a
+model and the judge that is the same embedded model) share one process; the machine's cores are
+split between the processes (:func:`threads_per_server`). Each server listens on a free
 127.0.0.1 port and is stopped when the ``with`` block ends, on success, on error and on Ctrl-C; on
 Linux the child also gets SIGKILL if this process is killed outright (``PR_SET_PDEATHSIG``), so a
 killed run never leaves a server behind.
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from kubejury.config.embedded_models import embedded_model
 from kubejury.config.spec import ModelSpec
 from kubejury.errors import ConfigError
 from kubejury.local.embedded import cache_dir, embedded_model_path
@@ -41,28 +43,42 @@ def free_port() -> int:
         return port
 
 
+def _usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
 def default_threads() -> int:
-    """Threads per server: ``$KUBEJURY_LLAMA_THREADS``, else half the CPUs this process may use (1–8).
+    """Threads of a lone server: ``$KUBEJURY_LLAMA_THREADS``, else half the CPUs this process may use (1–8).
 
     Half, because llama.cpp's threads spin while they wait for each other: on a 2-core machine
     that is also doing other work, 2 threads measured 1.9 tokens/s against 11.3 for 1 thread.
     """
+    return threads_per_server(1)
+
+
+def threads_per_server(servers: int, cpus: int | None = None) -> int:
+    """Threads for each of ``servers`` servers running side by side (``$KUBEJURY_LLAMA_THREADS`` wins).
+
+    The usable CPUs are split between the servers, and a lone server still gets only half of them
+    (see :func:`default_threads`): two servers on 2 cores get one thread each, so both models
+    answer at the same time instead of taking turns on the cores. Between 1 and 8 each.
+    """
     env = os.environ.get("KUBEJURY_LLAMA_THREADS")
     if env:
         return max(1, int(env))
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        cpus = os.cpu_count() or 1
-    return max(1, min(cpus // 2, 8))
+    available = _usable_cpus() if cpus is None else cpus
+    return max(1, min(available // max(2, servers), 8))
 
 
 def resolve_gguf(entry: ModelSpec) -> Path:
     """The local GGUF file a ``runtime: llamacpp`` entry serves."""
     if entry.gguf_path:
         path = Path(entry.gguf_path).expanduser()
-    elif entry.is_embedded:
-        return embedded_model_path()
+    elif (embedded := embedded_model(entry.source)) is not None:
+        return embedded_model_path(embedded)
     elif entry.source and entry.source.startswith("file://"):
         path = Path(entry.source[len("file://") :])
     else:
@@ -282,13 +298,15 @@ def local_servers(
     """Serve every ``runtime: llamacpp`` entry; yields entry name → base URL (``http://127.0.0.1:P/v1``).
 
     Servers start one after another (loading is CPU-bound) and all stop when the block exits, however
-    it exits. Entries with other runtimes are not in the mapping.
+    it exits. Each gets ``threads`` threads, by default its share of the cores
+    (:func:`threads_per_server`). Entries with other runtimes are not in the mapping.
     """
     plans, of_entry = plan_servers(entries)
     servers: list[LlamaServer] = []
+    each = threads or threads_per_server(len(plans))
     try:
         for plan in plans:
-            server = LlamaServer(plan, log_dir=log_dir, threads=threads or default_threads())
+            server = LlamaServer(plan, log_dir=log_dir, threads=each)
             servers.append(server)
             server.start()
             if on_start is not None:

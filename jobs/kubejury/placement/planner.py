@@ -67,6 +67,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubejury.config.embedded_models import embedded_model
 from kubejury.config.spec import EvalRunSpec, ModelSpec, is_gguf_type, normalize_quantization
 from kubejury.modelinfo import parse_active_parameters, parse_parameters
 from kubejury.placement.gpu_nodes import (
@@ -464,8 +465,9 @@ def _place_vllm(model: ModelSpec, nodes: Sequence[NodeInfo]) -> Placement:
 
 def _gguf_fixed_type(model: ModelSpec) -> str | None:
     """The GGUF type of a fixed file (embedded model, file path, tagged Ollama model), if any."""
-    if model.is_embedded:
-        return "q4_k_m"
+    embedded = embedded_model(model.source)
+    if embedded is not None and model.gguf_path is None:
+        return embedded.quantization
     name = model.gguf_path or (model.source or "")
     if (
         model.gguf_path
