@@ -1,47 +1,84 @@
-"""Anonymization: self-identifications and metadata stripped, markup normalised, ids opaque, order seeded."""
+"""Anonymization: self-identifications replaced (never deleted), metadata removed, ids opaque, order seeded."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 
 from kubejury.judging.anonymize import (
+    TOKEN_EN,
+    TOKEN_RU,
     Scrubber,
     mapping_document,
-    normalise_markup,
     opaque_id,
     opaque_ids,
     shuffled,
 )
 
 RUN_MODELS = ("qwen3.5-27b", "gemma-4-31b", "gpt-oss-120b")
+M, R = TOKEN_EN, TOKEN_RU
 
 
 @pytest.mark.parametrize(
-    ("answer", "kept"),
+    ("answer", "judge_sees"),
     [
+        # the issue's table: what judges were shown before, and what they must see now
+        (
+            "I am applying the Black-Scholes model here: the option price is 4.2.",
+            "I am applying the Black-Scholes model here: the option price is 4.2.",
+        ),
+        (
+            "I'm using the CAPM model, so the cost of equity is 9%.",
+            "I'm using the CAPM model, so the cost of equity is 9%.",
+        ),
+        (
+            "Windows Server was developed by Microsoft; use Group Policy.",
+            "Windows Server was developed by Microsoft; use Group Policy.",
+        ),
+        (
+            "The dataset was created by Google Research in 2019.",
+            "The dataset was created by Google Research in 2019.",
+        ),
+        ("I am GPT-OSS, and the term is three years.", f"I am {M}, and the term is three years."),
+        # passed through unchanged before
+        ("As Qwen, I think the period is three years.", f"As {M}, I think the period is three years."),
+        ("Я Qwen, и срок — три года.", f"Я {R}, и срок — три года."),
+        ("Как Qwen, я считаю, что срок — три года.", f"Как {R}, я считаю, что срок — три года."),
+        ("Ответ подготовлен моделью Qwen.", f"Ответ подготовлен моделью {R}."),
+        ("Qwen here: three years.", f"{M} here: three years."),
+        ("Answer by Gemma: three years.", f"Answer by {M}: three years."),
+        ("I, Qwen, say three years.", f"I, {M}, say three years."),
+        ("Three years. (Generated with ChatGPT)", f"Three years. (Generated with {M})"),
+        # and the ones that were deleted with their sentence
         (
             "I am Qwen, created by Alibaba Cloud. The limitation period is three years.",
-            "The limitation period is three years.",
+            f"I am {M}, created by {M}. The limitation period is three years.",
         ),
-        ("I'm an AI assistant developed by OpenAI. Three years.", "Three years."),
-        ("As an AI developed by Google, I can say: three years.", "I can say: three years."),
         (
-            "As a large language model, I must note the period is three years.",
-            "I must note the period is three years.",
+            "Я — модель Gemma, разработанная Google. Срок — три года.",
+            f"Я — модель {R}, разработанная {R}. Срок — три года.",
         ),
-        ("Я — модель Gemma, разработанная Google. Срок — три года.", "Срок — три года."),
-        ("Я - языковая модель. Срок исковой давности — три года.", "Срок исковой давности — три года."),
-        ("Я являюсь ИИ-ассистентом компании Яндекс. Три года.", "Три года."),
-        ("Как языковая модель, отмечу: срок — три года.", "отмечу: срок — три года."),
-        ("Меня зовут GigaChat. Три года.", "Три года."),
-        ("Ответ подготовил gpt-oss-120b: три года.", "Ответ подготовил [модель]: три года."),
-        ("<think>Qwen thinks about it</think>Три года.", "Три года."),
-        ("Три года.<|im_end|>", "Три года."),
-        ("<start_of_turn>modelТри года.<end_of_turn>", "Три года."),
+        ("Меня зовут GigaChat. Три года.", f"Меня зовут {R}. Три года."),
+        ("Ответ подготовил gpt-oss-120b: три года.", f"Ответ подготовил {R}: три года."),
     ],
 )
-def test_self_identification_and_metadata_are_stripped(answer: str, kept: str) -> None:
-    assert Scrubber(RUN_MODELS).scrub(answer) == kept
+def test_self_identification_is_replaced_and_nothing_else_changes(answer: str, judge_sees: str) -> None:
+    assert Scrubber(RUN_MODELS).scrub(answer) == judge_sees
+
+
+def test_replacements_list_every_changed_span_of_the_original() -> None:
+    answer = "<think>Qwen thinks</think>I am Qwen, created by Alibaba Cloud. Три года.<|im_end|>"
+    result = Scrubber(RUN_MODELS).anonymize(answer)
+    assert [(r.original, r.token, r.reason) for r in result.replacements] == [
+        ("<think>Qwen thinks</think>", "", "metadata"),
+        ("Qwen", M, "self-identification"),
+        ("Alibaba Cloud", M, "self-identification"),
+        ("<|im_end|>", "", "metadata"),
+    ]
+    for r in result.replacements:
+        assert answer[r.start : r.end] == r.original
+    assert result.text == f"I am {M}, created by {M}. Три года."
 
 
 @pytest.mark.parametrize(
@@ -51,24 +88,26 @@ def test_self_identification_and_metadata_are_stripped(answer: str, kept: str) -
         "Я считаю, что срок — три года.",
         "Google Cloud Run масштабирует контейнеры автоматически.",
         "Модель оценки рисков в банке — это внутренняя методика.",
+        # formatting is the model's own and reaches the judge as written
+        "## Ответ\r\n\r\n**Срок**  —  *три*   года.\n\n* пункт\n---\n<b>итог</b>",
+        "```python\nclass A:\n    def __init__(self):\n        pass\n```",
     ],
 )
-def test_ordinary_content_is_kept(answer: str) -> None:
+def test_ordinary_content_is_kept_byte_for_byte(answer: str) -> None:
     assert Scrubber(RUN_MODELS).scrub(answer) == answer
 
 
-def test_markup_is_normalised() -> None:
-    raw = "## Ответ\r\n\r\n**Срок**  —  *три*   года.\n\n\n\n* пункт 1\n+ пункт 2\n• пункт 3\n---\n<b>итог</b><br>конец  "
-    assert (
-        normalise_markup(raw) == "Ответ\n\nСрок — три года.\n\n- пункт 1\n- пункт 2\n- пункт 3\n\nитог\nконец"
-    )
+def test_disguised_names_are_found_and_the_disguise_is_only_replaced_there() -> None:
+    # zero-width split and full-width letters are seen through; the rest keeps its invisible characters
+    answer = "I am Q\u200bwen. Срок\u200b — три года. I'm Ｇｅｍｍａ."
+    assert Scrubber().scrub(answer) == f"I am {R}. Срок\u200b — три года. I'm {R}."
 
 
-def test_same_content_in_different_styles_looks_the_same() -> None:
-    a = "### Итог\n**Три года**, см. *ст. 196*.\n\n\n- да"
-    b = "Итог\nТри года, см. ст. 196.\n\n* да   "
+def test_metadata_is_removed() -> None:
     scrub = Scrubber(RUN_MODELS).scrub
-    assert scrub(a) == scrub(b)
+    assert scrub("<think>Qwen thinks about it</think>Три года.") == "Три года."
+    assert scrub("Три года.<|im_end|>") == "Три года."
+    assert scrub("<start_of_turn>modelТри года.<end_of_turn>") == "Три года."
 
 
 def test_opaque_ids_are_stable_distinct_and_meaningless() -> None:
@@ -98,7 +137,29 @@ def test_mapping_document_maps_ids_back() -> None:
 
 
 def test_long_sentences_are_bounded() -> None:
-    # a self-identification followed by a very long unpunctuated tail: only a bounded part goes
     tail = "and more words " * 40
-    out = Scrubber(RUN_MODELS).scrub(f"I am Qwen {tail}. Three years.")
-    assert "Qwen" not in out and out.endswith("Three years.")
+    answer = f"I am Qwen {tail}. Three years."
+    assert Scrubber(RUN_MODELS).scrub(answer) == answer.replace("Qwen", M, 1)
+
+
+@pytest.mark.parametrize(
+    "unit",
+    [
+        "I am a large language model and ",  # self-description words with no name, no punctuation
+        "Я — большая языковая модель и ",
+        "As a model, ",
+        "<<<[[ ",
+        "I am Qwen ",
+        "x<think>",  # reasoning blocks that never close (the block search was quadratic: 17 s)
+        "Answer by ",
+    ],
+)
+def test_a_pathological_100_kb_answer_is_handled_in_bounded_time(unit: str) -> None:
+    # Every pattern scans a bounded window, so the time grows linearly with the answer. The bound
+    # asserted here is loose (two orders of magnitude above the ~0.1 s this takes) and only catches
+    # a quadratic regression, which took 15 s on 100 KB before the windows were bounded.
+    answer = unit * (100_000 // len(unit))
+    started = time.perf_counter()
+    result = Scrubber(RUN_MODELS).anonymize(answer)
+    assert time.perf_counter() - started < 20
+    assert len(result.text) >= len(answer) - 4 * len(result.replacements)

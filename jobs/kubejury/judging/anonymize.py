@@ -2,131 +2,296 @@
 
 A judge must not know which model wrote an answer, or it may favour its own family. So, before
 judging: model names become opaque ids (a keyed hash of the name and the run's seed, so the same
-run always maps the same way and different runs do not); self-identifications ("I am Qwen…",
-"Я — модель…", "As an AI developed by…") and metadata (reasoning blocks, chat-template tokens)
-are stripped; whitespace and markup are normalised so formatting habits do not betray the
-author; and the judging order is shuffled with the seed. The mapping id → model is kept
-separately (the judging stage stores it next to, not inside, what judges see).
+run always maps the same way and different runs do not), and the judging order is shuffled with
+the seed; the mapping id → model is kept separately (the judging stage stores it next to, not
+inside, what judges see). In the answer itself:
 
-Everything here is pure and deterministic for a given seed.
+- **Self-identification is replaced, never deleted.** "I am Qwen, created by Alibaba Cloud." becomes
+  "I am [model], created by [model]."; the name of a family or maker is replaced by a neutral token
+  only where the model speaks about itself ("I am …", "As …, I", "Answer by …:", "Я — модель …",
+  "Ответ подготовлен моделью …"). "Windows Server was developed by Microsoft" is an answer, not a
+  self-identification, and reaches the judge unchanged: every character outside a replaced span
+  stays byte for byte. The run's own model names are replaced wherever they occur.
+- **Metadata is removed:** reasoning blocks (``<think>…</think>``) and chat-template tokens
+  (``<|im_end|>``) are not part of the answer and name the family by their shape.
+
+Detection runs on :class:`~kubejury.judging.detection_text.DetectionText` (NFKC, no zero-width or
+bidi controls), so "Ｑｗｅｎ" or "Q\u200bwen" is found too. Every pattern scans a bounded window,
+so the time is linear in the answer's length. The labelled corpus in ``tests/data`` measures recall
+and damage (docs/method.md). Everything here is pure and deterministic for a given seed.
 """
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import random
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
+
+from kubejury.judging.detection_text import DetectionText, merge_spans
 
 T = TypeVar("T")
 
-#: Families and makers a model names when it introduces itself.
-KNOWN_IDENTITIES: tuple[str, ...] = (
-    "ChatGPT", "GPT-?\\d[\\w.-]*", "GPT", "OpenAI", "Qwen\\d*(?:\\.\\d+)?", "QwQ", "Alibaba(?: Cloud)?",
-    "Gemma(?:-?\\d+)?", "Gemini", "Google(?: DeepMind)?", "DeepMind", "Llama(?:-?\\d+)?", "LLaMA", "Meta(?: AI)?",
-    "Mistral", "Mixtral", "DeepSeek(?:-\\w+)?", "GLM(?:-[\\w.]+)?", "ChatGLM", "Zhipu(?: AI)?", "Claude",
-    "Anthropic", "Nemotron", "NVIDIA", "Phi-?\\d*", "Microsoft", "YandexGPT", "Яндекс(?:GPT)?", "Yandex",
-    "GigaChat", "ГигаЧат", "Сбер", "Sber", "Saiga", "Vikhr", "T-Pro", "T-Lite", "Command-?R", "Cohere",
-    "Grok", "xAI", "Kimi", "Moonshot(?: AI)?", "MiniMax", "Baichuan", "Yi", "InternLM", "Falcon", "OLMo",
+TOKEN_EN = "[model]"
+TOKEN_RU = "[модель]"
+
+# Families and makers a model names when it introduces itself. Case-sensitive as written (they are
+# names); right after a self-identifying phrase they are also matched in any case ("i am chatgpt").
+_LATIN_IDENTITIES = (
+    r"ChatGPT", r"GPT", r"OpenAI", r"Open AI", r"Qwen", r"QwQ", r"Tongyi(?: Qianwen)?", r"Alibaba(?: Cloud)?",
+    r"Gemma", r"Gemini", r"Bard", r"Google(?: DeepMind| Research| Brain)?", r"DeepMind", r"Llama", r"LLaMA",
+    r"Meta(?: AI)?", r"Mistral(?: AI)?", r"Mixtral", r"Codestral", r"Ministral", r"DeepSeek", r"ChatGLM",
+    r"GLM", r"Zhipu(?: AI)?", r"Z\.ai", r"Claude", r"Anthropic", r"Nemotron", r"NVIDIA", r"Nvidia", r"Phi",
+    r"Microsoft(?: Copilot)?", r"Copilot", r"YandexGPT", r"Yandex", r"Alice", r"GigaChat", r"SberDevices",
+    r"Sber", r"Saiga", r"Vikhr", r"T-Pro", r"T-Lite", r"T-Bank", r"Tinkoff", r"Command(?= R| A)", r"Cohere",
+    r"Aya", r"Grok", r"xAI", r"Kimi", r"Moonshot(?: AI)?", r"MiniMax", r"Baichuan(?: Intelligence)?", r"Yi",
+    r"01\.AI", r"InternLM", r"Shanghai AI Lab(?:oratory)?", r"Falcon", r"TII",
+    r"Technology Innovation Institute", r"OLMo", r"Ai2", r"AI2", r"Allen Institute(?: for AI)?", r"Granite",
+    r"IBM", r"ERNIE(?: Bot)?", r"Baidu", r"Hunyuan", r"Tencent", r"Doubao", r"ByteDance", r"Jamba",
+    r"AI21(?: Labs)?", r"Upstage", r"StableLM", r"Stability AI", r"SmolLM", r"Hugging Face", r"Vicuna",
+    r"Zephyr", r"Reka",
 )  # fmt: skip
-
-_AI_WORDS = (
-    r"(?:AI|A\.I\.|artificial intelligence|language model|LLM|assistant|chatbot|model|"
-    r"ИИ|искусственн\w+ интеллект\w*|языков\w+ модел\w+|нейросет\w+|нейронн\w+ сет\w+|ассистент\w*|"
-    r"помощник\w*|модел\w+|чат-?бот\w*)"
+# Russian names decline: "компанией Яндекс", "от Яндекса", "в Сбере", "модель Т-Банка".
+_CYRILLIC_IDENTITIES = (
+    r"ЯндексGPT", r"Яндекс", r"Алис[аеуыо]й?", r"ГигаЧат", r"Сбер(?:банк)?", r"Т-Банк", r"Тинькофф",
+    r"Гугл", r"Майкрософт", r"Квен", r"Опен ?ЭйАй",
+)  # fmt: skip
+# What may follow a family name as part of it: versions, sizes and edition words ("Qwen2.5-72B-Instruct",
+# "Claude 3.5 Sonnet", "Mixtral 8x7B", "GPT-4o mini", "Command R+").
+_TAIL_WORDS = (
+    r"OSS|Instruct|Chat|Coder|Turbo|Pro|Flash|Ultra|Nano|Mini|Max|Plus|Large|Small|Medium|Opus|Sonnet|Haiku|"
+    r"Lite|Air|Next|Nemo|Bot|Base|Preview|Omni|Vision|VL|R|A|[RVM]\d+(?:\.\d+)*"
 )
-_MAKER_VERBS = (
-    r"(?:developed|created|trained|made|built|designed|provided|owned|"
-    r"разработан\w*|создан\w*|обучен\w*|сделан\w*|компани\w+)"
+_TAIL = rf"(?:(?:[-. ]?\d+(?:[.,x]\d+)*[A-Za-z]?\b|[- ](?:{_TAIL_WORDS})\b|\+))*"
+_IDENT_CORE = (
+    "(?:"
+    + "|".join(rf"{name}(?![\w])" for name in _LATIN_IDENTITIES).replace("(?![\\w])", r"(?![^\W\d])")
+    + "|"
+    + "|".join(rf"{name}(?:а|у|ом|е|ой)?(?!\w)" for name in _CYRILLIC_IDENTITIES)
+    + ")"
 )
 
+# Words a model uses to describe itself ("a large language model trained by", "ИИ-ассистент компании").
+_LEX_EN = (
+    r"a|an|the|your|my|in|of|by|from|at|on|as|part|with|called|named|known|large|small|compact|big|open|"
+    r"open-source|open-weight|new|latest|helpful|friendly|harmless|honest|virtual|conversational|generative|"
+    r"multilingual|bilingual|multimodal|russian-language|ai|a\.i\.|artificial|intelligence|language|model|"
+    r"models|llm|assistant|chatbot|bot|companion|neural|network|system|version|variant|edition|release|"
+    r"fine-tuned|instruction-tuned|distilled|quantized|based|powered|trained|developed|created|built|made|"
+    r"designed|released|published|family|series|team|lab|research|researchers|engineers|company"
+)
+_LEX_RU = (
+    r"модел[ьияю]\w*|языков\w+|больш\w+|ИИ(?:-\w+)?|ассистент\w*|помощник\w*|нейросет\w*|нейронн\w+|сеть\w*|"
+    r"чат-бот\w*|бот\w*|виртуальн\w+|голосов\w+|русскоязычн\w+|открыт\w+|мультимодальн\w+|искусственн\w+|"
+    r"интеллект\w*|верси\w+|продукт\w*|разработк\w*|разработан\w*|созданн?\w*|обучен\w*|дообучен\w*|"
+    r"основан\w*|выпущен\w*|компани\w+|команд\w+|семейств\w+|серии|линейк\w+|специалист\w*|инженер\w*|"
+    r"лаборатори\w+|весами|от|из|на|основе|базе|с|в|со"
+)
+_SEP = r"[\s,]+"
+_LEX = rf"(?:(?:{_LEX_EN}|{_LEX_RU})(?![\w-]))"
+_WORDS = rf"(?:{_LEX}{_SEP}){{0,8}}?"
+_I_PRONOUN = r"(?:I|I'm|I’m|I'd|I’d|I'll|I’ll|I've|I’ve|my|me|я|мне|меня|мой|моя|моё|мои)(?!\w)"
+# Where a phrase may begin: the start of the text, a line or a sentence, or inside brackets.
+_START = r"(?:^|(?<=[.!?…]\s)|(?<=[.!?…]\s\s)|(?<=[(\[«\"“]))[ \t]*"
+# What may close a labelling phrase ("Answer by Gemma:", "(Generated with ChatGPT)").
+_LABEL_END = r"(?=\s*(?:\([^()\n]{0,60}\))?\s*(?:[:.!)\]—–]|-\s|$))"
+_WINDOW = 200
 
-# Every "rest of the sentence" is bounded (80 / 200 characters): self-identifications are short, and an
-# unbounded lazy scan made a long unpunctuated line quadratic (a 100 KB answer took 15 s, now 3 s).
-def _self_id_patterns(names: Iterable[str]) -> list[re.Pattern[str]]:
-    identities = "|".join([*KNOWN_IDENTITIES, *(re.escape(n) for n in names if n)])
-    ident = rf"(?:{identities})"
-    return [
-        # "I am Qwen, created by Alibaba Cloud." / "I'm an AI assistant developed by OpenAI."
-        re.compile(
-            rf"\b(?:I am|I'm|I’m|Im)\b[^.!?\n]{{0,80}}?(?:{ident}|{_AI_WORDS})[^.!?\n]{{0,200}}[.!?]?", re.I
-        ),
-        # "As an AI developed by OpenAI, ..." / "As a large language model, ..."
-        re.compile(rf"\bAs an? [^,.!?\n]{{0,80}}?{_AI_WORDS}[^,.!?\n]{{0,200}}[,.!?]?", re.I),
-        # "This answer was generated by Llama-3." / "Model: qwen2.5"
-        re.compile(
-            rf"\b(?:generated|written|produced) by [^.!?\n]{{0,80}}?{ident}[^.!?\n]{{0,200}}[.!?]?", re.I
-        ),
-        re.compile(rf"^\s*(?:model|модель|assistant|ассистент)\s*:\s*{ident}[^\n]*$", re.I | re.M),
-        # "Я — модель …", "Я - ИИ-ассистент, разработанный …", "Я являюсь языковой моделью …"
-        re.compile(
-            rf"(?<!\w)Я\s*(?:[—–-]|являюсь|есть)\s*[^.!?\n]{{0,80}}?(?:{ident}|{_AI_WORDS})[^.!?\n]{{0,200}}[.!?]?",
-            re.I,
-        ),
-        # "Как языковая модель, …", "Как ИИ, разработанный …"
-        re.compile(rf"(?<!\w)Как\s+(?:\w+\s+)?{_AI_WORDS}[^,.!?\n]{{0,200}}[,.!?]?", re.I),
-        # "Меня зовут Qwen" / "My name is Gemma"
-        re.compile(rf"(?:Меня зовут|My name is)\s+{ident}[^.!?\n]{{0,200}}[.!?]?", re.I),
-        # "… (разработан компанией Google)" / "(developed by Meta)"
-        re.compile(rf"\(?\s*{_MAKER_VERBS}\s+(?:by|компанией|в)\s+{ident}[^.!?\n)]{{0,200}}\)?", re.I),
+
+def _patterns(ident: str) -> list[re.Pattern[str]]:
+    """Self-identifying phrases; each captures the family or maker it names as ``id``."""
+    any_case = rf"(?P<id>(?i:{ident}){_TAIL})"
+    flags = re.IGNORECASE | re.MULTILINE
+    sources = [
+        # "I am Qwen", "I'm an AI assistant developed by OpenAI", "I was trained by Zhipu AI", "Im qwen"
+        rf"\b(?:I\s+am|I'm|I’m|Im|I\s+was)\s+{_WORDS}{any_case}",
+        # "I, Qwen, …" / "Я, Qwen, …"
+        rf"(?<!\w)(?:I|Я),\s+{any_case}\s*,",
+        # "As Qwen, I think", "As an AI developed by Google, I", "As a Llama-based assistant, I"
+        rf"\bAs\s+{_WORDS}{any_case}(?=(?:[\s,-]+{_LEX}){{0,4}}\s*,?\s*{_I_PRONOUN})",
+        # "Qwen here:", "Claude speaking —", "GigaChat на связи."
+        rf"{_START}{any_case}\s+(?:here|speaking|на\s+связи|здесь)\s*(?=[:,.!—–-]|$)",
+        # "This is Qwen speaking:", "This is ChatGPT, and …"
+        rf"\bThis\s+is\s+{any_case}(?=\s*(?:[,.!:—–]|speaking|here|$))",
+        # "Answer by Gemma:", "(Generated with ChatGPT)", "Response from GPT-4o:", "Written by Gemma 3."
+        rf"{_START}(?:answer(?:ed)?|response|reply|replied|output|written|generated|produced|created|composed|"
+        rf"prepared|powered)(?:\s+(?:generated|written|produced|prepared))?\s+(?:by|from|with|using)\s+"
+        rf"(?:(?:the|a|an|model|assistant)\s+)?{any_case}{_LABEL_END}",
+        # "This answer was generated by Llama-3.", "This text was written with ChatGPT."
+        rf"\b(?:this|the|my)\s+(?:answer|response|reply|text|output|message)\s+(?:was|is|has\s+been)\s+"
+        rf"(?:generated|written|produced|prepared|created|composed)\s+(?:by|with|using)\s+{_WORDS}{any_case}",
+        # "My name is Gemma", "Call me Grok", "My developer is Alibaba Cloud", "My creators at Google DeepMind"
+        rf"\b(?:my\s+name\s+is|my\s+name's|call\s+me|my\s+(?:developers?|creators?|makers?|publisher|vendor)"
+        rf"(?:\s+(?:is|are|at|was|were))?[\s:—–-]*|I\s+come\s+from|I\s+belong\s+to)\s+{_WORDS}{any_case}",
+        # "Model: qwen2.5", "Assistant: Llama-3", "Модель: qwen3-32b"
+        rf"^[ \t]*(?:model|assistant|author|модель|ассистент|автор)[ \t]*:[ \t]*{any_case}",
+        # "Best regards, ChatGPT", "С уважением, GigaChat", a signature line "— Claude"
+        rf"(?:best\s+regards|kind\s+regards|regards|sincerely|cheers|с\s+уважением),?\s*{any_case}",
+        rf"^[ \t]*[—–-]{{1,2}}[ \t]*{any_case}[ \t]*$",
+        # "Я Qwen", "Я — модель Gemma", "Я являюсь ИИ-ассистентом компании Яндекс", "я разработан в Сбере"
+        rf"(?<!\w)Я\s*(?:[—–-]\s*)?(?:являюсь\s+|был[аи]?\s+|есть\s+|работаю\s+на\s+базе\s+|принадлежу\s+к\s+)?"
+        rf"{_WORDS}{any_case}",
+        # "Как Qwen, я", "Как языковая модель, разработанная Alibaba, я", "Будучи моделью Qwen, я"
+        rf"(?<!\w)(?:Как|Будучи|В\s+качестве)\s+{_WORDS}{any_case}"
+        rf"(?=(?:[\s,-]+{_LEX}){{0,4}}\s*,?\s*{_I_PRONOUN})",
+        # "Ответ подготовлен моделью Qwen", "Этот текст был создан с помощью Claude", "Ответ подготовил GigaChat"
+        rf"{_START}(?:(?:этот|данный|мой|ваш)\s+)?(?:ответ|текст)\s+(?:был\s+)?(?:подготовлен|сгенерирован|"
+        rf"написан|создан|составлен|дан|подготовил|написал|сгенерировал)\w*\s+(?:с\s+помощью\s+)?{_WORDS}{any_case}",
+        # "Ответ от Gemma:", "Ответ модели Qwen3:", "Отвечает YandexGPT:", "Сгенерировано с помощью ChatGPT"
+        rf"{_START}(?:ответ\s+(?:от|модели)|отвечает(?:\s+модель)?|сгенерировано|подготовлено|написано|создано|"
+        rf"составлено)(?:\s+с\s+помощью)?\s+(?:(?:модел\w+|ассистент\w*|нейросеть\w*)\s+)?{any_case}{_LABEL_END}",
+        # "Меня зовут GigaChat", "Меня создала компания Alibaba Cloud", "Мой разработчик — Alibaba Cloud"
+        rf"(?<!\w)(?:меня\s+зовут|зовите\s+меня|мо[ёе]\s+имя|меня\s+(?:созда|разработа|обучи|выпусти)\w*|"
+        rf"мо(?:й|и)\s+(?:разработчик|создател)\w*|я\s+принадлежу\s+к)[\s:—–-]*{_WORDS}{any_case}",
     ]
+    return [re.compile(source, flags) for source in sources]
 
 
-_THINK = re.compile(r"<(think|thinking|reasoning|analysis)>.*?</\1>", re.S | re.I)
-_UNCLOSED_THINK = re.compile(r"^\s*<(think|thinking|reasoning)>.*$", re.S | re.I)
+@dataclass(frozen=True, slots=True)
+class Replacement:
+    """One changed span of the original answer: ``original[start:end]`` became ``token``."""
+
+    start: int
+    end: int
+    original: str
+    token: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Anonymized:
+    """What a judge sees, and every span of the original that was changed to get it (in order)."""
+
+    text: str
+    replacements: tuple[Replacement, ...]
+
+
+_REASONING_OPEN = re.compile(r"<(think|thinking|reasoning|analysis)>", re.I)
 _TEMPLATE_TOKENS = re.compile(
     r"<\|[^|>\n]{1,40}\|>|</?s>|\[/?INST\]|<(?:start|end)_of_turn>(?:user|model)?|<\|?eot_id\|?>", re.I
 )
-_HTML_BREAK = re.compile(r"<br\s*/?>", re.I)
-_HTML_TAG = re.compile(r"</?(?:b|i|u|em|strong|span|div|p|font|small|big|sup|sub|h[1-6])(?:\s[^<>]*)?>", re.I)
-_HEADING = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+(.*?)[ \t#]*$", re.M)
-_BOLD = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1", re.S)
-_ITALIC = re.compile(r"(?<![\w*])([*_])(?=\S)([^*_\n]+?)(?<=\S)\1(?![\w*])")
-_BULLET = re.compile(r"^([ \t]*)(?:[*+•▪●◦‣]|-)[ \t]+", re.M)
-_HRULE = re.compile(r"^[ \t]*(?:[-*_][ \t]*){3,}$", re.M)
-_SPACES = re.compile(r"[ \t\u00a0\u2000-\u200b\u202f\u205f\u3000]+")
-_BLANKS = re.compile(r"\n{3,}")
+_CYRILLIC = re.compile(r"[а-яё]", re.I)
+_LATIN = re.compile(r"[a-z]", re.I)
 
 
-def normalise_markup(text: str) -> str:
-    """Uniform plain-text form: no headings, emphasis, HTML or rules; ``- `` bullets; tidy whitespace."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    text = _HTML_BREAK.sub("\n", text)
-    text = _HTML_TAG.sub("", text)
-    text = _HRULE.sub("", text)
-    text = _HEADING.sub(r"\1", text)
-    text = _BOLD.sub(r"\2", text)
-    text = _ITALIC.sub(r"\2", text)
-    text = _BULLET.sub(r"\1- ", text)
-    lines = [_SPACES.sub(" ", line).rstrip() for line in text.split("\n")]
-    text = "\n".join(lines)
-    return _BLANKS.sub("\n\n", text).strip()
+def _reasoning_blocks(text: str) -> list[tuple[int, int]]:
+    """``<think>…</think>`` blocks, and an unclosed one that opens the answer (linear: each tag is
+    searched for at most once after it is known to be missing)."""
+    spans: list[tuple[int, int]] = []
+    unclosed: set[str] = set()
+    position = 0
+    while (opening := _REASONING_OPEN.search(text, position)) is not None:
+        name = opening.group(1).lower()
+        closing = None if name in unclosed else re.compile(rf"</{name}>", re.I).search(text, opening.end())
+        if closing is not None:
+            spans.append((opening.start(), closing.end()))
+            position = closing.end()
+            continue
+        unclosed.add(name)
+        if not text[: opening.start()].strip() and name != "analysis":
+            spans.append((opening.start(), len(text)))
+            break
+        position = opening.end()
+    return spans
+
+
+def _disjoint(kept: list[tuple[int, int]], candidates: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The ``candidates`` that overlap none of ``kept`` (sorted, disjoint spans)."""
+    starts = [start for start, _ in kept]
+    out: list[tuple[int, int]] = []
+    for start, end in candidates:
+        at = bisect.bisect_right(starts, start)  # kept[at - 1] starts at or before ``start``
+        if (at > 0 and kept[at - 1][1] > start) or (at < len(kept) and kept[at][0] < end):
+            continue
+        out.append((start, end))
+    return out
+
+
+def neutral_token(text: str) -> str:
+    """``[модель]`` in an answer written mostly in Cyrillic, ``[model]`` otherwise."""
+    return TOKEN_RU if len(_CYRILLIC.findall(text)) > len(_LATIN.findall(text)) else TOKEN_EN
 
 
 class Scrubber:
-    """Strips self-identifications of any known family and of the run's own model names."""
+    """Finds and replaces self-identifications of any known family and of the run's own model names."""
 
     def __init__(self, model_names: Iterable[str] = ()) -> None:
-        names = sorted({n for n in model_names if n}, key=len, reverse=True)
+        names = sorted({n.strip() for n in model_names if n and n.strip()}, key=len, reverse=True)
         self.model_names = tuple(names)
-        self._patterns = _self_id_patterns(names)
-        long_names = [n for n in names if len(n) >= 3]
-        self._exact = re.compile("|".join(re.escape(n) for n in long_names), re.I) if long_names else None
+        extra = "|".join(rf"{re.escape(n)}(?![\w-])" for n in names)
+        ident = f"(?:{_IDENT_CORE}|{extra})" if extra else _IDENT_CORE
+        self._patterns = _patterns(ident)
+        self._ident = re.compile(rf"(?<![\w.-])(?:{ident}){_TAIL}")
+        self._chain = re.compile(
+            rf"(?:[\s,;:()«»\"“”'’–—-]|'s|’s)*(?:(?P<id>(?<![\w.-])(?:{ident}){_TAIL})|(?i:{_LEX}))"
+        )
+        long_names = [re.escape(n) for n in names if len(n) >= 3]
+        self._exact = (
+            re.compile(rf"(?<![\w.-])(?:{'|'.join(long_names)})(?![\w-])", re.I) if long_names else None
+        )
+
+    def find(self, text: str) -> list[tuple[int, int, str]]:
+        """``(start, end, reason)`` of every name to replace in ``text``, disjoint and in order: a family or
+        maker in a self-identification, or one of the run's own model names anywhere."""
+        view = DetectionText.of(text)
+        found: list[tuple[int, int]] = []
+        for pattern in self._patterns:
+            for match in pattern.finditer(view.text):
+                found.append((match.start("id"), match.end("id")))
+                found.extend(self._chained(view.text, match.end("id")))
+        self_ids = merge_spans([view.span(start, end) for start, end in found if end > start])
+        names = (
+            merge_spans(
+                [view.span(*m.span()) for m in self._exact.finditer(view.text) if m.end() > m.start()]
+            )
+            if self._exact is not None
+            else []
+        )
+        spans = [(start, end, "self-identification") for start, end in self_ids]
+        spans += [(start, end, "run model name") for start, end in _disjoint(self_ids, names)]
+        return sorted(spans)
+
+    def _chained(self, text: str, position: int) -> list[tuple[int, int]]:
+        """Further names in the same self-description: "Qwen, created by Alibaba Cloud", "Gemma от Google"."""
+        spans: list[tuple[int, int]] = []
+        limit = min(len(text), position + _WINDOW)
+        while position < limit:
+            match = self._chain.match(text, position, limit)
+            if match is None or match.end() == position:
+                break
+            if match.group("id"):
+                spans.append(match.span("id"))
+            position = match.end()
+        return spans
+
+    def anonymize(self, text: str | None) -> Anonymized:
+        """The answer as a judge may see it, with every change listed."""
+        if not text:
+            return Anonymized("", ())
+        metadata = merge_spans(
+            [*_reasoning_blocks(text), *(m.span() for m in _TEMPLATE_TOKENS.finditer(text))]
+        )
+        changes = [(start, end, "", "metadata") for start, end in metadata]
+        token = neutral_token(text)
+        names = self.find(text)
+        kept = set(_disjoint(metadata, [(start, end) for start, end, _ in names]))
+        changes += [(start, end, token, reason) for start, end, reason in names if (start, end) in kept]
+        changes.sort()
+        replacements = tuple(Replacement(s, e, text[s:e], new, why) for s, e, new, why in changes)
+        out: list[str] = []
+        position = 0
+        for r in replacements:
+            out += [text[position : r.start], r.token]
+            position = r.end
+        out.append(text[position:])
+        return Anonymized("".join(out), replacements)
 
     def scrub(self, text: str | None) -> str:
         """The answer as a judge may see it."""
-        if not text:
-            return ""
-        text = _THINK.sub("", text)
-        text = _UNCLOSED_THINK.sub("", text)
-        text = _TEMPLATE_TOKENS.sub("", text)
-        for pattern in self._patterns:
-            text = pattern.sub("", text)
-        if self._exact is not None:
-            text = self._exact.sub("[модель]", text)
-        text = re.sub(r"^[ \t]*[,;:]\s*", "", text, flags=re.M)  # a clause left dangling by a removal
-        return normalise_markup(text)
+        return self.anonymize(text).text
 
 
 def opaque_id(model: str, seed: int) -> str:

@@ -1,7 +1,7 @@
 """Judging stage: one judge scores every (anonymized) answer of one series against the reference.
 
-Reads the answers of every evaluated model of the series, anonymizes them (opaque ids, stripped
-self-identifications and metadata, normalised markup), shuffles the judging order with the run's
+Reads the answers of every evaluated model of the series, anonymizes them (opaque ids, names in
+self-identifications replaced by a neutral token, metadata removed, the rest as written), shuffles the judging order with the run's
 seed, and asks the judge for a 0–10 verdict per answer (:mod:`kubejury.judging.judge_prompt`). The
 mapping id → model is written once per series to ``RunLayout.anonymization_key``, apart from the
 judgments. Records in ``<run>/<series>/judgments/<judge>/part-*.jsonl``::

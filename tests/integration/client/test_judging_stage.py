@@ -81,15 +81,20 @@ async def test_judges_every_anonymized_answer_once(
     assert len(judgments) == 19
     assert {j["score"] for j in judgments} == {7.0}
     assert ("q002", "gemma-3-27b") not in {(j["question_id"], j["model"]) for j in judgments}
-    # what the judge saw: no model names, no self-identification, the reference, structured output requested
+    # what the judge saw: no model names, self-identification neutralised, the reference, structured output requested
     for body in server.requests:
         text = user_text(body)
         for model in MODELS:
             assert model not in text
-        assert "I am" not in text and "Qwen" not in text and "Gemma" not in text
+        assert "Qwen" not in text and "Gemma" not in text
         assert body["response_format"]["type"] == "json_schema"
         assert body["max_tokens"] == Judging().max_tokens
         assert body["seed"] == 5 and body["temperature"] == 0.0
+    seen = [user_text(body) for body in server.requests]
+    assert (
+        sum("I am [model], created by a lab. Three years." in text for text in seen) == 2
+    )  # replaced, not deleted
+    assert sum("Ответ [модель] на q003: три года." in text for text in seen) == 2
     # order is shuffled with the seed (not benchmark order), and deterministic
     asked = [text.split("<<<ВОПРОС>>>\n")[1].split("\n")[0] for text in map(user_text, server.requests)]
     assert asked != sorted(asked)
