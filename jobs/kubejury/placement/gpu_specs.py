@@ -51,8 +51,7 @@ class GpuSpec:
 _H100_SHEET = "NVIDIA H100 Tensor Core GPU datasheet"
 _H200_SHEET = "NVIDIA H200 Tensor Core GPU datasheet"
 _A100_SHEET = "NVIDIA A100 Tensor Core GPU datasheet"
-_B200_SHEET = "NVIDIA HGX B200 / DGX B200 datasheet (8-GPU figures ÷ 8)"
-_GB200_SHEET = "NVIDIA GB200 NVL72 datasheet (72-GPU figures ÷ 72)"
+_BLACKWELL_SHEET = "NVIDIA GB200 NVL72 and HGX B200 specifications (per-GPU figures)"
 
 #: Known products: lower-case substring of the GFD product label → datasheet figures.
 #: Dense figures are half the datasheets' sparse ones.
@@ -85,8 +84,8 @@ GPU_SPECS: dict[str, GpuSpec] = {
     "l40": GpuSpec("L40 48GB", 48, 864, 181, 362, None, "NVIDIA L40 GPU datasheet"),
     "l40s": GpuSpec("L40S 48GB", 48, 864, 362.05, 733, None, "NVIDIA L40S GPU datasheet"),
     # Blackwell (CC 10.x / 12.0): FP8 and FP4
-    "b200": GpuSpec("B200 180GB", 180, 8000, 2250, 4500, 9000, _B200_SHEET),
-    "gb200": GpuSpec("GB200 186GB", 186, 8000, 2500, 5000, 10000, _GB200_SHEET),
+    "b200": GpuSpec("B200 180GB", 180, 7700, 2250, 4500, 9000, _BLACKWELL_SHEET),
+    "gb200": GpuSpec("GB200 186GB", 186, 8000, 2500, 5000, 10000, _BLACKWELL_SHEET),
     # 4,000 FP4 "AI TOPS" with sparsity → 2,000 dense FP4; FP8 and BF16 each half the next.
     "rtx-pro-6000-blackwell": GpuSpec(
         "RTX PRO 6000 Blackwell Server Edition 96GB",
