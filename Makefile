@@ -104,6 +104,7 @@ crds: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/aggregation.py
 	$(BIN)/python benchmarks/client_throughput.py
+	$(BIN)/python benchmarks/roofline_vs_published.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
