@@ -66,14 +66,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    if args.webhook_port is not None:
-        os.environ["KUBEJURY_WEBHOOK_PORT"] = str(args.webhook_port)  # read by the startup handler
 
     import kopf
 
     from kubejury_operator import handlers, metrics
 
-    del handlers  # imported for its kopf registrations
+    registry = handlers.register(kopf.OperatorRegistry(), env=os.environ, webhook_port=args.webhook_port)
     if args.metrics_port:
         metrics.start_metrics_server(args.metrics_port)
     metrics.set_build_info(__version__)
@@ -84,6 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         namespaces=namespaces,
         liveness_endpoint=args.liveness or None,
         memo=kopf.Memo(),
+        registry=registry,
     )
     return 0
 

@@ -15,11 +15,16 @@ Why this module exists: kopf decides *when* to act; :mod:`kubejury_operator.reco
 * ``@kopf.on.validate`` (only when ``KUBEJURY_WEBHOOK_PORT`` is set): the validating admission
   webhook, calling :mod:`.validation`.
 * ``@kopf.on.startup``/``login``/``cleanup``: settings, API credentials for the gateway.
+
+Importing this module registers nothing: :func:`register` puts the handlers on the registry it is
+given (``__main__`` passes that registry to ``kopf.run``; tests pass their own), with the
+reconcile interval and the environment (workload settings, webhook) given to it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import logging
 import os
@@ -31,31 +36,17 @@ import kopf
 
 from kubejury.config import spec as specmod
 from kubejury_operator import manifests as mf
-from kubejury_operator import metrics
+from kubejury_operator import metrics, run_storage
+from kubejury_operator.cluster_run import PlacementDecision, cluster_run
 from kubejury_operator.gateway import ApiCredentials, GatewayError, KubeGateway
-from kubejury_operator.reconcile import (
-    DeploymentState,
-    JobState,
-    Observed,
-    PlacementDecision,
-    ProgressKey,
-    ProgressRecord,
-    RunInputs,
-    collect_progress,
-    deployment_state,
-    job_state,
-    plan,
-    pod_scheduling_problems,
-    progress_key,
-    run_inputs,
-    summary_from_report,
-)
+from kubejury_operator.observed import Observed, deployment_state, job_state, pod_scheduling_problems
+from kubejury_operator.reconcile import Plan, plan, plan_invalid_spec
 
 GROUP = mf.API_GROUP
 VERSION = mf.API_VERSION
 PLURAL = "evalruns"
 FINALIZER = "kubejury.io/finalizer"
-RECONCILE_INTERVAL = float(os.environ.get("KUBEJURY_RECONCILE_INTERVAL", "15"))
+DEFAULT_RECONCILE_INTERVAL = 15.0  # seconds; KUBEJURY_RECONCILE_INTERVAL overrides it
 CHILD_KINDS = ("Job", "Deployment", "Service", "ConfigMap", "ServiceAccount")
 
 
@@ -107,17 +98,24 @@ def _now() -> str:
 # ------------------------------------------------------------------------- operator lifecycle
 
 
-async def configure(settings: kopf.OperatorSettings, memo: Any, logger: kopf.Logger, **_: Any) -> None:
-    memo.kubejury = OperatorRuntime(settings=mf.WorkloadSettings.from_env(os.environ))
+def configure(
+    settings: kopf.OperatorSettings,
+    memo: Any,
+    logger: logging.Logger | Any,
+    env: Mapping[str, str],
+    interval: float,
+) -> None:
+    """kopf's settings and the process-wide runtime, from the environment ``register`` was given."""
+    memo.kubejury = OperatorRuntime(settings=mf.WorkloadSettings.from_env(env))
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="kubejury.io")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix="kubejury.io", key="last-handled-configuration"
     )
     settings.posting.level = logging.WARNING  # our own Events tell the story; kopf's only for problems
-    settings.watching.server_timeout = int(os.environ.get("KUBEJURY_WATCH_TIMEOUT", "300"))
-    configure_admission(settings, os.environ)
-    logger.info("kubejury operator configured; reconcile interval %ss", RECONCILE_INTERVAL)
+    settings.watching.server_timeout = int(env.get("KUBEJURY_WATCH_TIMEOUT", "300"))
+    configure_admission(settings, env)
+    logger.info("kubejury operator configured; reconcile interval %ss", interval)
 
 
 def configure_admission(settings: kopf.OperatorSettings, env: Mapping[str, str]) -> None:
@@ -143,16 +141,16 @@ def configure_admission(settings: kopf.OperatorSettings, env: Mapping[str, str])
         settings.admission.managed = managed
 
 
-def login(memo: Any, **kwargs: Any) -> kopf.ConnectionInfo | None:
+def login(memo: Any, env: Mapping[str, str], **kwargs: Any) -> kopf.ConnectionInfo | None:
     """API credentials: ``KUBEJURY_KUBE_SERVER`` (+ ``KUBEJURY_KUBE_TOKEN``) when set (tests, dev),
     else the Pod's service account, else the local kubeconfig. The gateway uses the same ones."""
-    server = os.environ.get("KUBEJURY_KUBE_SERVER")
+    server = env.get("KUBEJURY_KUBE_SERVER")
     info: kopf.ConnectionInfo | None
     if server:
         info = kopf.ConnectionInfo(
             server=server,
-            token=os.environ.get("KUBEJURY_KUBE_TOKEN") or None,
-            insecure=os.environ.get("KUBEJURY_KUBE_INSECURE", "").lower() in ("1", "true", "yes"),
+            token=env.get("KUBEJURY_KUBE_TOKEN") or None,
+            insecure=env.get("KUBEJURY_KUBE_INSECURE", "").lower() in ("1", "true", "yes"),
             default_namespace="default",
         )
     else:
@@ -216,132 +214,78 @@ def _pinned(status: Mapping[str, Any], evalrun: specmod.EvalRun) -> dict[str, Pl
     return {n: PlacementDecision.from_status(recorded[n]) for n in names}
 
 
-def _read_storage(
-    evalrun: specmod.EvalRun, run: RunInputs, credentials: Mapping[str, str] | None, want_summary: bool
-) -> tuple[dict[ProgressKey, ProgressRecord], dict[str, Any] | None]:
-    """Progress records and (when the aggregation finished) the summary. Blocking: run in a thread."""
-    from kubejury.files.storage import RunLayout, S3Credentials, open_storage
+async def _storage_secret(
+    gw: KubeGateway, namespace: str, evalrun: specmod.EvalRun
+) -> Mapping[str, str] | None:
+    """The data of the run's ``storage.credentialsSecretRef`` (``None`` without one)."""
+    ref = evalrun.spec.storage.credentials_secret_ref
+    return await gw.secret_data(namespace, ref.name) if ref is not None else None
 
-    storage_spec = evalrun.spec.storage
-    creds = None
-    if credentials and credentials.get("AWS_ACCESS_KEY_ID") and credentials.get("AWS_SECRET_ACCESS_KEY"):
-        creds = S3Credentials(
-            credentials["AWS_ACCESS_KEY_ID"],
-            credentials["AWS_SECRET_ACCESS_KEY"],
-            credentials.get("AWS_SESSION_TOKEN"),
-        )
-    store = open_storage(
-        storage_spec.uri,
-        endpoint_url=storage_spec.endpoint_url,
-        region=storage_spec.region,
-        path_style=storage_spec.use_path_style,
-        credentials=creds,
-        max_attempts=2,
+
+def _run_labels(name: str) -> dict[str, str]:
+    return {mf.LABEL_RUN: mf.label_value(name), mf.LABEL_MANAGED_BY: mf.MANAGED_BY}
+
+
+async def _observe_cluster(gw: KubeGateway, namespace: str, name: str, evalrun: specmod.EvalRun) -> Observed:
+    """The run's children, missing Secrets and unschedulable server Pods (progress comes later)."""
+    labels = _run_labels(name)
+    children = {kind: await gw.list_objects(kind, namespace, labels) for kind in CHILD_KINDS}
+    return Observed(
+        deployments={d["metadata"]["name"]: deployment_state(d) for d in children["Deployment"]},
+        jobs={j["metadata"]["name"]: job_state(j) for j in children["Job"]},
+        present=frozenset(
+            (kind, o["metadata"]["name"])
+            for kind in ("Service", "ConfigMap", "ServiceAccount")
+            for o in children[kind]
+        ),
+        missing_secrets=await _missing_secrets(gw, namespace, evalrun.spec),
+        unschedulable_pods=pod_scheduling_problems(await gw.list_objects("Pod", namespace, labels)),
     )
-    layout = RunLayout(run.ref.name)
-    entries: list[tuple[str, str, Mapping[str, Any]]] = []
-    for series in run.series:
-        for key in store.list(layout.progress_prefix(series)):
-            record = store.read_json_or_none(key) if progress_key(series, key) is not None else None
-            if isinstance(record, Mapping):
-                entries.append((series, key, record))
-    progress = collect_progress(entries)
-    summary = None
-    if want_summary:
-        report = store.read_json_or_none(f"{layout.report_prefix}/report.json")
-        if isinstance(report, Mapping):
-            summary = summary_from_report(report, store.uri_for(f"{layout.report_prefix}/"))
-    return progress, summary
+
+
+async def _observe_storage(
+    gw: KubeGateway,
+    evalrun: specmod.EvalRun,
+    observed: Observed,
+    namespace: str,
+    name: str,
+    series: tuple[str, ...],
+    previous: Mapping[str, Any],
+    logger: logging.Logger | Any,
+) -> Observed:
+    """``observed`` with the progress records and, once aggregated, the report summary. A
+    finished run reads nothing; storage trouble never stops orchestration (counters wait)."""
+    finished = previous.get("phase") == "Failed" or (
+        previous.get("phase") == "Succeeded" and previous.get("summary") is not None
+    )
+    if finished:
+        return observed
+    aggregation = observed.jobs.get(mf.aggregation_job_name(name))
+    secret = await _storage_secret(gw, namespace, evalrun)
+    try:
+        progress, summary = await asyncio.to_thread(
+            run_storage.read_progress_and_summary,
+            evalrun,
+            name,
+            series,
+            secret,
+            bool(aggregation and aggregation.succeeded),
+        )
+    except Exception as exc:
+        logger.warning("cannot read progress records of %s/%s: %s", namespace, name, exc)
+        return observed
+    return dataclasses.replace(observed, progress=progress, summary=summary)
 
 
 # --------------------------------------------------------------------------------- reconcile
 
 
-async def reconcile(runtime: OperatorRuntime, body: Mapping[str, Any], logger: logging.Logger | Any) -> str:
-    """One level-triggered reconcile of one EvalRun; returns the phase written to status."""
-    obj = _plain(body)
+async def _apply(
+    gw: KubeGateway, obj: Mapping[str, Any], decided: Plan, previous: Mapping[str, Any], logger: Any
+) -> None:
+    """Carry out a plan: its actions, the status patch (only when it changed), its Events."""
     meta = obj.get("metadata") or {}
     name, namespace = str(meta["name"]), str(meta.get("namespace") or "default")
-    previous: dict[str, Any] = dict(obj.get("status") or {})
-    for key in ("kopf",):
-        previous.pop(key, None)
-    gw = runtime.gateway()
-
-    evalrun, problems = specmod.evalrun_problems({k: v for k, v in obj.items() if k != "status"})
-    if evalrun is None:
-        message = "; ".join(str(p) for p in problems)[:2000]
-        generation = int(meta.get("generation") or 1)
-        if previous.get("phase") != "Failed" or previous.get("observedGeneration") != generation:
-            await gw.patch_status(
-                "EvalRun",
-                namespace,
-                name,
-                {
-                    "phase": "Failed",
-                    "observedGeneration": generation,
-                    "conditions": [
-                        {
-                            "type": "Failed",
-                            "status": "True",
-                            "reason": "InvalidSpec",
-                            "message": message,
-                            "lastTransitionTime": _now(),
-                            "observedGeneration": generation,
-                        }
-                    ],
-                },
-            )
-            await gw.post_event(obj, "Warning", "InvalidSpec", message)
-            raise kopf.PermanentError(f"invalid EvalRun spec: {message}")
-        return "Failed"  # already reported for this generation; wait for a spec change
-
-    labels = {mf.LABEL_RUN: mf.label_value(name), mf.LABEL_MANAGED_BY: mf.MANAGED_BY}
-    children = {kind: await gw.list_objects(kind, namespace, labels) for kind in CHILD_KINDS}
-
-    placements = _pinned(previous, evalrun)
-    if placements is None:
-        placements = compute_placements(evalrun, await gw.list_nodes())
-    run = run_inputs(obj, evalrun, placements, runtime.settings)
-
-    deployments: dict[str, DeploymentState] = {
-        d["metadata"]["name"]: deployment_state(d) for d in children["Deployment"]
-    }
-    jobs: dict[str, JobState] = {j["metadata"]["name"]: job_state(j) for j in children["Job"]}
-    present = frozenset(
-        (kind, o["metadata"]["name"])
-        for kind in ("Service", "ConfigMap", "ServiceAccount")
-        for o in children[kind]
-    )
-    missing = await _missing_secrets(gw, namespace, evalrun.spec)
-    unschedulable_pods = pod_scheduling_problems(await gw.list_objects("Pod", namespace, labels))
-
-    progress: dict[ProgressKey, ProgressRecord] = {}
-    summary: dict[str, Any] | None = None
-    agg = jobs.get(mf.aggregation_job_name(name))
-    finished = previous.get("phase") == "Failed" or (
-        previous.get("phase") == "Succeeded" and previous.get("summary") is not None
-    )
-    if not finished:
-        storage_secret = evalrun.spec.storage.credentials_secret_ref
-        creds = await gw.secret_data(namespace, storage_secret.name) if storage_secret is not None else None
-        try:
-            progress, summary = await asyncio.to_thread(
-                _read_storage, evalrun, run, creds, bool(agg and agg.succeeded)
-            )
-        except Exception as exc:  # storage trouble must not stop orchestration; counters wait
-            logger.warning("cannot read progress records of %s/%s: %s", namespace, name, exc)
-
-    observed = Observed(
-        deployments=deployments,
-        jobs=jobs,
-        present=present,
-        progress=progress,
-        summary=summary,
-        missing_secrets=missing,
-        unschedulable_pods=unschedulable_pods,
-    )
-    decided = plan(run, observed, previous, _now())
-
     for action in decided.actions:
         try:
             if action.verb == "create" and action.manifest is not None:
@@ -353,87 +297,43 @@ async def reconcile(runtime: OperatorRuntime, body: Mapping[str, Any], logger: l
             logger.info("%s", action.describe())
         except GatewayError as exc:
             raise kopf.TemporaryError(f"{action.describe()} failed: {exc}", delay=10) from exc
-
-    new_status = decided.status
-    comparable_prev = {k: v for k, v in previous.items() if k in new_status}
-    if comparable_prev != new_status:
-        await gw.patch_status("EvalRun", namespace, name, new_status)
+    if {k: v for k, v in previous.items() if k in decided.status} != decided.status:
+        await gw.patch_status("EvalRun", namespace, name, decided.status)
     for event in decided.events:
         try:
             await gw.post_event(obj, event.type, event.reason, event.message)
         except GatewayError as exc:  # an Event is informational: never fail a reconcile over one
             logger.warning("cannot post Event %s for %s/%s: %s", event.reason, namespace, name, exc)
-    metrics.observe_run(run_observation(namespace, name, decided.status, progress))
+
+
+async def reconcile(runtime: OperatorRuntime, body: Mapping[str, Any], logger: logging.Logger | Any) -> str:
+    """One level-triggered reconcile of one EvalRun; returns the phase written to status."""
+    obj = _plain(body)
+    meta = obj.get("metadata") or {}
+    name, namespace = str(meta["name"]), str(meta.get("namespace") or "default")
+    previous: dict[str, Any] = {k: v for k, v in (obj.get("status") or {}).items() if k != "kopf"}
+    gw = runtime.gateway()
+
+    evalrun, problems = specmod.evalrun_problems({k: v for k, v in obj.items() if k != "status"})
+    if evalrun is None:
+        invalid = plan_invalid_spec(
+            [str(p) for p in problems], int(meta.get("generation") or 1), previous, _now()
+        )
+        if invalid is None:
+            return "Failed"  # already reported for this generation; wait for a spec change
+        await _apply(gw, obj, invalid, previous, logger)
+        raise kopf.PermanentError(f"invalid EvalRun spec: {invalid.events[0].message}")
+
+    placements = _pinned(previous, evalrun)
+    if placements is None:
+        placements = compute_placements(evalrun, await gw.list_nodes())
+    run = cluster_run(obj, evalrun, placements, runtime.settings)
+    observed = await _observe_cluster(gw, namespace, name, evalrun)
+    observed = await _observe_storage(gw, evalrun, observed, namespace, name, run.series, previous, logger)
+    decided = plan(run, observed, previous, _now())
+    await _apply(gw, obj, decided, previous, logger)
+    metrics.observe_run(metrics.observation(namespace, name, decided.status, observed.progress))
     return decided.phase
-
-
-def _seconds_between(start: Any, end: Any) -> float | None:
-    try:
-        a = datetime.datetime.fromisoformat(str(start).replace("Z", "+00:00"))
-        b = datetime.datetime.fromisoformat(str(end).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return max((b - a).total_seconds(), 0.0)
-
-
-def run_observation(
-    namespace: str,
-    name: str,
-    status: Mapping[str, Any],
-    progress: Mapping[ProgressKey, ProgressRecord],
-) -> metrics.RunObservation:
-    """What the metrics module needs from one reconcile (pure): cumulative counts, ETA, durations."""
-    stages = status.get("stages") or {}
-    generated: dict[str, int] = {}
-    judged: dict[str, int] = {}
-    errors: dict[tuple[str, str], int] = {}
-    parse_failures: dict[str, int] = {}
-    rate = 0.0
-    for (stage, _series, who), record in progress.items():
-        target = generated if stage == "generate" else judged
-        target[who] = target.get(who, 0) + record.done
-        for kind, count in record.request_errors.items():
-            errors[(who, kind)] = errors.get((who, kind), 0) + count
-        if stage == "judge":
-            parse_failures[who] = parse_failures.get(who, 0) + record.parse_failures
-        if record.running:
-            rate += record.rate_per_s
-    done = sum(int((stages.get(s) or {}).get("done", 0)) for s in ("generation", "judging"))
-    total = sum(int((stages.get(s) or {}).get("total", 0)) for s in ("generation", "judging"))
-    phase = str(status.get("phase") or "Pending")
-    eta = (
-        (total - done) / rate if rate > 0 and total > done and phase not in ("Succeeded", "Failed") else None
-    )
-    conditions = {c.get("type"): c for c in status.get("conditions") or []}
-
-    def flipped(ctype: str) -> Any:
-        c = conditions.get(ctype) or {}
-        return c.get("lastTransitionTime") if c.get("status") == "True" else None
-
-    durations: dict[str, float] = {}
-    for stage, start, end in (
-        ("generation", status.get("startedAt"), flipped("GenerationComplete")),
-        ("judging", flipped("GenerationComplete"), flipped("JudgingComplete")),
-        ("aggregation", flipped("JudgingComplete"), flipped("Succeeded")),
-    ):
-        if start and end and (seconds := _seconds_between(start, end)) is not None:
-            durations[stage] = seconds
-    return metrics.RunObservation(
-        namespace=namespace,
-        name=name,
-        phase=phase,
-        progress={
-            stage: metrics.StageProgress(done=int(v.get("done", 0)), total=int(v.get("total", 0)))
-            for stage, v in stages.items()
-            if stage in metrics.STAGES
-        },
-        eta_seconds=eta,
-        generated=generated,
-        judged=judged,
-        request_errors=errors,
-        parse_failures=parse_failures,
-        stage_durations=durations,
-    )
 
 
 async def reconcile_timer(body: kopf.Body, memo: Any, logger: kopf.Logger, **_: Any) -> None:
@@ -450,38 +350,31 @@ async def on_delete(body: kopf.Body, memo: Any, logger: kopf.Logger, **_: Any) -
         meta = obj.get("metadata") or {}
         name, namespace = str(meta["name"]), str(meta.get("namespace") or "default")
         gw = _runtime(memo).gateway()
-        labels = {mf.LABEL_RUN: mf.label_value(name), mf.LABEL_MANAGED_BY: mf.MANAGED_BY}
         for kind in CHILD_KINDS:
-            for child in await gw.list_objects(kind, namespace, labels):
+            for child in await gw.list_objects(kind, namespace, _run_labels(name)):
                 owners = child["metadata"].get("ownerReferences") or []
                 if meta.get("uid") and not any(o.get("uid") == meta.get("uid") for o in owners):
                     continue  # not ours (a newer run of the same name)
                 await gw.delete(kind, namespace, child["metadata"]["name"])
-        spec = obj.get("spec") or {}
-        if spec.get("cleanupPolicy") == "Delete":
-            evalrun, _problems = specmod.evalrun_problems({k: v for k, v in obj.items() if k != "status"})
-            if evalrun is not None:
-                try:
-                    deleted = await asyncio.to_thread(_delete_results, evalrun, name)
-                except Exception as exc:
-                    raise kopf.TemporaryError(f"cannot delete stored results: {exc}", delay=30) from exc
-                logger.info("cleanupPolicy Delete: removed %d stored objects of run %s", deleted, name)
-            else:
-                logger.warning("spec is invalid; stored results of %s are kept", name)
+        if (obj.get("spec") or {}).get("cleanupPolicy") == "Delete":
+            await _delete_stored_results(gw, obj, logger)
         metrics.forget_run(namespace, name)
 
 
-def _delete_results(evalrun: specmod.EvalRun, name: str) -> int:
-    from kubejury.files.storage import open_storage
-
-    storage_spec = evalrun.spec.storage
-    store = open_storage(
-        storage_spec.uri,
-        endpoint_url=storage_spec.endpoint_url,
-        region=storage_spec.region,
-        path_style=storage_spec.use_path_style,
-    )
-    return store.delete_prefix(f"{name}/")
+async def _delete_stored_results(gw: KubeGateway, obj: Mapping[str, Any], logger: Any) -> None:
+    """``cleanupPolicy: Delete``: remove the run's stored results, with the run's own credentials."""
+    meta = obj.get("metadata") or {}
+    name, namespace = str(meta["name"]), str(meta.get("namespace") or "default")
+    evalrun, _problems = specmod.evalrun_problems({k: v for k, v in obj.items() if k != "status"})
+    if evalrun is None:
+        logger.warning("spec is invalid; stored results of %s are kept", name)
+        return
+    try:
+        secret = await _storage_secret(gw, namespace, evalrun)
+        deleted = await asyncio.to_thread(run_storage.delete_results, evalrun, name, secret)
+    except Exception as exc:
+        raise kopf.TemporaryError(f"cannot delete stored results: {exc}", delay=30) from exc
+    logger.info("cleanupPolicy Delete: removed %d stored objects of run %s", deleted, name)
 
 
 # -------------------------------------------------------------------------------- admission
@@ -520,22 +413,40 @@ async def validate(body: kopf.Body, memo: Any, **_: Any) -> None:
 
 
 def register(
-    registry: kopf.OperatorRegistry, *, interval: float = RECONCILE_INTERVAL, webhook: bool = False
+    registry: kopf.OperatorRegistry,
+    *,
+    interval: float | None = None,
+    env: Mapping[str, str] | None = None,
+    webhook_port: int | None = None,
 ) -> kopf.OperatorRegistry:
-    """Register every handler on ``registry`` (tests pass their own registry and interval).
+    """Register every handler on ``registry`` and return it (``__main__`` passes it to ``kopf.run``).
 
-    kopf refuses to start with admission handlers but no webhook server, so the validating
-    handler is registered only when the webhook is served (``webhook=True``).
+    ``env`` (default: the process environment) holds the workload settings, the webhook's TLS
+    settings and ``KUBEJURY_RECONCILE_INTERVAL``; ``interval`` and ``webhook_port`` override what
+    it says. kopf refuses to start with admission handlers but no webhook server, so the
+    validating handler is registered only when the webhook is served.
     """
-    kopf.on.startup(registry=registry)(configure)
-    kopf.on.login(registry=registry)(login)
+    options = dict(os.environ if env is None else env)
+    if webhook_port is not None:
+        options["KUBEJURY_WEBHOOK_PORT"] = str(webhook_port)
+    every = (
+        interval
+        if interval is not None
+        else float(options.get("KUBEJURY_RECONCILE_INTERVAL", DEFAULT_RECONCILE_INTERVAL))
+    )
+
+    async def startup(settings: kopf.OperatorSettings, memo: Any, logger: kopf.Logger, **_: Any) -> None:
+        configure(settings, memo, logger, options, every)
+
+    kopf.on.startup(id="configure", registry=registry)(startup)
+
+    def connect(memo: Any, **kwargs: Any) -> kopf.ConnectionInfo | None:
+        return login(memo, options, **kwargs)
+
+    kopf.on.login(id="login", registry=registry)(connect)
     kopf.on.cleanup(registry=registry)(shutdown)
-    kopf.timer(GROUP, VERSION, PLURAL, interval=interval, id="reconcile", registry=registry)(reconcile_timer)
+    kopf.timer(GROUP, VERSION, PLURAL, interval=every, id="reconcile", registry=registry)(reconcile_timer)
     kopf.on.delete(GROUP, VERSION, PLURAL, id="cleanup", registry=registry)(on_delete)
-    if webhook:
+    if options.get("KUBEJURY_WEBHOOK_PORT"):
         kopf.on.validate(GROUP, VERSION, PLURAL, id="validate-evalrun", registry=registry)(validate)
     return registry
-
-
-# Importing this module registers the handlers on kopf's default registry, as ``kopf run`` expects.
-register(kopf.get_default_registry(), webhook=bool(os.environ.get("KUBEJURY_WEBHOOK_PORT")))

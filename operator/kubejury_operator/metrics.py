@@ -11,10 +11,13 @@ declared here, on a dedicated registry (``REGISTRY``), with these cardinality ru
 * error ``kind`` and ``stage``/``phase`` labels come from closed sets (:data:`ERROR_KINDS`,
   :data:`STAGES`, :data:`PHASES`); an unknown error kind is folded into ``"other"``.
 
-The operator is level-triggered: it re-reads the Jobs' progress records and reports *cumulative*
-counts in a :class:`RunObservation`. :func:`observe_run` turns those into counter increments. The
-first observation of a run in this process only sets a baseline (the previous operator process
-already counted that work), so an operator restart does not produce a burst of phantom rate.
+The operator is level-triggered: on each reconcile, :func:`observation` reads the run's new status
+and the Jobs' progress records into a :class:`RunObservation` of *cumulative* counts, the ETA and
+the durations of finished stages; :func:`observe_run` turns it into counter increments and gauge
+values. The first observation of a run in this process only sets a baseline (the previous
+operator process already counted that work), so an operator restart does not produce a burst of
+phantom rate. Everything is derived from the status and the records, never from what this process
+remembers of earlier reconciles, so a restarted operator reports the same figures.
 
 Every metric is documented in ``docs/metrics.md``; a test checks the dashboards only query series
 declared here.
@@ -22,18 +25,20 @@ declared here.
 
 from __future__ import annotations
 
+import datetime
 import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TypeVar, get_args
+from typing import Any, TypeVar, get_args
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
 from kubejury.inference.client import ErrorKind
+from kubejury.records.progress import ProgressRecord
 
 PHASES: tuple[str, ...] = (
     "Pending",
@@ -216,10 +221,6 @@ class _RunMemory:
     request_errors: dict[tuple[str, str], int] = field(default_factory=dict)
     parse_failures: dict[str, int] = field(default_factory=dict)
     durations_seen: set[str] = field(default_factory=set)
-    phase_entered_at: float | None = None  # None: the phase began before this process saw the run
-    last_done: int | None = None
-    last_seen_at: float | None = None
-    throughput: float | None = None  # smoothed items per second (answers + judgments)
 
 
 _lock = threading.Lock()
@@ -266,49 +267,91 @@ def _refresh_phase_gauge() -> None:
         RUNS.labels(phase=phase).set(count)
 
 
-_PHASE_STAGE = {
-    "Provisioning": "provisioning",
-    "Generating": "generation",
-    "Judging": "judging",
-    "Aggregating": "aggregation",
-}
-"""Which stage's duration a phase measures (phases follow each other; stages are pipelined)."""
-
-_ETA_STAGES = ("generation", "judging")
-_THROUGHPUT_SMOOTHING = 0.3
-_FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
+# --------------------------------------------------------------- from status and records
 
 
-def _estimate_eta(memory: _RunMemory, observation: RunObservation, now: float) -> float | None:
-    """Seconds left for the answer and judgment items, from the throughput this process saw.
+ProgressByStage = Mapping[tuple[str, str, str], ProgressRecord]  # (stage, series, name) -> record
 
-    Throughput is the increase of finished items between observations, smoothed exponentially;
-    no estimate before two observations, while nothing moves yet, or once the run is finished.
-    """
-    done = sum(p.done for s, p in observation.progress.items() if s in _ETA_STAGES)
-    total = sum(p.total for s, p in observation.progress.items() if s in _ETA_STAGES)
-    if memory.last_done is not None and memory.last_seen_at is not None and now > memory.last_seen_at:
-        rate = max(done - memory.last_done, 0) / (now - memory.last_seen_at)
-        if memory.throughput is None:
-            memory.throughput = rate
-        else:
-            memory.throughput = _THROUGHPUT_SMOOTHING * rate + (1 - _THROUGHPUT_SMOOTHING) * memory.throughput
-    memory.last_done, memory.last_seen_at = done, now
-    remaining = total - done
-    if observation.phase in _FINISHED_PHASES or remaining <= 0 or not memory.throughput:
+
+def _seconds_between(start: Any, end: Any) -> float | None:
+    try:
+        a = datetime.datetime.fromisoformat(str(start).replace("Z", "+00:00"))
+        b = datetime.datetime.fromisoformat(str(end).replace("Z", "+00:00"))
+    except ValueError:
         return None
-    return remaining / memory.throughput
+    return max((b - a).total_seconds(), 0.0)
 
 
-def observe_run(observation: RunObservation, now: float | None = None) -> None:
-    """Update every per-run series from one reconcile's view of a run.
+def stage_durations(status: Mapping[str, Any]) -> dict[str, float]:
+    """Durations of the finished stages, from the status: generation from ``startedAt`` to
+    ``GenerationComplete``, judging from there to ``JudgingComplete``, aggregation from there to
+    ``Succeeded`` (each a condition's ``lastTransitionTime`` while it is True)."""
+    conditions = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, Mapping)}
 
-    When the observation carries no ``eta_seconds``, the ETA is estimated from the throughput
-    seen across observations; when it carries no duration for a stage, the stage's duration is
-    taken from the phase transitions this process saw (entering and leaving the phase). ``now``
-    (monotonic seconds) is for tests.
-    """
-    now = time.monotonic() if now is None else now
+    def flipped(ctype: str) -> Any:
+        c = conditions.get(ctype) or {}
+        return c.get("lastTransitionTime") if c.get("status") == "True" else None
+
+    durations: dict[str, float] = {}
+    for stage, start, end in (
+        ("generation", status.get("startedAt"), flipped("GenerationComplete")),
+        ("judging", flipped("GenerationComplete"), flipped("JudgingComplete")),
+        ("aggregation", flipped("JudgingComplete"), flipped("Succeeded")),
+    ):
+        if start and end and (seconds := _seconds_between(start, end)) is not None:
+            durations[stage] = seconds
+    return durations
+
+
+def eta_seconds(phase: str, progress: Mapping[str, StageProgress], records: ProgressByStage) -> float | None:
+    """Seconds until the answers and judgments are done: the items left divided by the rate the
+    running stages report in their progress records; ``None`` once finished or while nothing runs."""
+    rate = sum(r.rate_per_s for r in records.values() if r.running)
+    done = sum(p.done for s, p in progress.items() if s in ("generation", "judging"))
+    total = sum(p.total for s, p in progress.items() if s in ("generation", "judging"))
+    if rate <= 0 or total <= done or phase in ("Succeeded", "Failed"):
+        return None
+    return (total - done) / rate
+
+
+def observation(
+    namespace: str, name: str, status: Mapping[str, Any], records: ProgressByStage
+) -> RunObservation:
+    """One reconcile's :class:`RunObservation` of a run, from its new status and progress records."""
+    generated: dict[str, int] = {}
+    judged: dict[str, int] = {}
+    errors: dict[tuple[str, str], int] = {}
+    parse_failures: dict[str, int] = {}
+    for (stage, _series, who), record in records.items():
+        target = generated if stage == "generate" else judged
+        target[who] = target.get(who, 0) + record.done
+        if record.errors:  # the stages count errors without a kind
+            errors[(who, "other")] = errors.get((who, "other"), 0) + record.errors
+        if stage == "judge":
+            parse_failures[who] = parse_failures.get(who, 0) + record.parse_failures
+    stages = status.get("stages") or {}
+    progress = {
+        stage: StageProgress(done=int(counts.get("done", 0)), total=int(counts.get("total", 0)))
+        for stage, counts in stages.items()
+        if stage in STAGES
+    }
+    phase = str(status.get("phase") or "Pending")
+    return RunObservation(
+        namespace=namespace,
+        name=name,
+        phase=phase,
+        progress=progress,
+        eta_seconds=eta_seconds(phase, progress, records),
+        generated=generated,
+        judged=judged,
+        request_errors=errors,
+        parse_failures=parse_failures,
+        stage_durations=stage_durations(status),
+    )
+
+
+def observe_run(observation: RunObservation) -> None:
+    """Update every per-run series from one reconcile's view of a run."""
     key = (observation.namespace, observation.name)
     ns, name = key
     phase = normalize_phase(observation.phase)
@@ -320,7 +363,6 @@ def observe_run(observation: RunObservation, now: float | None = None) -> None:
         if memory is None:
             memory = _RunMemory(phase=phase)
             _runs[key] = memory
-        previous_phase = memory.phase
         memory.phase = phase
         _refresh_phase_gauge()
 
@@ -329,8 +371,7 @@ def observe_run(observation: RunObservation, now: float | None = None) -> None:
             RUN_TOTAL_ITEMS.labels(ns, name, stage).set(progress.total)
             memory.stages.add(stage)
 
-        estimated = _estimate_eta(memory, observation, now)
-        eta = observation.eta_seconds if observation.eta_seconds is not None else estimated
+        eta = observation.eta_seconds
         if eta is None:
             if memory.has_eta:
                 RUN_ETA_SECONDS.remove(ns, name)
@@ -370,15 +411,6 @@ def observe_run(observation: RunObservation, now: float | None = None) -> None:
             memory.durations_seen.add(stage)
             if not first_sight:
                 STAGE_DURATION.labels(stage=stage).observe(max(seconds, 0.0))
-
-        if first_sight:
-            memory.phase_entered_at = None  # the phase began before this process saw the run
-        elif phase != previous_phase:
-            left = _PHASE_STAGE.get(previous_phase)
-            if left is not None and memory.phase_entered_at is not None and left not in memory.durations_seen:
-                memory.durations_seen.add(left)
-                STAGE_DURATION.labels(stage=left).observe(max(now - memory.phase_entered_at, 0.0))
-            memory.phase_entered_at = now
 
 
 def forget_run(namespace: str, name: str) -> None:

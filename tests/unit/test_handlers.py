@@ -1,13 +1,11 @@
-"""The kopf handlers' pure parts: admission wiring, placement adapter, pinned placement.
-
-``kubejury_operator.handlers`` is imported inside the tests, not at collection: importing it
-registers kopf handlers with the reconcile interval read from the environment, which the e2e
-conftest shortens; collection of the whole suite must not fix it first.
-"""
+"""The kopf handlers' pure parts: admission wiring, placement adapter, pinned placement,
+registration on an explicit registry."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -16,6 +14,7 @@ import kopf
 import pytest
 
 from kubejury.config.spec import parse_evalrun
+from kubejury_operator import handlers
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -36,14 +35,10 @@ def body(**spec_overrides: Any) -> dict[str, Any]:
 
 
 async def test_admission_accepts_a_valid_run() -> None:
-    from kubejury_operator import handlers
-
     await handlers.validate(body=body(), memo=SimpleNamespace())  # type: ignore[arg-type]
 
 
 async def test_admission_rejects_with_the_field_named() -> None:
-    from kubejury_operator import handlers
-
     bad = body(judges=[])
     with pytest.raises(kopf.AdmissionError) as caught:
         await handlers.validate(body=bad, memo=SimpleNamespace())  # type: ignore[arg-type]
@@ -51,8 +46,6 @@ async def test_admission_rejects_with_the_field_named() -> None:
 
 
 def test_placements_from_the_nodes_kubectl_returns() -> None:
-    from kubejury_operator import handlers
-
     nodes = json.loads((REPO / "examples" / "nodes" / "h100-cluster.json").read_text())["items"]
     decisions = handlers.compute_placements(parse_evalrun(body()), nodes)
     assert set(decisions) == {"qwen", "judge"}
@@ -62,8 +55,6 @@ def test_placements_from_the_nodes_kubectl_returns() -> None:
 
 
 def test_pinned_placement_only_after_pending() -> None:
-    from kubejury_operator import handlers
-
     evalrun = parse_evalrun(body())
     recorded = {
         name: {"schedulable": True, "runtime": "vllm", "quantization": "bf16", "tensorParallelSize": 2}
@@ -76,8 +67,6 @@ def test_pinned_placement_only_after_pending() -> None:
 
 
 def test_webhook_server_only_when_a_port_is_set() -> None:
-    from kubejury_operator import handlers
-
     settings = kopf.OperatorSettings()
     handlers.configure_admission(settings, {})
     assert settings.admission.server is None
@@ -89,36 +78,6 @@ def test_webhook_server_only_when_a_port_is_set() -> None:
     assert settings.admission.managed == "kj"
 
 
-def test_run_observation_for_metrics() -> None:
-    from kubejury_operator import handlers
-    from kubejury_operator.reconcile import ProgressRecord
-
-    status = {
-        "phase": "Judging",
-        "startedAt": "2026-11-30T01:00:00Z",
-        "stages": {"generation": {"done": 40, "total": 40}, "judging": {"done": 20, "total": 80}},
-        "conditions": [
-            {"type": "GenerationComplete", "status": "True", "lastTransitionTime": "2026-11-30T01:10:00Z"},
-            {"type": "JudgingComplete", "status": "False", "lastTransitionTime": "2026-11-30T01:00:00Z"},
-        ],
-    }
-    progress = {
-        ("generate", "primary", "qwen"): ProgressRecord.from_record(
-            {"done": 40, "total": 40, "state": "succeeded"}
-        ),
-        ("judge", "primary", "j"): ProgressRecord.from_record(
-            {"done": 20, "total": 80, "errors": 2, "parse_failures": 1, "rate_per_s": 2.0, "state": "running"}
-        ),
-    }
-    obs = handlers.run_observation("ns", "r", status, progress)
-    assert obs.generated == {"qwen": 40} and obs.judged == {"j": 20}
-    assert obs.parse_failures == {"j": 1}
-    assert obs.request_errors == {("j", "other"): 2}
-    assert obs.eta_seconds == 30.0  # 60 items left at 2/s
-    assert obs.stage_durations == {"generation": 600.0}
-    assert obs.progress["judging"].total == 80
-
-
 @pytest.mark.parametrize(
     ("example", "nodes"),
     [("evalrun-kind-cpu.yaml", "cpu-only.json"), ("evalrun-study.yaml", "mixed-cluster.json")],
@@ -128,15 +87,16 @@ def test_examples_plan_into_valid_objects(example: str, nodes: str) -> None:
     import kubernetes_validate
     import yaml
 
-    from kubejury_operator import handlers
+    from kubejury_operator.cluster_run import cluster_run
     from kubejury_operator.manifests import WorkloadSettings
-    from kubejury_operator.reconcile import DeploymentState, Observed, plan, run_inputs
+    from kubejury_operator.observed import DeploymentState, Observed
+    from kubejury_operator.reconcile import plan
 
     body = yaml.safe_load((REPO / "examples" / example).read_text())
     body["metadata"]["uid"] = "u-1"
     evalrun = parse_evalrun(body)
     node_items = json.loads((REPO / "examples" / "nodes" / nodes).read_text())["items"]
-    run = run_inputs(body, evalrun, handlers.compute_placements(evalrun, node_items), WorkloadSettings())
+    run = cluster_run(body, evalrun, handlers.compute_placements(evalrun, node_items), WorkloadSettings())
     first = plan(run, Observed(), {}, "2026-11-30T02:00:00Z")
     unschedulable = [n for n, p in first.status["placement"].items() if not p["schedulable"]]
     assert not unschedulable, first.status["placement"]
@@ -158,3 +118,83 @@ def test_examples_plan_into_valid_objects(example: str, nodes: str) -> None:
             container = dep["spec"]["template"]["spec"]["containers"][0]
             assert "nvidia.com/gpu" not in container["resources"].get("limits", {})
             assert container["args"][container["args"].index("--hf-repo") + 1].endswith(":Q4_K_M")
+
+
+class SecretsOnlyApi:
+    """Simulates the Kubernetes API for the delete handler: the run has no children left, and one
+    Secret (the run's storage credentials). Not a real API server: the handler's storage side is
+    what this test is about, and that side is real (moto's in-process S3 with IAM enforced)."""
+
+    def __init__(self, credentials: object, secrets: dict[str, dict[str, str]]) -> None:
+        self.credentials = credentials
+        self.secrets = secrets
+
+    async def list_objects(self, kind: str, namespace: str, labels: dict[str, str]) -> list[dict[str, Any]]:
+        return []
+
+    async def secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        return self.secrets.get(name)
+
+
+def test_cleanup_deletes_results_with_the_runs_own_storage_credentials(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """cleanupPolicy Delete opens storage as reading does: with the credentialsSecretRef's keys,
+    not whatever the operator's environment holds (which S3 here rejects)."""
+    import boto3
+    from moto import mock_aws
+    from moto.core import set_initial_no_auth_action_count
+
+    from kubejury_operator.manifests import WorkloadSettings
+
+    for name in ("KUBEJURY_S3_ENDPOINT", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    run = body(
+        storage={"uri": "s3://results/runs", "credentialsSecretRef": {"name": "s3"}}, cleanupPolicy="Delete"
+    )
+    run["metadata"]["uid"] = "u-1"
+
+    @set_initial_no_auth_action_count(5)  # the set-up below; from then on, S3 checks every key
+    @mock_aws
+    def scenario() -> int:
+        iam = boto3.client("iam", region_name="us-east-1")
+        iam.create_user(UserName="tenant")
+        iam.put_user_policy(
+            UserName="tenant",
+            PolicyName="s3",
+            PolicyDocument=json.dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}],
+                }
+            ),
+        )
+        key = iam.create_access_key(UserName="tenant")["AccessKey"]
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket="results")
+        s3.put_object(Bucket="results", Key="runs/r/primary/answers/qwen/part-0.jsonl", Body=b"{}\n")
+        secret = {"AWS_ACCESS_KEY_ID": key["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"]}
+        runtime = handlers.OperatorRuntime(settings=WorkloadSettings(), credentials="api")  # type: ignore[arg-type]
+        runtime._gateway = SecretsOnlyApi("api", {"s3": secret})  # type: ignore[assignment]
+        memo = SimpleNamespace(kubejury=runtime)
+        deleting = handlers.on_delete(body=run, memo=memo, logger=logging.getLogger("t"))  # type: ignore[arg-type]
+        asyncio.run(deleting)
+        tenant = boto3.client(
+            "s3",
+            region_name="us-east-1",
+            aws_access_key_id=key["AccessKeyId"],
+            aws_secret_access_key=key["SecretAccessKey"],
+        )
+        return int(tenant.list_objects_v2(Bucket="results")["KeyCount"])
+
+    assert scenario() == 0
+
+
+def test_handlers_are_registered_only_on_the_registry_given() -> None:
+    assert not kopf.get_default_registry()._spawning.get_all_handlers()  # importing registers nothing
+    plain = handlers.register(kopf.OperatorRegistry(), interval=1.0, env={})
+    ids = {h.id for h in plain._spawning.get_all_handlers()}
+    assert "reconcile" in ids
+    assert not plain._webhooks.get_all_handlers()
+    served = handlers.register(kopf.OperatorRegistry(), env={}, webhook_port=9443)
+    assert {h.id for h in served._webhooks.get_all_handlers()} == {"validate-evalrun"}

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from kubejury.records.progress import ProgressRecord
 from kubejury_operator import metrics
 from kubejury_operator.metrics import REGISTRY, RunObservation, StageProgress
 
@@ -180,45 +181,29 @@ def test_metrics_server_serves_the_registry_on_loopback() -> None:
     assert "kubejury_runs{" in body
 
 
-def gen(done: int, total: int = 1000) -> dict[str, StageProgress]:
-    return {"generation": StageProgress(done, total), "judging": StageProgress(0, total)}
-
-
-def test_eta_is_estimated_from_observed_throughput() -> None:
-    eta = "kubejury_run_eta_seconds"
-    metrics.observe_run(obs(progress=gen(0)), now=0.0)
-    assert value(eta, namespace="ns", name="run") is None  # one observation: no rate yet
-    metrics.observe_run(obs(progress=gen(100)), now=10.0)  # 10 items/s
-    assert value(eta, namespace="ns", name="run") == pytest.approx((2000 - 100) / 10.0)
-    metrics.observe_run(obs(progress=gen(300)), now=20.0)  # 20 items/s, smoothed: 0.3*20 + 0.7*10
-    assert value(eta, namespace="ns", name="run") == pytest.approx((2000 - 300) / 13.0)
-    metrics.observe_run(obs(progress=gen(300), eta_seconds=42.0), now=30.0)  # the operator's own wins
-    assert value(eta, namespace="ns", name="run") == 42.0
-    metrics.observe_run(obs(phase="Succeeded", progress=gen(1000)), now=40.0)
-    assert value(eta, namespace="ns", name="run") is None
-
-
-def test_stage_durations_come_from_phase_transitions_this_process_saw() -> None:
-    def count(stage: str) -> float:
-        return value("kubejury_stage_duration_seconds_count", stage=stage) or 0.0
-
-    def total(stage: str) -> float:
-        return value("kubejury_stage_duration_seconds_sum", stage=stage) or 0.0
-
-    before = {s: (count(s), total(s)) for s in metrics.STAGES}
-    metrics.observe_run(obs(phase="Pending"), now=0.0)
-    metrics.observe_run(obs(phase="Provisioning"), now=5.0)
-    metrics.observe_run(obs(phase="Provisioning"), now=30.0)
-    metrics.observe_run(obs(phase="Generating"), now=65.0)
-    metrics.observe_run(obs(phase="Judging", stage_durations={"generation": 500.0}), now=100.0)
-    metrics.observe_run(obs(phase="Aggregating"), now=160.0)
-    assert count("provisioning") - before["provisioning"][0] == 1
-    assert total("provisioning") - before["provisioning"][1] == pytest.approx(60.0)
-    # the operator's own figure wins, and a stage is never observed twice
-    assert count("generation") - before["generation"][0] == 1
-    assert total("generation") - before["generation"][1] == pytest.approx(500.0)
-    assert total("judging") - before["judging"][1] == pytest.approx(60.0)
-    # a run first seen mid-phase (operator restart) gets no duration for that phase
-    metrics.observe_run(obs(name="resumed", phase="Generating"), now=200.0)
-    metrics.observe_run(obs(name="resumed", phase="Judging"), now=210.0)
-    assert count("generation") - before["generation"][0] == 1
+def test_observation_from_status_and_progress_records() -> None:
+    """ETA from the rates the running stages report; durations from the conditions' transitions."""
+    status = {
+        "phase": "Judging",
+        "startedAt": "2026-11-30T01:00:00Z",
+        "stages": {"generation": {"done": 40, "total": 40}, "judging": {"done": 20, "total": 80}},
+        "conditions": [
+            {"type": "GenerationComplete", "status": "True", "lastTransitionTime": "2026-11-30T01:10:00Z"},
+            {"type": "JudgingComplete", "status": "False", "lastTransitionTime": "2026-11-30T01:00:00Z"},
+        ],
+    }
+    progress = {
+        ("generate", "primary", "qwen"): ProgressRecord.from_json(
+            {"done": 40, "total": 40, "state": "succeeded"}
+        ),
+        ("judge", "primary", "j"): ProgressRecord.from_json(
+            {"done": 20, "total": 80, "errors": 2, "parse_failures": 1, "rate_per_s": 2.0, "state": "running"}
+        ),
+    }
+    obs = metrics.observation("ns", "r", status, progress)
+    assert obs.generated == {"qwen": 40} and obs.judged == {"j": 20}
+    assert obs.parse_failures == {"j": 1}
+    assert obs.request_errors == {("j", "other"): 2}
+    assert obs.eta_seconds == 30.0  # 60 items left at 2/s
+    assert obs.stage_durations == {"generation": 600.0}
+    assert obs.progress["judging"].total == 80

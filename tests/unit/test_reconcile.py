@@ -8,20 +8,12 @@ from typing import Any
 
 import pytest
 
+from kubejury.records.progress import ProgressRecord
 from kubejury_operator import manifests as mf
-from kubejury_operator.reconcile import (
-    Action,
-    DeploymentState,
-    JobState,
-    Observed,
-    PlacementDecision,
-    Plan,
-    ProgressRecord,
-    RunInputs,
-    plan,
-    run_inputs,
-    summary_from_report,
-)
+from kubejury_operator.cluster_run import ClusterRun, PlacementDecision, cluster_run
+from kubejury_operator.observed import DeploymentState, JobState, Observed
+from kubejury_operator.reconcile import Action, Plan, plan
+from kubejury_operator.status import summary_from_report
 
 NOW = "2026-11-30T02:00:00Z"
 LATER = "2026-11-30T03:00:00Z"
@@ -57,8 +49,8 @@ def ep(
 
 def inputs(
     models: Iterable[mf.Endpoint] = (), judges: Iterable[mf.Endpoint] = (), max_models: int = 2
-) -> RunInputs:
-    return RunInputs(
+) -> ClusterRun:
+    return ClusterRun(
         ref=REF,
         generation=1,
         body={"metadata": {"name": "r"}, "spec": {"x": 1}},
@@ -315,7 +307,7 @@ def test_unschedulable_model_deploys_nothing_and_says_why() -> None:
 
 def test_progress_record_counts_as_done_without_its_job() -> None:
     """Resume: a finished generation whose Job was deleted is not re-run."""
-    progress = {("generate", s, "a"): ProgressRecord(done=10, total=10, complete=True) for s in SERIES}
+    progress = {("generate", s, "a"): ProgressRecord(done=10, total=10, state="succeeded") for s in SERIES}
     observed = Observed(
         deployments=ready("m-a", "m-b", "j-j"), progress=progress, present=present_for("m-a", "m-b", "j-j")
     )
@@ -450,13 +442,15 @@ def test_summary_from_report_keeps_only_the_aggregate() -> None:
     assert "per-answer" not in repr(summary)
 
 
-def test_progress_record_reading_is_tolerant() -> None:
-    rec = ProgressRecord.from_record(
-        {"done": 3, "total": 9, "errors": {"timeout": 2, "http_5xx": 1}, "state": "complete"}
-    )
+def test_progress_record_reading_takes_one_spelling() -> None:
+    """Missing fields take their defaults; a field of the wrong type is an error naming it."""
+    rec = ProgressRecord.from_json({"done": 3, "total": 9, "errors": 3, "state": "succeeded"})
     assert (rec.done, rec.total, rec.errors, rec.complete) == (3, 9, 3, True)
-    assert rec.request_errors == {"timeout": 2, "http_5xx": 1}
-    assert ProgressRecord.from_record({}).complete is False
+    assert ProgressRecord.from_json({}).complete is False
+    with pytest.raises(ValueError, match="'errors'"):
+        ProgressRecord.from_json({"errors": {"timeout": 2}})
+    with pytest.raises(ValueError, match="'state'"):
+        ProgressRecord.from_json({"state": "complete"})
 
 
 def test_run_inputs_from_a_real_spec() -> None:
@@ -487,7 +481,7 @@ def test_run_inputs_from_a_real_spec() -> None:
         },
     }
     evalrun = parse_evalrun(body)
-    run = run_inputs(body, evalrun, {"qwen": H100, "gemma": H100, "qwen-judge": H100}, mf.WorkloadSettings())
+    run = cluster_run(body, evalrun, {"qwen": H100, "gemma": H100, "qwen-judge": H100}, mf.WorkloadSettings())
     assert run.ref == mf.RunRef("study", "evals", "u-1")
     assert run.generation == 3
     assert [m.key for m in run.models] == ["m-qwen", "m-gemma"]
@@ -537,7 +531,7 @@ def test_judging_rounds_follow_generation() -> None:
 
 
 def test_job_state_reads_conditions_and_round_annotation() -> None:
-    from kubejury_operator.reconcile import deployment_state, job_state, progress_key
+    from kubejury_operator.observed import deployment_state, job_state, progress_key
 
     job = {
         "metadata": {"annotations": {"kubejury.io/models-complete": "2"}},
@@ -566,7 +560,7 @@ def test_job_state_reads_conditions_and_round_annotation() -> None:
 
 
 def test_server_pods_waiting_for_a_node_are_reported_unschedulable() -> None:
-    from kubejury_operator.reconcile import pod_scheduling_problems
+    from kubejury_operator.observed import pod_scheduling_problems
 
     pods = [
         {
@@ -619,14 +613,14 @@ def test_local_only_sources_are_unschedulable_in_a_cluster() -> None:
     }
     evalrun = parse_evalrun(body)
     cpu = PlacementDecision(runtime="llamacpp", quantization="q4_k_m", tensor_parallel_size=0)
-    run = run_inputs(body, evalrun, {"tiny": cpu}, mf.WorkloadSettings())
+    run = cluster_run(body, evalrun, {"tiny": cpu}, mf.WorkloadSettings())
     p = plan(run, Observed(), {}, NOW)
     assert p.phase == "Pending" and p.actions == ()
     assert "local mode" in condition(p, "Unschedulable")["message"]
 
 
 def test_sharded_generation_progress_is_merged_and_complete_only_when_every_shard_is() -> None:
-    from kubejury_operator.reconcile import collect_progress
+    from kubejury_operator.observed import collect_progress
 
     def record(done: int, total: int, state: str) -> dict[str, Any]:
         return {"done": done, "total": total, "errors": 1, "state": state, "rate_per_s": 2.0}
@@ -661,7 +655,7 @@ def test_the_stages_own_progress_record_reads_as_complete() -> None:
     for _ in range(3):
         tracker.advance()
     tracker.finish("succeeded")
-    record = ProgressRecord.from_record(tracker.record())
+    record = ProgressRecord.from_json(tracker.record())
     assert record.complete and (record.done, record.total) == (3, 3)
     tracker.finish("failed", "boom")
-    assert not ProgressRecord.from_record(tracker.record()).complete
+    assert not ProgressRecord.from_json(tracker.record()).complete

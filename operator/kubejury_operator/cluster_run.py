@@ -1,0 +1,219 @@
+"""The EvalRun as the cluster will run it: the planner's input, built from the parsed spec.
+
+Why this module exists: the planner must not read raw spec fields or decide how a spec maps onto
+Kubernetes objects. This module does that mapping once — which endpoints need a server and which
+share one (``sameAs``), which placement each server got, the workload settings after the run's own
+overrides, where the Jobs store results — and hands the planner one frozen :class:`ClusterRun`.
+Pure: the handlers pass in the placements they computed or pinned.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubejury_operator import manifests as mf
+from kubejury_operator.manifests import Endpoint, RunRef, WorkloadSettings
+
+
+@dataclass(frozen=True)
+class PlacementDecision:
+    """A placement as the planner uses and the status records it (satisfies ``PlacementView``)."""
+
+    runtime: str
+    quantization: str
+    tensor_parallel_size: int
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: Sequence[Mapping[str, Any]] = ()
+    vllm_args: Sequence[str] = ()
+    schedulable: bool = True
+    reason: str = ""
+    gpu_product: str | None = None
+
+    @classmethod
+    def from_placement(cls, placement: Any) -> PlacementDecision:
+        """From ``placement.Placement`` (duck-typed, so this module does not import the planner)."""
+        return cls(
+            runtime=str(placement.runtime),
+            quantization=str(placement.quantization),
+            tensor_parallel_size=int(placement.tensor_parallel_size),
+            node_selector=dict(placement.node_selector or {}),
+            tolerations=tuple(dict(t) for t in (placement.tolerations or ())),
+            vllm_args=tuple(str(a) for a in (placement.vllm_args or ())),
+            schedulable=bool(placement.schedulable),
+            reason=str(placement.reason or ""),
+            gpu_product=getattr(placement, "gpu_product", None),
+        )
+
+    @classmethod
+    def from_status(cls, data: Mapping[str, Any]) -> PlacementDecision:
+        return cls(
+            runtime=str(data.get("runtime", "")),
+            quantization=str(data.get("quantization", "")),
+            tensor_parallel_size=int(data.get("tensorParallelSize", 0) or 0),
+            node_selector=dict(data.get("nodeSelector") or {}),
+            tolerations=tuple(dict(t) for t in data.get("tolerations") or ()),
+            vllm_args=tuple(str(a) for a in data.get("vllmArgs") or ()),
+            schedulable=bool(data.get("schedulable", True)),
+            reason=str(data.get("reason", "")),
+            gpu_product=data.get("gpuProduct"),
+        )
+
+    def to_status(self) -> dict[str, Any]:
+        result: dict[str, Any] = {
+            "schedulable": self.schedulable,
+            "runtime": self.runtime,
+            "quantization": self.quantization,
+            "tensorParallelSize": self.tensor_parallel_size,
+            "gpuProduct": self.gpu_product,
+            "nodeSelector": dict(self.node_selector),
+            "reason": self.reason,
+        }
+        if self.tolerations:
+            result["tolerations"] = [dict(t) for t in self.tolerations]
+        if self.vllm_args:
+            result["vllmArgs"] = list(self.vllm_args)
+        return result
+
+
+@dataclass(frozen=True)
+class ClusterRun:
+    """The run as the planner needs it (built by :func:`cluster_run` from the EvalRun object)."""
+
+    ref: RunRef
+    generation: int
+    body: Mapping[str, Any]  # the EvalRun object (for the spec ConfigMap)
+    models: tuple[Endpoint, ...]
+    judges: tuple[Endpoint, ...]
+    series: tuple[str, ...]
+    max_concurrent_models: int
+    settings: WorkloadSettings
+    storage: mf.JobStorage
+    generation_shards: int = 1
+    report_uri: str | None = None
+
+
+def with_settings(run: ClusterRun, **changes: Any) -> ClusterRun:
+    """A copy of ``run`` with different workload settings (tests, overrides)."""
+    return dataclasses.replace(run, settings=dataclasses.replace(run.settings, **changes))
+
+
+def run_settings(base: WorkloadSettings, spec: Any) -> WorkloadSettings:
+    """The cluster-wide settings with the run's own overrides (``spec.jobs``, cache, secrets)."""
+    changes: dict[str, Any] = {"startup_budget_seconds": int(spec.startup_timeout_seconds)}
+    if spec.model_cache is not None:
+        changes["model_cache_pvc"] = spec.model_cache.claim_name
+        changes["model_cache_mount"] = spec.model_cache.mount_path
+    if spec.hf_token_secret_ref is not None:
+        changes["hf_token_secret"] = spec.hf_token_secret_ref.name
+        changes["hf_token_key"] = spec.hf_token_secret_ref.key
+    changes["job_backoff_limit"] = int(spec.jobs.backoff_limit)
+    if spec.jobs.active_deadline_seconds:
+        deadline = int(spec.jobs.active_deadline_seconds)
+        changes.update(
+            generation_deadline_seconds=deadline,
+            judging_deadline_seconds=deadline,
+            aggregation_deadline_seconds=deadline,
+        )
+    if spec.jobs.image:
+        changes["job_image"] = spec.jobs.image
+    if spec.storage.persistent_volume_claim:
+        changes["results_pvc"] = spec.storage.persistent_volume_claim
+    if spec.storage.credentials_secret_ref is not None:
+        changes["storage_secret"] = spec.storage.credentials_secret_ref.name
+    return dataclasses.replace(base, **changes)
+
+
+def _endpoint(entry: Any, key: str, placement: PlacementDecision | None) -> Endpoint:
+    secret = entry.api_key_secret_ref
+    source = entry.source or ""
+    if (
+        entry.runtime != "openai"
+        and (source.startswith("embedded://") or entry.gguf_path)
+        and placement is not None
+    ):
+        # The embedded model and local .gguf paths exist only on the machine running local mode.
+        placement = dataclasses.replace(
+            placement,
+            schedulable=False,
+            reason=(
+                f"source {source or entry.gguf_path} exists only in local mode (kubejury run); in a cluster "
+                "give the weights as hf://org/repo, pvc://claim/path or s3://…"
+            ),
+        )
+    return Endpoint(
+        key=key,
+        name=entry.name,
+        source=entry.source or "",
+        served_model=entry.request_model,
+        runtime=entry.runtime,
+        checkpoint=entry.checkpoint,
+        placement=placement if entry.runtime != "openai" else None,
+        api_key_secret=secret.name if secret is not None else None,
+        api_key_key=secret.key if secret is not None else "api-key",
+        api_key_env=entry.api_key_env or mf.API_KEY_ENV,
+        max_model_len=entry.max_model_len,
+        gpu_memory_utilization=entry.gpu_memory_utilization,
+        cpu=entry.resources.cpu,
+        memory=entry.resources.memory,
+        extra_args=tuple(entry.extra_args),
+    )
+
+
+def _same_server(a: Any, b: Any) -> bool:
+    return bool(
+        a.runtime == b.runtime
+        and a.source == b.source
+        and a.quantization == b.quantization
+        and a.runtime != "openai"
+    )
+
+
+def cluster_run(
+    body: Mapping[str, Any],
+    evalrun: Any,
+    placements: Mapping[str, PlacementDecision],
+    base: WorkloadSettings,
+) -> ClusterRun:
+    """Planner inputs from the EvalRun object, its parsed spec (``kubejury.config.spec.EvalRun``) and the
+    placement decision of every model and judge (by name; openai entries need none)."""
+    meta = body.get("metadata") or {}
+    spec = evalrun.spec
+    ref = RunRef(
+        name=str(meta["name"]),
+        namespace=str(meta.get("namespace") or "default"),
+        uid=str(meta.get("uid") or ""),
+    )
+    models = tuple(
+        _endpoint(m, mf.endpoint_key("model", m.name), placements.get(m.name)) for m in spec.models
+    )
+    by_name = {m.name: m for m in spec.models}
+    judges = []
+    for j in spec.judges:
+        twin = by_name.get(j.same_as) if j.same_as else None
+        if twin is not None and _same_server(twin, j):
+            key = mf.endpoint_key("model", twin.name)
+            placement = placements.get(twin.name)
+        else:
+            key = mf.endpoint_key("judge", j.name)
+            placement = placements.get(f"{j.name} (judge)") or placements.get(j.name)
+        judges.append(_endpoint(j, key, placement))
+    storage_uri = spec.storage.uri
+    secret = spec.storage.credentials_secret_ref
+    return ClusterRun(
+        ref=ref,
+        generation=int(meta.get("generation") or 1),
+        body=body,
+        models=models,
+        judges=tuple(judges),
+        series=tuple(s.name for s in spec.series),
+        max_concurrent_models=int(spec.max_concurrent_models),
+        settings=run_settings(base, spec),
+        storage=mf.JobStorage(
+            uri=storage_uri, credentials_secret=secret.name if secret is not None else None
+        ),
+        generation_shards=int(spec.jobs.generation_shards),
+        report_uri=storage_uri.rstrip("/") + f"/{ref.name}/report/",
+    )

@@ -1,0 +1,141 @@
+"""Step 1 of planning: the facts about one EvalRun, derived once from what is observed.
+
+Why this module exists: which (model, series) are generated, which (judge, series) judged, what
+failed, which servers have no node, and whether the run may start anything at all — every later
+step of :func:`kubejury_operator.reconcile.plan` and every condition in the status reads these,
+so they are computed here once instead of re-derived wherever they are needed. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from kubejury_operator import manifests as mf
+from kubejury_operator.cluster_run import ClusterRun
+from kubejury_operator.manifests import Endpoint
+from kubejury_operator.observed import JobState, Observed
+
+Pair = tuple[str, str]  # (model or judge name, series)
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What is true of the run right now, derived once from observation (step 1 of :func:`plan`).
+
+    ``blocked`` — nothing new may start: a model fits no node while the run is still ``Pending``
+    with nothing deployed, or a Secret the run needs is missing. ``terminal`` — the run failed or
+    its report is ready. Every later step reads these two instead of re-deriving them.
+    """
+
+    servers: Mapping[str, Endpoint]  # every in-cluster server by key (a shared server once)
+    generated: frozenset[Pair]
+    judged: frozenset[Pair]
+    generation_jobs: int  # model × series
+    judging_jobs: int  # judge × series
+    aggregation: JobState | None
+    failures: tuple[str, ...]
+    unschedulable: tuple[Endpoint, ...]  # servers without a node that can run them
+    waiting_for_node: bool  # unschedulable, and still Pending with nothing deployed
+    missing_secrets: tuple[str, ...]
+
+    @property
+    def generation_complete(self) -> bool:
+        return len(self.generated) == self.generation_jobs
+
+    @property
+    def judging_complete(self) -> bool:
+        return self.generation_complete and len(self.judged) == self.judging_jobs
+
+    @property
+    def aggregated(self) -> bool:
+        return bool(self.aggregation and self.aggregation.succeeded) and self.judging_complete
+
+    @property
+    def terminal(self) -> bool:
+        return bool(self.failures) or self.aggregated
+
+    @property
+    def blocked(self) -> bool:
+        return self.waiting_for_node or bool(self.missing_secrets)
+
+
+def in_cluster_servers(run: ClusterRun) -> dict[str, Endpoint]:
+    """Every in-cluster server, by deployment key (a judge sharing a model's server is one entry)."""
+    servers: dict[str, Endpoint] = {}
+    for endpoint in (*run.models, *run.judges):
+        if endpoint.in_cluster:
+            servers.setdefault(endpoint.key, endpoint)
+    return servers
+
+
+def judge_rounds(run: ClusterRun, observed: Observed, judge: Endpoint, series: str) -> list[JobState]:
+    """The judging rounds of (judge, series) that exist, in order."""
+    found: list[JobState] = []
+    for n in range(1, len(run.models) + 2):
+        state = observed.jobs.get(mf.judge_job_name(run.ref.name, judge.name, series, n))
+        if state is None:
+            break
+        found.append(state)
+    return found
+
+
+def _generated(run: ClusterRun, observed: Observed) -> frozenset[Pair]:
+    """(model, series) whose generation Job succeeded or whose progress record is complete."""
+    done: set[Pair] = set()
+    for model in run.models:
+        for series in run.series:
+            job = observed.jobs.get(mf.generation_job_name(run.ref.name, model.name, series))
+            record = observed.progress.get(("generate", series, model.name))
+            if (job is not None and job.succeeded) or (record is not None and record.complete):
+                done.add((model.name, series))
+    return frozenset(done)
+
+
+def _judged(run: ClusterRun, observed: Observed) -> frozenset[Pair]:
+    """(judge, series) where a round created after every model's answers existed has succeeded."""
+    return frozenset(
+        (judge.name, series)
+        for judge in run.judges
+        for series in run.series
+        if any(
+            r.succeeded and r.models_complete >= len(run.models)
+            for r in judge_rounds(run, observed, judge, series)
+        )
+    )
+
+
+def _failures(observed: Observed) -> tuple[str, ...]:
+    """Jobs failed for good and servers past their progress deadline, as sentences' parts."""
+    failures: list[str] = []
+    for job_name, job in sorted(observed.jobs.items()):
+        if job.failed:
+            failures.append(f"Job {job_name} failed: {job.message or 'backoff limit or deadline reached'}")
+    for dep_name, dep in sorted(observed.deployments.items()):
+        if dep.stalled and dep.replicas > 0:
+            failures.append(
+                f"Model server {dep_name} did not become ready: {dep.message or 'progress deadline exceeded'}"
+            )
+    return tuple(failures)
+
+
+def observe_facts(run: ClusterRun, observed: Observed, previous_phase: str) -> Facts:
+    """Step 1: the facts every later step reads."""
+    servers = in_cluster_servers(run)
+    unschedulable = tuple(
+        ep
+        for ep in servers.values()
+        if ep.placement is None or not getattr(ep.placement, "schedulable", True)
+    )
+    return Facts(
+        servers=servers,
+        generated=_generated(run, observed),
+        judged=_judged(run, observed),
+        generation_jobs=len(run.models) * len(run.series),
+        judging_jobs=len(run.judges) * len(run.series),
+        aggregation=observed.jobs.get(mf.aggregation_job_name(run.ref.name)),
+        failures=_failures(observed),
+        unschedulable=unschedulable,
+        waiting_for_node=bool(unschedulable) and previous_phase == "Pending" and not observed.deployments,
+        missing_secrets=tuple(observed.missing_secrets),
+    )

@@ -1,0 +1,318 @@
+"""The EvalRun's ``status``, its conditions and the Events of one reconcile — all from the facts.
+
+Why this module exists: the status is what a user reads (``kubectl get evalrun``, ``describe``),
+so its shape — phase, progress counters, placement, conditions per the Kubernetes API
+conventions (type, status, CamelCase reason, a sentence as message, ``observedGeneration``,
+``lastTransitionTime`` moving only on a flip) — is written down here in one place, separately
+from the decisions of :mod:`kubejury_operator.reconcile`. Pure: it only reads the facts, the
+desired servers and the phase the planner decided, and the previous status.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from kubejury_operator import manifests as mf
+from kubejury_operator.cluster_run import ClusterRun, PlacementDecision
+from kubejury_operator.facts import Facts
+from kubejury_operator.observed import DeploymentState, Observed
+
+PHASES = ("Pending", "Provisioning", "Generating", "Judging", "Aggregating", "Succeeded", "Failed")
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+CONDITION_TYPES = (
+    "Ready",
+    "ModelsProvisioned",
+    "GenerationComplete",
+    "JudgingComplete",
+    "Succeeded",
+    "Unschedulable",
+    "Failed",
+)
+MAX_SUMMARY_MODELS = 100  # etcd objects stay small: the summary never grows with the benchmark
+
+Condition = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Event:
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class StatusInputs:
+    """What the planner decided this round, as the status builders read it."""
+
+    run: ClusterRun
+    observed: Observed
+    facts: Facts
+    desired: Mapping[str, int]  # replicas wanted per server key
+    phase: str
+
+
+# ---------------------------------------------------------------------------------- conditions
+
+
+def sentence(text: str) -> str:
+    """``text`` ending in a full stop (condition and Event messages are sentences)."""
+    text = text.strip()
+    if not text:
+        return text
+    return text if text.endswith(".") else text + "."
+
+
+def condition(
+    previous: Sequence[Mapping[str, Any]],
+    ctype: str,
+    status: bool,
+    reason: str,
+    message: str,
+    generation: int,
+    now: str,
+) -> Condition:
+    """A condition per Kubernetes API conventions; lastTransitionTime moves only on a status flip."""
+    text = "True" if status else "False"
+    before = next((c for c in previous if c.get("type") == ctype), None)
+    changed = before is None or before.get("status") != text
+    return {
+        "type": ctype,
+        "status": text,
+        "reason": reason,
+        "message": sentence(message),
+        "lastTransitionTime": now if changed or not before else before.get("lastTransitionTime", now),
+        "observedGeneration": generation,
+    }
+
+
+def _unschedulable(view: StatusInputs) -> tuple[bool, str, str]:
+    """(status, reason, message) of ``Unschedulable``: no node type fits a model (the run waits
+    in ``Pending``), or a node type fits but no such node has room now (the Deployment's progress
+    deadline bounds that wait: then the run fails and scales down)."""
+    facts = view.facts
+    placed = (False, "Placed", "Every model has a node that can run it")
+    if facts.waiting_for_node:
+        reasons = "; ".join(
+            f"model {e.name}: {getattr(e.placement, 'reason', '') or 'no placement'}"
+            for e in facts.unschedulable
+        )
+        return True, "ModelDoesNotFit", "No node can run " + reasons
+    pending = {k: m for k, m in view.observed.unschedulable_pods.items() if view.desired.get(k, 0) > 0}
+    if pending and view.phase not in TERMINAL_PHASES:
+        waits = "; ".join(
+            f"{facts.servers[k].name if k in facts.servers else k}: {m}" for k, m in sorted(pending.items())
+        )
+        return True, "NoNodeAvailable", "Model server Pods wait for a node: " + waits
+    return placed
+
+
+def _provisioned(view: StatusInputs) -> tuple[bool, str, str]:
+    """(status, reason, message) of ``ModelsProvisioned``."""
+    facts, observed = view.facts, view.observed
+    if facts.missing_secrets:
+        return False, "SecretMissing", "Missing secrets: " + ", ".join(facts.missing_secrets)
+    if facts.waiting_for_node:
+        return False, "Unschedulable", "Waiting for a node that can run every model"
+    waiting = sorted(
+        facts.servers[k].name
+        for k, want in view.desired.items()
+        if want > 0
+        and not (observed.deployments.get(mf.workload_name(view.run.ref.name, k)) or DeploymentState(0)).ready
+    )
+    if waiting:
+        return False, "ServersStarting", "Waiting for model servers: " + ", ".join(waiting)
+    if view.desired:
+        return True, "ServersReady", f"Model servers ready: {len(view.desired)}"
+    return True, "NoServersNeeded", "No model server is needed at this point"
+
+
+def conditions(view: StatusInputs, previous: Mapping[str, Any], now: str) -> dict[str, Condition]:
+    """Every condition of :data:`CONDITION_TYPES`, by type, in that order."""
+    before: Sequence[Mapping[str, Any]] = list(previous.get("conditions") or [])
+    facts, phase = view.facts, view.phase
+    counts = stage_progress(view)
+    gen, judge = counts["generation"], counts["judging"]
+    succeeded = phase == "Succeeded"
+    states: dict[str, tuple[bool, str, str]] = {
+        "Ready": (succeeded, phase, f"The run is {phase.lower()}"),
+        "ModelsProvisioned": _provisioned(view),
+        "GenerationComplete": (
+            facts.generation_complete,
+            "AllAnswersGenerated" if facts.generation_complete else "Generating",
+            f"Generation jobs done {gen['jobsDone']}/{gen['jobs']}, answers {gen['done']}/{gen['total']}",
+        ),
+        "JudgingComplete": (
+            facts.judging_complete,
+            "AllAnswersJudged" if facts.judging_complete else "Judging",
+            f"Judge jobs done {judge['jobsDone']}/{judge['jobs']}, judgments {judge['done']}/{judge['total']}",
+        ),
+        "Succeeded": (
+            succeeded,
+            "ReportReady" if succeeded else "NotFinished",
+            "The aggregated report is ready" if succeeded else f"The run is {phase.lower()}",
+        ),
+        "Unschedulable": _unschedulable(view),
+        "Failed": (
+            phase == "Failed",
+            "StageFailed" if phase == "Failed" else "NoFailure",
+            "; ".join(facts.failures) if facts.failures else "Nothing has failed",
+        ),
+    }
+    return {
+        ctype: condition(before, ctype, *states[ctype], view.run.generation, now) for ctype in CONDITION_TYPES
+    }
+
+
+# -------------------------------------------------------------------------------------- status
+
+
+def _stage_counts(
+    view: StatusInputs, stage: str, endpoints: Sequence[mf.Endpoint], done: int
+) -> dict[str, int]:
+    items = total = 0
+    for who in endpoints:
+        for series in view.run.series:
+            record = view.observed.progress.get((stage, series, who.name))
+            if record is not None:
+                items += record.done
+                total += record.total
+    return {"done": items, "total": total, "jobsDone": done, "jobs": len(endpoints) * len(view.run.series)}
+
+
+def stage_progress(view: StatusInputs) -> dict[str, dict[str, int]]:
+    """``status.stages``: items and Jobs done per stage, from the progress records and facts."""
+    return {
+        "generation": _stage_counts(view, "generate", view.run.models, len(view.facts.generated)),
+        "judging": _stage_counts(view, "judge", view.run.judges, len(view.facts.judged)),
+        "aggregation": {"done": 1 if view.facts.aggregated else 0, "total": 1},
+    }
+
+
+_NOTHING_TO_DEPLOY = {
+    "quantization": "",
+    "tensorParallelSize": 0,
+    "gpuProduct": None,
+    "nodeSelector": {},
+    "reason": "existing OpenAI-compatible endpoint: nothing to deploy",
+}
+
+
+def placement_status(run: ClusterRun) -> dict[str, Any]:
+    """``status.placement``: the placement of every model and judge, by name."""
+    result: dict[str, Any] = {}
+    for endpoint in (*run.models, *run.judges):
+        if endpoint.placement is None:
+            result[endpoint.name] = {"schedulable": True, "runtime": endpoint.runtime, **_NOTHING_TO_DEPLOY}
+        elif isinstance(endpoint.placement, PlacementDecision):
+            result[endpoint.name] = endpoint.placement.to_status()
+        else:
+            result[endpoint.name] = PlacementDecision.from_placement(endpoint.placement).to_status()
+    return result
+
+
+def run_status(
+    view: StatusInputs, conds: Mapping[str, Condition], previous: Mapping[str, Any], now: str
+) -> dict[str, Any]:
+    """The complete new ``status`` (the printer column ``progress`` is items done / total)."""
+    phase = view.phase
+    stages = stage_progress(view)
+    done = stages["generation"]["done"] + stages["judging"]["done"]
+    total = stages["generation"]["total"] + stages["judging"]["total"]
+    status: dict[str, Any] = {
+        "phase": phase,
+        "observedGeneration": view.run.generation,
+        "conditions": list(conds.values()),
+        "progress": f"{done}/{total}",
+        "stages": stages,
+        "placement": placement_status(view.run),
+        "startedAt": previous.get("startedAt") or (now if phase != "Pending" else None),
+        "completedAt": previous.get("completedAt") or (now if phase in TERMINAL_PHASES else None),
+    }
+    summary = view.observed.summary
+    if phase == "Succeeded":
+        status["summary"] = dict(summary) if summary is not None else previous.get("summary")
+    elif previous.get("summary") is not None:
+        status["summary"] = previous.get("summary")
+    return status
+
+
+# -------------------------------------------------------------------------------------- events
+
+
+def events(
+    view: StatusInputs, conds: Mapping[str, Condition], previous: Mapping[str, Any]
+) -> tuple[Event, ...]:
+    """An Event when the phase changes (or on the first reconcile), and a warning when the run
+    becomes unschedulable without changing phase. An unchanged world posts nothing."""
+    phase, facts = view.phase, view.facts
+    previous_phase = str(previous.get("phase") or "Pending")
+    found: list[Event] = []
+    if phase != previous_phase or not previous:
+        kind: Literal["Normal", "Warning"] = (
+            "Warning" if phase == "Failed" or facts.waiting_for_node else "Normal"
+        )
+        summary = view.observed.summary if view.observed.summary is not None else previous.get("summary")
+        leader = (summary or {}).get("leader")
+        message = {
+            "Pending": conds["Unschedulable" if facts.waiting_for_node else "ModelsProvisioned"]["message"],
+            "Provisioning": "Starting model servers",
+            "Generating": "Generating answers",
+            "Judging": "All answers generated; judging",
+            "Aggregating": "All answers judged; aggregating",
+            "Succeeded": "Report ready" + (f"; leader {leader}" if leader else ""),
+            "Failed": "; ".join(facts.failures) or "Failed",
+        }[phase]
+        found.append(Event(kind, phase, sentence(message)))
+    before = {c.get("type"): c.get("status") for c in previous.get("conditions") or []}
+    unschedulable = conds["Unschedulable"]
+    if (
+        unschedulable["status"] == "True"
+        and before.get("Unschedulable") != "True"
+        and phase == previous_phase
+    ):
+        found.append(Event("Warning", "Unschedulable", unschedulable["message"]))
+    return tuple(found)
+
+
+# ------------------------------------------------------------------------------------- summary
+
+
+def summary_from_report(report: Mapping[str, Any], report_uri: str | None) -> dict[str, Any]:
+    """The aggregated summary that goes into ``status.summary``: ranking with W, D, σ and CI per
+    model, domain leaders and tiers of the primary series, and the report URI. Never per-answer
+    data; at most :data:`MAX_SUMMARY_MODELS` ranking rows."""
+    from kubejury.report.view import read_report
+
+    view = read_report(report)
+    primary = view.series[0] if view.series else None  # read_report puts the primary series first
+    summary: dict[str, Any] = {"primarySeries": view.primary, "reportUri": report_uri}
+    if primary is None:
+        summary["ranking"] = []
+        return summary
+
+    def rounded(value: float | None) -> float | None:
+        return None if value is None else round(float(value), 3)
+
+    ranking = []
+    for row in primary.rows[:MAX_SUMMARY_MODELS]:
+        ci = row.weighted_ci or (None, None)
+        ranking.append(
+            {
+                "rank": row.rank,
+                "model": row.model,
+                "weighted": rounded(row.weighted),
+                "weightedCI": [rounded(ci[0]), rounded(ci[1])],
+                "degradation": rounded(row.degradation),
+                "sigma": rounded(row.sigma),
+                "tier": row.tier,
+            }
+        )
+    summary["ranking"] = ranking
+    summary["domainLeaders"] = dict(list(primary.domain_leaders.items())[:64])
+    summary["tiers"] = {row.model: row.tier for row in primary.rows[:MAX_SUMMARY_MODELS] if row.tier}
+    if ranking:
+        summary["leader"] = ranking[0]["model"]
+        summary["leaderWeighted"] = ranking[0]["weighted"]
+    return summary
