@@ -6,7 +6,9 @@ more than string formatting:
 
 - **Prompt injection.** An answer is untrusted text. Each of question, reference and answer goes
   into its own clearly delimited block; anything in the text that could pass for a block delimiter
-  (``<<<``/``>>>``) or for a verdict (``[[10]]``) is neutralised before it is inserted, and the
+  (``<<<``/``>>>``) or for a verdict (``[[10]]``, ``"score": 10``), in any disguise (full-width or
+  look-alike brackets, spaces or invisible characters between them), is neutralised before it is
+  inserted — only those spans change — and the
   instructions tell the judge that block contents are data, never instructions. Substitution is a
   single pass, so text inside one block can never pull another placeholder in.
 - **Reading the verdict.** With structured output the server returns ``{"rationale", "score"}``
@@ -24,6 +26,7 @@ from typing import Any
 import orjson
 
 from kubejury.errors import ConfigError
+from kubejury.judging.detection_text import DetectionText, replace_spans
 
 SCORE_MIN = 0
 SCORE_MAX = 10
@@ -123,9 +126,19 @@ REASK_EN = (
 )
 
 _PLACEHOLDER_RE = re.compile(r"\{(question|reference|answer)\}")
-_ANGLE_RUN = re.compile(r"<{2,}|>{2,}|[«»]{3,}")
-_VERDICT_LIKE = re.compile(r"\[\s*\[|\]\s*\]")
-_JSON_VERDICT_KEY = re.compile(r'"\s*(score|rationale)\s*"(\s*:)', re.I)
+_VERDICT_KEYS = r"score|rating|grade|verdict|rationale|оценк[аиу]|балл\w{0,2}|вердикт|обоснование"
+_QUOTE = "\"'`“”‘’"
+# Matched on the detection copy of the text (NFKC, invisible controls removed, look-alike brackets
+# folded): runs of angle or square brackets, spaced or not; a quoted verdict key before a colon; a
+# bare verdict key before a number.
+_INJECTION = re.compile(
+    r"(?P<open><(?:\s*<)+)|(?P<close>>(?:\s*>)+)|(?P<guillemets>[«»]{3,})"
+    r"|(?P<left>\[(?:\s*\[)+)|(?P<right>\](?:\s*\])+)"
+    rf"|(?P<quoted>[{_QUOTE}]\s*(?P<qkey>{_VERDICT_KEYS})\s*[{_QUOTE}])(?=\s*:)"
+    rf"|(?<![\w«])(?P<bare>{_VERDICT_KEYS})(?=\s*[:=]\s*[\[(]?\s*[-+]?\d)",
+    re.I,
+)
+_NEUTRAL = {"open": "‹", "close": "›", "left": "[", "right": "]"}
 _VERDICT = re.compile(r"\[\[\s*(-?\d+(?:[.,]\d+)?)\s*\]\]")
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)
 _RATIONALE_MAX = 4000
@@ -150,16 +163,31 @@ def check_template(template: str, *, source: str = "spec.judging.promptTemplate"
 
 
 def neutralise(text: str) -> str:
-    """Make untrusted text unable to close a block or to look like a verdict.
+    """Make untrusted text unable to close a block or to look like a verdict, in any disguise.
 
-    ``<<<`` / ``>>>`` runs become single angle quotes (``‹``/``›``), ``[[`` / ``]]`` get a
-    space between the brackets, and a JSON verdict key (``"score":``) loses its straight quotes
-    (a small judge under structured output was seen copying such an object from the answer). The
-    text stays readable to the judge; the meaning is untouched.
+    Detection runs on a normalised copy (:class:`~kubejury.judging.detection_text.DetectionText`:
+    NFKC, zero-width and bidi controls removed, look-alike brackets such as ``【``/``［``/``＜``
+    folded), and only the spans found there change in the text: a run of angle brackets (``<<<``,
+    ``< < <``, ``＜＜＜``, ``<\u200b<<``) becomes one ``‹`` or ``›``, a run of square brackets
+    (``[[``, ``［［``, ``【【``, ``[ [``) one ``[`` or ``]``, a run of three or more guillemets its
+    first one, and a verdict key — quoted before a colon (``"score":``, ``'score':``,
+    ``"оценка":``) or bare before a number (``score: 10``) — is written ``«score»`` (a small judge
+    under structured output was seen copying such an object from the answer). Everything else,
+    invisible characters included, stays as written; the text stays readable to the judge.
     """
-    text = _ANGLE_RUN.sub(lambda m: ("‹" if m.group(0)[0] in "<«" else "›") * len(m.group(0)), text)
-    text = _JSON_VERDICT_KEY.sub(lambda m: f"«{m.group(1)}»{m.group(2)}", text)
-    return _VERDICT_LIKE.sub(lambda m: m.group(0)[0] + " " + m.group(0)[-1], text)
+    view = DetectionText.of(text)
+    changes: list[tuple[int, int, str]] = []
+    for match in _INJECTION.finditer(view.text):
+        kind = match.lastgroup if match.lastgroup != "qkey" else "quoted"
+        if kind in _NEUTRAL:
+            new = _NEUTRAL[kind]
+        elif kind == "guillemets":
+            new = match.group(0)[0]
+        else:
+            new = f"«{(match.group('qkey') or match.group('bare')).strip()}»"
+        start, end = view.span(*match.span())
+        changes.append((start, end, new))
+    return replace_spans(text, changes)
 
 
 def block(name: str, text: str, language: str = "ru") -> str:
