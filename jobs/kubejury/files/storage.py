@@ -40,6 +40,7 @@ from typing import Any
 import orjson
 
 from kubejury.errors import ConfigError, InputError
+from kubejury.records.progress import progress_file_name
 
 # Objects at or above this size go to S3 as a multipart upload (boto3 TransferConfig).
 MULTIPART_THRESHOLD = 16 * 1024 * 1024
@@ -566,15 +567,15 @@ class RunLayout:
     def progress_key(self, series: str, stage: str, name: str, shard: tuple[int, int] | None = None) -> str:
         """``…/progress/<stage>-<name>.json``; one completion of a sharded stage writes its own
         ``<stage>-<name>.shard-<index>-of-<count>.json`` so that shards don't overwrite each other."""
-        who = safe_name(name) if shard is None else f"{safe_name(name)}.shard-{shard[0]}-of-{shard[1]}"
-        return f"{self.series_prefix(series)}/progress/{safe_name(stage, 'stage')}-{who}.json"
+        file = progress_file_name(safe_name(stage, "stage"), safe_name(name), shard)
+        return f"{self.series_prefix(series)}/progress/{file}"
 
     def progress_prefix(self, series: str) -> str:
         return f"{self.series_prefix(series)}/progress/"
 
     def run_progress_key(self, stage: str, name: str) -> str:
         """Progress of a stage that spans all series (aggregation)."""
-        return f"{self.run}/progress/{safe_name(stage, 'stage')}-{safe_name(name)}.json"
+        return f"{self.run}/progress/{progress_file_name(safe_name(stage, 'stage'), safe_name(name))}"
 
     @property
     def report_prefix(self) -> str:
