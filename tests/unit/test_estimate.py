@@ -20,6 +20,7 @@ from kubejury.placement.estimate import (
     bringup_order,
     compute_precision,
     estimate_run,
+    longest_first,
     tokens_of,
 )
 from kubejury.placement.gpu_nodes import parse_node_list
@@ -197,3 +198,31 @@ def test_workload_from_texts_measures_the_questions() -> None:
     assert workload.reference_tokens == pytest.approx((20 + 40) / 2)
     with pytest.raises(ValueError):
         Workload.from_texts([], "en")
+
+
+def test_answers_are_done_when_the_last_model_finishes_generating() -> None:
+    result = estimate(spec(maxConcurrentModels=1))
+    windows = {w.name: w for w in result.servers}
+    assert result.answers_seconds == pytest.approx(max(windows[n].end for n in ("small", "large", "moe")))
+    assert result.answers_seconds < result.makespan_seconds  # judging the last answers comes after
+
+
+def test_longest_first_orders_by_a_nominal_run_and_keeps_unestimated_models_last() -> None:
+    s = spec(models=[*yaml.safe_load(SPEC)["spec"]["models"], {"name": "nameless", "source": "hf://org/x"}])
+    nodes = parse_node_list(json.loads(NODES.read_text(encoding="utf-8")))
+    order = longest_first(s, plan_placements(s, nodes))
+    assert order[-1] == "nameless"
+    assert order[:3] == list(estimate(s, order="longest-first").order)
+
+
+def test_longest_first_shortens_the_answers_when_one_model_is_much_slower() -> None:
+    # four small models and one 70B: in spec order the 70B starts last and runs alone at the end
+    models = [{"name": f"small-{i}", "source": f"hf://org/small-{i}", "parameters": "8B"} for i in range(4)]
+    models.append(
+        {"name": "large", "source": "hf://org/large-70b", "parameters": "70B", "quantization": "bf16"}
+    )
+    s = spec(models=models, maxConcurrentModels=2)
+    in_spec_order = estimate(s, order="spec")
+    longest = estimate(s, order="longest-first")
+    assert longest.order[0] == "large"
+    assert longest.answers_seconds < in_spec_order.answers_seconds

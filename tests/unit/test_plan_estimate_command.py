@@ -41,7 +41,14 @@ STAGE_KEYS = {
     "bound",
     "note",
 }
-TOTAL_KEYS = {"prompt_tokens", "output_tokens", "gpu_hours_busy", "gpu_hours_held", "wall_hours"}
+TOTAL_KEYS = {
+    "prompt_tokens",
+    "output_tokens",
+    "gpu_hours_busy",
+    "gpu_hours_held",
+    "wall_hours",
+    "answers_done_hours",
+}
 
 
 def write_run(tmp_path: Path, bench: str) -> Path:

@@ -253,7 +253,8 @@ def _print_estimate(estimate: Any) -> None:
     console.print(
         f"Total: {data['prompt_tokens']:,} prompt + {data['output_tokens']:,} output tokens; "
         f"{data['gpu_hours_busy']:.2f} GPU-hours busy, {data['gpu_hours_held']:.2f} GPU-hours held "
-        f"(servers up, bring-up and waits included); wall time {data['wall_hours']:.2f} h with "
+        f"(servers up, bring-up and waits included); all answers in {data['answers_done_hours']:.2f} h, "
+        f"wall time {data['wall_hours']:.2f} h with "
         f"maxConcurrentModels={estimate.max_concurrent_models}, bring-up order: {estimate.assumptions['bringup_order']}."
     )
     if estimate.not_estimated:

@@ -342,6 +342,35 @@ def _same_server(model: ModelSpec, judge: JudgeSpec) -> bool:
     )
 
 
+def _generation_in_flight(spec: EvalRunSpec) -> int:
+    """Requests in flight per model server while generating: every series' Jobs (and their shards)
+    run at once, each keeping ``requestsPerEndpoint`` outstanding."""
+    return spec.concurrency.requests_per_endpoint * spec.jobs.generation_shards * len(spec.series)
+
+
+def _generation(
+    spec: EvalRunSpec, name: str, facts: ServerFacts, workload: Workload, efficiency: Efficiency
+) -> StageEstimate:
+    """One model's generation: every question once per series."""
+    language = spec.judging.language or spec.benchmark.language
+    q = workload.questions
+    prompt = sum(
+        q * (workload.question_tokens + tokens_of(s.system_prompt or "", language) + CHAT_TEMPLATE_TOKENS)
+        for s in spec.series
+    )
+    output = q * sum(min(workload.answer_tokens, s.max_tokens) for s in spec.series)
+    return _stage(
+        name,
+        "generation",
+        facts,
+        requests=q * len(spec.series),
+        prompt_tokens=prompt,
+        output_tokens=output,
+        in_flight=_generation_in_flight(spec),
+        efficiency=efficiency,
+    )
+
+
 # ----------------------------------------------------------------------------------------------
 # The schedule
 # ----------------------------------------------------------------------------------------------
@@ -395,6 +424,7 @@ class RunEstimate:
     order: tuple[str, ...]
     max_concurrent_models: int
     makespan_seconds: float
+    answers_seconds: float = 0.0  # when the last model has answered every question
     assumptions: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -422,6 +452,7 @@ class RunEstimate:
                 "gpu_hours_busy": round(self.gpu_hours_busy, 3),
                 "gpu_hours_held": round(self.gpu_hours_held, 3),
                 "wall_hours": round(self.makespan_seconds / 3600, 3),
+                "answers_done_hours": round(self.answers_seconds / 3600, 3),
             },
             "not_estimated": self.not_estimated,
             "assumptions": dict(self.assumptions),
@@ -453,30 +484,14 @@ def estimate_run(
     mean_answer = sum(answer_per_series) / len(answer_per_series)
 
     # --- generation, per evaluated model ------------------------------------------------------
-    gen_prompt = sum(
-        q * (workload.question_tokens + tokens_of(s.system_prompt or "", language) + CHAT_TEMPLATE_TOKENS)
-        for s in series
-    )
-    gen_output = q * sum(answer_per_series)
-    gen_in_flight = in_flight_per_job * spec.jobs.generation_shards * len(series)
+    gen_in_flight = _generation_in_flight(spec)
     facts: dict[str, ServerFacts] = {}
     stages: list[StageEstimate] = []
     for model in spec.models:
         placement = _placement_of(placements, model, judge=False)
         f = server_facts(model, placement) if placement else ServerFacts(None, note="no placement")
         facts[f"model:{model.name}"] = f
-        stages.append(
-            _stage(
-                model.name,
-                "generation",
-                f,
-                requests=q * len(series),
-                prompt_tokens=gen_prompt,
-                output_tokens=gen_output,
-                in_flight=gen_in_flight,
-                efficiency=efficiency,
-            )
-        )
+        stages.append(_generation(spec, model.name, f, workload, efficiency))
 
     # --- judging, per judge --------------------------------------------------------------------
     template = JudgePrompt.create(spec.judging.prompt_template, language=language)
@@ -568,6 +583,7 @@ def estimate_run(
         order=tuple(sequence),
         max_concurrent_models=budget,
         makespan_seconds=makespan,
+        answers_seconds=max(answers_at.values(), default=0.0),
         assumptions={
             "decode_bandwidth_efficiency": efficiency.bandwidth,
             "compute_efficiency": efficiency.compute,
@@ -581,3 +597,33 @@ def estimate_run(
             "not_modelled": "aggregation Job; retries; node capacity beyond placement; hosted (openai) endpoints' time",
         },
     )
+
+
+#: The nominal workload the operator orders bring-up by: only the models' relative times matter.
+NOMINAL_WORKLOAD = Workload(
+    questions=1000,
+    question_tokens=DEFAULT_QUESTION_TOKENS,
+    reference_tokens=DEFAULT_REFERENCE_TOKENS,
+    source="nominal (for ordering only)",
+)
+
+
+def longest_first(
+    spec: EvalRunSpec, placements: Mapping[str, Placement], workload: Workload = NOMINAL_WORKLOAD
+) -> list[str]:
+    """Evaluated models' names, the longest to bring up and generate first (spec order otherwise).
+
+    What the operator orders its ``maxConcurrentModels`` budget by. Models without an estimate
+    (no size, hosted, unschedulable) count as zero and keep their spec order after the others;
+    models that serve a judge too are ordered like the others; the caller skips them as before.
+    """
+    times: dict[str, float] = {}
+    for model in spec.models:
+        placement = _placement_of(placements, model, judge=False)
+        facts = server_facts(model, placement) if placement else ServerFacts(None)
+        if facts.server is None:
+            times[model.name] = 0.0
+            continue
+        generation = _generation(spec, model.name, facts, workload, DEFAULT_EFFICIENCY)
+        times[model.name] = startup_seconds(facts) + (generation.seconds or 0.0)
+    return bringup_order([m.name for m in spec.models], times, "longest-first")
