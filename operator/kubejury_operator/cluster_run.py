@@ -10,72 +10,13 @@ Pure: the handlers pass in the placements they computed or pinned.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from kubejury.placement.decision import Placement
 from kubejury_operator import manifests as mf
 from kubejury_operator.manifests import Endpoint, RunRef, WorkloadSettings
-
-
-@dataclass(frozen=True)
-class PlacementDecision:
-    """A placement as the planner uses and the status records it (satisfies ``PlacementView``)."""
-
-    runtime: str
-    quantization: str
-    tensor_parallel_size: int
-    node_selector: Mapping[str, str] = field(default_factory=dict)
-    tolerations: Sequence[Mapping[str, Any]] = ()
-    vllm_args: Sequence[str] = ()
-    schedulable: bool = True
-    reason: str = ""
-    gpu_product: str | None = None
-
-    @classmethod
-    def from_placement(cls, placement: Any) -> PlacementDecision:
-        """From ``placement.Placement`` (duck-typed, so this module does not import the planner)."""
-        return cls(
-            runtime=str(placement.runtime),
-            quantization=str(placement.quantization),
-            tensor_parallel_size=int(placement.tensor_parallel_size),
-            node_selector=dict(placement.node_selector or {}),
-            tolerations=tuple(dict(t) for t in (placement.tolerations or ())),
-            vllm_args=tuple(str(a) for a in (placement.vllm_args or ())),
-            schedulable=bool(placement.schedulable),
-            reason=str(placement.reason or ""),
-            gpu_product=getattr(placement, "gpu_product", None),
-        )
-
-    @classmethod
-    def from_status(cls, data: Mapping[str, Any]) -> PlacementDecision:
-        return cls(
-            runtime=str(data.get("runtime", "")),
-            quantization=str(data.get("quantization", "")),
-            tensor_parallel_size=int(data.get("tensorParallelSize", 0) or 0),
-            node_selector=dict(data.get("nodeSelector") or {}),
-            tolerations=tuple(dict(t) for t in data.get("tolerations") or ()),
-            vllm_args=tuple(str(a) for a in data.get("vllmArgs") or ()),
-            schedulable=bool(data.get("schedulable", True)),
-            reason=str(data.get("reason", "")),
-            gpu_product=data.get("gpuProduct"),
-        )
-
-    def to_status(self) -> dict[str, Any]:
-        result: dict[str, Any] = {
-            "schedulable": self.schedulable,
-            "runtime": self.runtime,
-            "quantization": self.quantization,
-            "tensorParallelSize": self.tensor_parallel_size,
-            "gpuProduct": self.gpu_product,
-            "nodeSelector": dict(self.node_selector),
-            "reason": self.reason,
-        }
-        if self.tolerations:
-            result["tolerations"] = [dict(t) for t in self.tolerations]
-        if self.vllm_args:
-            result["vllmArgs"] = list(self.vllm_args)
-        return result
 
 
 @dataclass(frozen=True)
@@ -126,7 +67,7 @@ def run_settings(base: WorkloadSettings, spec: Any) -> WorkloadSettings:
     return dataclasses.replace(base, **changes)
 
 
-def _endpoint(entry: Any, key: str, placement: PlacementDecision | None) -> Endpoint:
+def _endpoint(entry: Any, key: str, placement: Placement | None) -> Endpoint:
     secret = entry.api_key_secret_ref
     source = entry.source or ""
     if (
@@ -174,7 +115,7 @@ def _same_server(a: Any, b: Any) -> bool:
 def cluster_run(
     body: Mapping[str, Any],
     evalrun: Any,
-    placements: Mapping[str, PlacementDecision],
+    placements: Mapping[str, Placement],
     base: WorkloadSettings,
 ) -> ClusterRun:
     """Planner inputs from the EvalRun object, its parsed spec (``kubejury.config.spec.EvalRun``) and the

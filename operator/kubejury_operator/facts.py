@@ -123,9 +123,7 @@ def observe_facts(run: ClusterRun, observed: Observed, previous_phase: str) -> F
     """Step 1: the facts every later step reads."""
     servers = in_cluster_servers(run)
     unschedulable = tuple(
-        ep
-        for ep in servers.values()
-        if ep.placement is None or not getattr(ep.placement, "schedulable", True)
+        ep for ep in servers.values() if ep.placement is None or not ep.placement.schedulable
     )
     return Facts(
         servers=servers,

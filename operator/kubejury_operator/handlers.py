@@ -35,9 +35,10 @@ from typing import Any
 import kopf
 
 from kubejury.config import spec as specmod
+from kubejury.placement.decision import Placement
 from kubejury_operator import manifests as mf
 from kubejury_operator import metrics, run_storage
-from kubejury_operator.cluster_run import PlacementDecision, cluster_run
+from kubejury_operator.cluster_run import cluster_run
 from kubejury_operator.gateway import ApiCredentials, GatewayError, KubeGateway
 from kubejury_operator.observed import Observed, deployment_state, job_state, pod_scheduling_problems
 from kubejury_operator.reconcile import Plan, plan, plan_invalid_spec
@@ -190,18 +191,14 @@ async def _missing_secrets(gw: KubeGateway, namespace: str, spec: specmod.EvalRu
     return tuple(dict.fromkeys(missing))
 
 
-def compute_placements(evalrun: specmod.EvalRun, nodes: list[dict[str, Any]]) -> dict[str, PlacementDecision]:
+def compute_placements(evalrun: specmod.EvalRun, nodes: list[dict[str, Any]]) -> dict[str, Placement]:
     """Placement decision per model and judge name (``runtime: openai`` entries get none)."""
-    from kubejury.placement import planner as placement
+    from kubejury.placement import planner
 
-    decisions: dict[str, PlacementDecision] = {}
-    parsed = placement.parse_node_list(nodes)
-    for name, decided in placement.plan_placements(evalrun.spec, parsed).items():
-        decisions[name] = PlacementDecision.from_placement(decided)
-    return decisions
+    return planner.plan_placements(evalrun.spec, planner.parse_node_list(nodes))
 
 
-def _pinned(status: Mapping[str, Any], evalrun: specmod.EvalRun) -> dict[str, PlacementDecision] | None:
+def _pinned(status: Mapping[str, Any], evalrun: specmod.EvalRun) -> dict[str, Placement] | None:
     """Placement recorded in status once the run left Pending (never re-planned mid-run)."""
     if str(status.get("phase") or "Pending") == "Pending":
         return None
@@ -211,7 +208,7 @@ def _pinned(status: Mapping[str, Any], evalrun: specmod.EvalRun) -> dict[str, Pl
     names = [e.name for e in evalrun.spec.all_endpoints() if e.deployed]
     if not all(isinstance(recorded.get(n), Mapping) for n in names):
         return None
-    return {n: PlacementDecision.from_status(recorded[n]) for n in names}
+    return {n: Placement.from_json(recorded[n], name=n) for n in names}
 
 
 async def _storage_secret(

@@ -27,11 +27,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import yaml
+
+from kubejury.placement.decision import Placement
 
 Manifest = dict[str, Any]
 
@@ -59,28 +61,6 @@ API_KEY_ENV = "KUBEJURY_API_KEY"
 _NO_FLAG = frozenset({"", "auto", "none", "bf16", "fp16", "float16", "bfloat16"})
 GGUF_RUNTIMES = frozenset({"llamacpp", "ollama"})
 IN_CLUSTER_RUNTIMES = frozenset({"vllm", "llamacpp", "ollama"})
-
-
-class PlacementView(Protocol):
-    """What the builders need from a placement decision (``placement.Placement`` satisfies it)."""
-
-    @property
-    def runtime(self) -> str: ...
-
-    @property
-    def quantization(self) -> str: ...
-
-    @property
-    def tensor_parallel_size(self) -> int: ...
-
-    @property
-    def node_selector(self) -> Mapping[str, str]: ...
-
-    @property
-    def tolerations(self) -> Sequence[Mapping[str, Any]]: ...
-
-    @property
-    def vllm_args(self) -> Sequence[str]: ...
 
 
 @dataclass(frozen=True)
@@ -196,7 +176,7 @@ class Endpoint:
     served_model: str
     runtime: str
     checkpoint: str | None = None
-    placement: PlacementView | None = None
+    placement: Placement | None = None
     api_key_secret: str | None = None  # Secret name; key below
     api_key_key: str = "api-key"
     api_key_env: str = API_KEY_ENV  # env variable the Job pod gets the key in
@@ -337,7 +317,7 @@ def restricted_pod_security(uid: int) -> dict[str, Any]:
     }
 
 
-def _gpu_tolerations(settings: WorkloadSettings, placement: PlacementView | None) -> list[dict[str, Any]]:
+def _gpu_tolerations(settings: WorkloadSettings, placement: Placement | None) -> list[dict[str, Any]]:
     result: list[dict[str, Any]] = [
         {"key": settings.gpu_resource, "operator": "Exists", "effect": "NoSchedule"},
     ]
@@ -351,7 +331,7 @@ def _gpu_tolerations(settings: WorkloadSettings, placement: PlacementView | None
     return result
 
 
-def _uses_gpu(placement: PlacementView | None, settings: WorkloadSettings) -> bool:
+def _uses_gpu(placement: Placement | None, settings: WorkloadSettings) -> bool:
     """GPU workloads are those placed on GPU nodes (node selector names an NVIDIA label)."""
     if placement is None or placement.tensor_parallel_size <= 0:
         return False
@@ -425,7 +405,7 @@ def _probes(path: str, settings: WorkloadSettings) -> dict[str, Any]:
 
 
 def vllm_args(
-    endpoint: Endpoint, placement: PlacementView, model_path: str, settings: WorkloadSettings
+    endpoint: Endpoint, placement: Placement, model_path: str, settings: WorkloadSettings
 ) -> list[str]:
     """Command-line arguments of ``vllm serve`` for one endpoint."""
     args = [

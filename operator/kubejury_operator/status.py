@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from kubejury_operator import manifests as mf
-from kubejury_operator.cluster_run import ClusterRun, PlacementDecision
+from kubejury_operator.cluster_run import ClusterRun
 from kubejury_operator.facts import Facts
 from kubejury_operator.observed import DeploymentState, Observed
 
@@ -95,7 +95,7 @@ def _unschedulable(view: StatusInputs) -> tuple[bool, str, str]:
     placed = (False, "Placed", "Every model has a node that can run it")
     if facts.waiting_for_node:
         reasons = "; ".join(
-            f"model {e.name}: {getattr(e.placement, 'reason', '') or 'no placement'}"
+            f"model {e.name}: {(e.placement.reason if e.placement else '') or 'no placement'}"
             for e in facts.unschedulable
         )
         return True, "ModelDoesNotFit", "No node can run " + reasons
@@ -205,10 +205,8 @@ def placement_status(run: ClusterRun) -> dict[str, Any]:
     for endpoint in (*run.models, *run.judges):
         if endpoint.placement is None:
             result[endpoint.name] = {"schedulable": True, "runtime": endpoint.runtime, **_NOTHING_TO_DEPLOY}
-        elif isinstance(endpoint.placement, PlacementDecision):
-            result[endpoint.name] = endpoint.placement.to_status()
         else:
-            result[endpoint.name] = PlacementDecision.from_placement(endpoint.placement).to_status()
+            result[endpoint.name] = endpoint.placement.to_json()
     return result
 
 

@@ -6,14 +6,13 @@ mode: unknown fields are errors) for the oldest and newest Kubernetes versions w
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import kubernetes_validate
 import pytest
 import yaml
 
+from kubejury.placement.decision import Placement
 from kubejury_operator import manifests as m
 
 OLDEST_K8S = "1.29"
@@ -23,18 +22,15 @@ SETTINGS = m.WorkloadSettings(model_cache_pvc="model-cache", storage_secret="s3-
 STORAGE = m.JobStorage(uri="s3://bucket/runs")
 
 
-@dataclass(frozen=True)
-class FakePlacement:
-    """Stands in for placement.Placement (same attribute names)."""
-
-    runtime: str = "vllm"
-    quantization: str = "fp8"
-    tensor_parallel_size: int = 2
-    node_selector: Mapping[str, str] = field(
-        default_factory=lambda: {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
-    )
-    tolerations: Sequence[Mapping[str, Any]] = ()
-    vllm_args: Sequence[str] = ()
+def placed(**changes: Any) -> Placement:
+    """A vLLM placement on two H100s, with ``changes``."""
+    decided: dict[str, Any] = {
+        "runtime": "vllm",
+        "quantization": "fp8",
+        "tensor_parallel_size": 2,
+        "node_selector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+    }
+    return Placement(**{**decided, **changes})
 
 
 VLLM = m.Endpoint(
@@ -44,7 +40,7 @@ VLLM = m.Endpoint(
     served_model="qwen3-27b",
     runtime="vllm",
     checkpoint="bf16",
-    placement=FakePlacement(),
+    placement=placed(),
     max_model_len=16384,
 )
 GPT_OSS = m.Endpoint(
@@ -54,7 +50,7 @@ GPT_OSS = m.Endpoint(
     served_model="openai/gpt-oss-120b",
     runtime="vllm",
     checkpoint="mxfp4",
-    placement=FakePlacement(quantization="mxfp4", tensor_parallel_size=1),
+    placement=placed(quantization="mxfp4", tensor_parallel_size=1),
 )
 LLAMACPP_GPU = m.Endpoint(
     key="m-qwq-32b-gguf",
@@ -63,7 +59,7 @@ LLAMACPP_GPU = m.Endpoint(
     served_model="qwq",
     runtime="llamacpp",
     checkpoint="gguf",
-    placement=FakePlacement(
+    placement=placed(
         runtime="llamacpp",
         quantization="q4_k_m",
         tensor_parallel_size=1,
@@ -76,9 +72,7 @@ LLAMACPP_CPU = m.Endpoint(
     source="pvc://models/gemma-3-270m-q4_k_m.gguf",
     served_model="gemma",
     runtime="llamacpp",
-    placement=FakePlacement(
-        runtime="llamacpp", quantization="q4_k_m", tensor_parallel_size=0, node_selector={}
-    ),
+    placement=placed(runtime="llamacpp", quantization="q4_k_m", tensor_parallel_size=0, node_selector={}),
     cpu="2",
     memory="2Gi",
 )
@@ -88,7 +82,7 @@ OLLAMA = m.Endpoint(
     source="ollama://llama3.1:8b",
     served_model="llama3.1:8b",
     runtime="ollama",
-    placement=FakePlacement(
+    placement=placed(
         runtime="ollama",
         quantization="q4_k_m",
         tensor_parallel_size=1,
@@ -198,9 +192,7 @@ def test_native_checkpoint_format_needs_no_quantization_flag() -> None:
 
 
 def test_placement_quantization_flag_is_not_duplicated() -> None:
-    endpoint = m.Endpoint(
-        **{**VLLM.__dict__, "placement": FakePlacement(vllm_args=("--quantization", "fp8"))}
-    )
+    endpoint = m.Endpoint(**{**VLLM.__dict__, "placement": placed(vllm_args=("--quantization", "fp8"))})
     args = _container(m.model_deployment(RUN, endpoint, 1, SETTINGS))["args"]
     assert args.count("--quantization") == 1
 

@@ -8,16 +8,17 @@ from typing import Any
 
 import pytest
 
+from kubejury.placement.decision import Placement
 from kubejury.records.progress import ProgressRecord
 from kubejury_operator import manifests as mf
-from kubejury_operator.cluster_run import ClusterRun, PlacementDecision, cluster_run
+from kubejury_operator.cluster_run import ClusterRun, cluster_run
 from kubejury_operator.observed import DeploymentState, JobState, Observed
 from kubejury_operator.reconcile import Action, Plan, plan
 from kubejury_operator.status import summary_from_report
 
 NOW = "2026-11-30T02:00:00Z"
 LATER = "2026-11-30T03:00:00Z"
-H100 = PlacementDecision(
+H100 = Placement(
     runtime="vllm",
     quantization="fp8",
     tensor_parallel_size=1,
@@ -33,7 +34,7 @@ SERIES = ("primary", "t08")
 def ep(
     role: str,
     name: str,
-    placement: PlacementDecision | None = H100,
+    placement: Placement | None = H100,
     runtime: str = "vllm",
     key: str | None = None,
 ) -> mf.Endpoint:
@@ -612,7 +613,7 @@ def test_local_only_sources_are_unschedulable_in_a_cluster() -> None:
         },
     }
     evalrun = parse_evalrun(body)
-    cpu = PlacementDecision(runtime="llamacpp", quantization="q4_k_m", tensor_parallel_size=0)
+    cpu = Placement(runtime="llamacpp", quantization="q4_k_m", tensor_parallel_size=0)
     run = cluster_run(body, evalrun, {"tiny": cpu}, mf.WorkloadSettings())
     p = plan(run, Observed(), {}, NOW)
     assert p.phase == "Pending" and p.actions == ()

@@ -64,12 +64,12 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from kubejury.config.embedded_models import embedded_model
 from kubejury.config.spec import EvalRunSpec, ModelSpec, is_gguf_type, normalize_quantization
 from kubejury.modelinfo import parse_active_parameters, parse_parameters
+from kubejury.placement.decision import Placement as Placement
 from kubejury.placement.gpu_nodes import (
     GIB,
     GpuPool,
@@ -153,53 +153,6 @@ _GGUF_IN_NAME = re.compile(r"(?<![a-z0-9])(i?q\d_[a-z0-9_]+|q\d_\d|f16|bf16|f32|
 # ----------------------------------------------------------------------------------------------
 # The decision
 # ----------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Placement:
-    """What the operator will do for one model or judge, and why.
-
-    ``quantization`` is lower case; ``tensor_parallel_size`` is the number of GPUs (0 on CPU
-    nodes and for runtime openai); ``vllm_args`` are the quantization-related arguments only
-    (the manifest builders add TP, context length and the rest); ``memory_gib`` is the
-    estimated total memory need (GPU, or RAM on CPU nodes).
-    """
-
-    name: str
-    schedulable: bool
-    runtime: str
-    quantization: str
-    tensor_parallel_size: int
-    gpu_product: str | None
-    node_selector: dict[str, str] = field(default_factory=dict)
-    tolerations: list[dict[str, Any]] = field(default_factory=list)
-    vllm_args: list[str] = field(default_factory=list)
-    reason: str = ""
-    memory_gib: float | None = None
-    compute_capability: str | None = None
-
-    def plan_entry(self) -> dict[str, Any]:
-        """The ``kubejury plan --format json`` entry (a fixed set of keys)."""
-        return {
-            "schedulable": self.schedulable,
-            "runtime": self.runtime,
-            "quantization": self.quantization,
-            "tensor_parallel_size": self.tensor_parallel_size,
-            "gpu_product": self.gpu_product,
-            "node_selector": dict(self.node_selector),
-            "reason": self.reason,
-        }
-
-    def to_status(self) -> dict[str, Any]:
-        """The entry the operator writes under ``status.placements`` (JSON-safe)."""
-        entry = self.plan_entry()
-        entry.update(
-            tolerations=[dict(t) for t in self.tolerations],
-            vllm_args=list(self.vllm_args),
-            memory_gib=None if self.memory_gib is None else round(self.memory_gib, 1),
-            compute_capability=self.compute_capability,
-        )
-        return entry
 
 
 @dataclass(frozen=True)
