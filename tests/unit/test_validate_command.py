@@ -33,3 +33,17 @@ def test_invalid_file_lists_fields(tmp_path: Path, capsys: pytest.CaptureFixture
     err = capsys.readouterr().err
     assert "line 7: spec.judges[0].quantization" in err
     assert "vLLM only" in err
+
+
+def test_an_unknown_quantization_is_named_in_the_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    file = tmp_path / "typo.yaml"
+    file.write_text(
+        GOOD.replace("runtime: llamacpp}]\n  judges", "runtime: llamacpp, quantization: Q4_K_MM}]\n  judges"),
+        encoding="utf-8",
+    )
+    assert main(["validate", str(file)]) == 2
+    err = capsys.readouterr().err
+    assert "line 6: spec.models[0].quantization: unknown quantization 'Q4_K_MM'; allowed:" in err
+    assert "{" not in err

@@ -320,9 +320,9 @@ class ModelSpec(_Model):
         if normalized not in ALL_QUANTIZATIONS:
             raise PydanticCustomError(
                 "quantization",
-                "unknown quantization {value!r}; allowed: auto, bf16, fp16, fp8, nvfp4, mxfp4, awq, gptq "
+                "unknown quantization {value}; allowed: auto, bf16, fp16, fp8, nvfp4, mxfp4, awq, gptq "
                 "or a GGUF type such as Q4_K_M, Q5_K_M, Q6_K, Q8_0, IQ4_XS",
-                {"value": value},
+                {"value": repr(value)},
             )
         return normalized
 
