@@ -16,8 +16,10 @@ import yaml
 from kubejury.config.spec import EvalRunSpec, parse_evalrun
 from kubejury.placement.estimate import (
     CHAT_TEMPLATE_TOKENS,
+    NOMINAL_WORKLOAD,
     Workload,
     bringup_order,
+    bringup_plan,
     compute_precision,
     estimate_run,
     longest_first,
@@ -226,3 +228,37 @@ def test_longest_first_shortens_the_answers_when_one_model_is_much_slower() -> N
     longest = estimate(s, order="longest-first")
     assert longest.order[0] == "large"
     assert longest.answers_seconds < in_spec_order.answers_seconds
+
+
+def test_bringup_plan_takes_longest_first_when_it_ends_the_run_sooner() -> None:
+    models = [{"name": f"small-{i}", "source": f"hf://org/small-{i}", "parameters": "8B"} for i in range(4)]
+    models.append(
+        {"name": "large", "source": "hf://org/large-70b", "parameters": "70B", "quantization": "bf16"}
+    )
+    s = spec(
+        models=models,
+        maxConcurrentModels=2,
+        judges=[{"name": "hosted", "runtime": "openai", "source": "https://api.example.com/v1"}],
+    )
+    nodes = parse_node_list(json.loads(NODES.read_text(encoding="utf-8")))
+    rule, order = bringup_plan(s, plan_placements(s, nodes))
+    assert rule == "longest-first" and order[0] == "large"
+
+
+def test_bringup_plan_keeps_spec_order_when_the_budget_holds_every_model() -> None:
+    s = spec(maxConcurrentModels=3)
+    nodes = parse_node_list(json.loads(NODES.read_text(encoding="utf-8")))
+    assert bringup_plan(s, plan_placements(s, nodes)) == ("spec", ["small", "large", "moe"])
+
+
+def test_bringup_plan_keeps_spec_order_when_it_ends_sooner() -> None:
+    # one model at a time: every order gives the same last answer, and ending with the short
+    # models leaves the judge a backlog, so longest first would end the run later
+    s = spec(maxConcurrentModels=1)
+    nodes = parse_node_list(json.loads(NODES.read_text(encoding="utf-8")))
+    placements = plan_placements(s, nodes)
+    spec_run = estimate_run(s, placements, NOMINAL_WORKLOAD, order="spec")
+    longest_run = estimate_run(s, placements, NOMINAL_WORKLOAD, order="longest-first")
+    assert longest_run.answers_seconds == pytest.approx(spec_run.answers_seconds)
+    assert longest_run.makespan_seconds > spec_run.makespan_seconds
+    assert bringup_plan(s, placements) == ("spec", ["small", "large", "moe"])

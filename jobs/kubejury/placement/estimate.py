@@ -627,3 +627,24 @@ def longest_first(
         generation = _generation(spec, model.name, facts, workload, DEFAULT_EFFICIENCY)
         times[model.name] = startup_seconds(facts) + (generation.seconds or 0.0)
     return bringup_order([m.name for m in spec.models], times, "longest-first")
+
+
+def bringup_plan(
+    spec: EvalRunSpec, placements: Mapping[str, Placement], workload: Workload = NOMINAL_WORKLOAD
+) -> tuple[Order, list[str]]:
+    """The bring-up order the operator uses under its ``maxConcurrentModels`` budget, and which rule.
+
+    Longest first shortens the time to the last answer (the longest model no longer starts last
+    and runs alone), but judging is pipelined: when the short models come last their answers
+    arrive faster than judges can judge them and the run can end later
+    (``benchmarks/results/bringup_order.md``). So: longest first unless the estimated run ends
+    sooner in spec order; spec order also when the budget holds every model (order cannot matter).
+    """
+    names = [m.name for m in spec.models]
+    if spec.max_concurrent_models >= len(names):
+        return "spec", names
+    in_spec_order = estimate_run(spec, placements, workload, order="spec")
+    longest = estimate_run(spec, placements, workload, order="longest-first")
+    if longest.makespan_seconds <= in_spec_order.makespan_seconds:
+        return "longest-first", longest_first(spec, placements, workload)
+    return "spec", names
