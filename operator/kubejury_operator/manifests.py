@@ -456,6 +456,96 @@ def _resources(endpoint: Endpoint, gpus: int, settings: WorkloadSettings) -> dic
     return result
 
 
+@dataclass(frozen=True)
+class _Serving:
+    """What one runtime adds to the serving container: image, command line, environment, volumes
+    and the HTTP path its probes check."""
+
+    image: str
+    command: list[str] | None  # None: the image's entrypoint
+    args: list[str]
+    env: list[dict[str, Any]] = field(default_factory=list)
+    volumes: list[dict[str, Any]] = field(default_factory=list)
+    mounts: list[dict[str, Any]] = field(default_factory=list)
+    health: str = "/health"
+
+
+def _vllm_serving(
+    endpoint: Endpoint, placement: Placement, model_path: str, settings: WorkloadSettings, cache: str
+) -> _Serving:
+    # vLLM writes compile caches under $HOME and /tmp (emptyDir) and needs /dev/shm for
+    # tensor-parallel workers; it runs fine as non-root with a read-only root filesystem then.
+    return _Serving(
+        image=settings.vllm_image,
+        command=["vllm", "serve"],
+        args=vllm_args(endpoint, placement, model_path, settings),
+        env=[{"name": "VLLM_CACHE_ROOT", "value": f"{cache}/vllm"}],
+        volumes=[{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}}],
+        mounts=[{"name": "dshm", "mountPath": "/dev/shm"}],
+    )
+
+
+def _llamacpp_serving(
+    endpoint: Endpoint,
+    placement: Placement,
+    model_path: str,
+    settings: WorkloadSettings,
+    cache: str,
+    gpus: int,
+) -> _Serving:
+    if endpoint.source.startswith("hf://"):
+        repo = _hf_model_id(endpoint.source)
+        quant = (placement.quantization or "").upper()
+        model_args = ["--hf-repo", f"{repo}:{quant}" if quant and ":" not in repo else repo]
+    else:
+        model_args = ["--model", model_path]
+    args = [
+        *model_args,
+        "--alias",
+        endpoint.served_model,
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(SERVING_PORT),
+        "--ctx-size",
+        str(endpoint.max_model_len or settings.default_max_model_len),
+        "--jinja",
+    ]
+    if gpus:
+        args += ["--n-gpu-layers", "999"]
+    return _Serving(
+        image=settings.llamacpp_image,
+        command=None,  # the image's entrypoint is llama-server
+        args=args + list(endpoint.extra_args),
+        env=[{"name": "LLAMA_CACHE", "value": f"{cache}/llama.cpp"}],
+    )
+
+
+def _ollama_serving(endpoint: Endpoint, settings: WorkloadSettings, cache: str) -> _Serving:
+    # Ollama serves first, then pulls the tag (``ollama://<tag>``) and, when requests name the
+    # model differently (servedModel), copies it to that name; the readiness probe (see
+    # _server_container) passes once the model is there, so the Service only routes to a pod
+    # that can answer.
+    tag = endpoint.source.removeprefix("ollama://") if endpoint.source.startswith("ollama://") else ""
+    return _Serving(
+        image=settings.ollama_image,
+        command=["/bin/sh", "-c"],
+        args=[
+            "ollama serve & pid=$!; until ollama list >/dev/null 2>&1; do sleep 1; done; "
+            'src="${KUBEJURY_OLLAMA_SOURCE:-$KUBEJURY_OLLAMA_MODEL}"; ollama pull "$src" || exit 1; '
+            'if [ "$src" != "$KUBEJURY_OLLAMA_MODEL" ]; then ollama cp "$src" "$KUBEJURY_OLLAMA_MODEL" || exit 1; fi; '
+            'wait "$pid"'
+        ],
+        env=[
+            {"name": "OLLAMA_HOST", "value": f"0.0.0.0:{SERVING_PORT}"},
+            {"name": "OLLAMA_MODELS", "value": f"{cache}/ollama"},
+            {"name": "KUBEJURY_OLLAMA_MODEL", "value": endpoint.served_model},
+            {"name": "KUBEJURY_OLLAMA_SOURCE", "value": tag or endpoint.served_model},
+        ],
+        health="/",
+    )
+
+
 def _server_container(
     run: RunRef, endpoint: Endpoint, settings: WorkloadSettings
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -464,93 +554,38 @@ def _server_container(
     if placement is None:
         raise ValueError(f"endpoint {endpoint.name!r} (runtime {endpoint.runtime}) has no placement")
     gpus = max(1, placement.tensor_parallel_size) if _uses_gpu(placement, settings) else 0
-    model_path, volumes, mounts = _source_volume(endpoint.source)
-    volumes = [*volumes, _cache_volume(settings), {"name": "tmp", "emptyDir": {}}]
+    model_path, source_volumes, source_mounts = _source_volume(endpoint.source)
     cache = settings.model_cache_mount.rstrip("/") or "/models/cache"
-    mounts = [
-        *mounts,
-        {"name": "model-cache", "mountPath": cache},
-        {"name": "tmp", "mountPath": "/tmp"},
-    ]
-    env: list[dict[str, Any]] = [
-        {"name": "HOME", "value": "/tmp"},
-        {"name": "HF_HOME", "value": cache},
-        *_hf_token_env(settings),
-    ]
-    security = restricted_container_security()
     if endpoint.runtime == "vllm":
-        image = settings.vllm_image
-        command: list[str] | None = ["vllm", "serve"]
-        args = vllm_args(endpoint, placement, model_path, settings)
-        # vLLM writes compile caches under $HOME and /tmp (emptyDir) and needs /dev/shm for
-        # tensor-parallel workers; it runs fine as non-root with a read-only root filesystem then.
-        volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}})
-        mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
-        env.append({"name": "VLLM_CACHE_ROOT", "value": f"{cache}/vllm"})
-        health = "/health"
+        serving = _vllm_serving(endpoint, placement, model_path, settings, cache)
     elif endpoint.runtime == "llamacpp":
-        image = settings.llamacpp_image
-        command = None  # the image's entrypoint is llama-server
-        if endpoint.source.startswith("hf://"):
-            repo = _hf_model_id(endpoint.source)
-            quant = (placement.quantization or "").upper()
-            model_args = ["--hf-repo", f"{repo}:{quant}" if quant and ":" not in repo else repo]
-        else:
-            model_args = ["--model", model_path]
-        args = [
-            *model_args,
-            "--alias",
-            endpoint.served_model,
-            "--host",
-            "0.0.0.0",
-            "--port",
-            str(SERVING_PORT),
-            "--ctx-size",
-            str(endpoint.max_model_len or settings.default_max_model_len),
-            "--jinja",
-        ]
-        if gpus:
-            args += ["--n-gpu-layers", "999"]
-        args += list(endpoint.extra_args)
-        env.append({"name": "LLAMA_CACHE", "value": f"{cache}/llama.cpp"})
-        health = "/health"
+        serving = _llamacpp_serving(endpoint, placement, model_path, settings, cache, gpus)
     elif endpoint.runtime == "ollama":
-        image = settings.ollama_image
-        # Ollama serves first, then pulls the tag (``ollama://<tag>``) and, when requests name the
-        # model differently (servedModel), copies it to that name; the readiness probe (below)
-        # passes once the model is there, so the Service only routes to a pod that can answer.
-        tag = endpoint.source.removeprefix("ollama://") if endpoint.source.startswith("ollama://") else ""
-        command = ["/bin/sh", "-c"]
-        args = [
-            "ollama serve & pid=$!; until ollama list >/dev/null 2>&1; do sleep 1; done; "
-            'src="${KUBEJURY_OLLAMA_SOURCE:-$KUBEJURY_OLLAMA_MODEL}"; ollama pull "$src" || exit 1; '
-            'if [ "$src" != "$KUBEJURY_OLLAMA_MODEL" ]; then ollama cp "$src" "$KUBEJURY_OLLAMA_MODEL" || exit 1; fi; '
-            'wait "$pid"'
-        ]
-        env += [
-            {"name": "OLLAMA_HOST", "value": f"0.0.0.0:{SERVING_PORT}"},
-            {"name": "OLLAMA_MODELS", "value": f"{cache}/ollama"},
-            {"name": "KUBEJURY_OLLAMA_MODEL", "value": endpoint.served_model},
-            {"name": "KUBEJURY_OLLAMA_SOURCE", "value": tag or endpoint.served_model},
-        ]
-        health = "/"
+        serving = _ollama_serving(endpoint, settings, cache)
     else:
         raise ValueError(f"runtime {endpoint.runtime!r} has no in-cluster workload")
-
+    volumes = [*source_volumes, _cache_volume(settings), {"name": "tmp", "emptyDir": {}}, *serving.volumes]
+    mounts = [
+        *source_mounts,
+        {"name": "model-cache", "mountPath": cache},
+        {"name": "tmp", "mountPath": "/tmp"},
+        *serving.mounts,
+    ]
+    env = [{"name": "HOME", "value": "/tmp"}, {"name": "HF_HOME", "value": cache}, *_hf_token_env(settings)]
     container: dict[str, Any] = {
         "name": "server",
-        "image": image,
+        "image": serving.image,
         "imagePullPolicy": settings.image_pull_policy,
-        "args": args,
+        "args": serving.args,
         "ports": [{"name": "http", "containerPort": SERVING_PORT, "protocol": "TCP"}],
-        "env": env,
+        "env": [*env, *serving.env],
         "volumeMounts": mounts,
         "resources": _resources(endpoint, gpus, settings),
-        "securityContext": security,
-        **_probes(health, settings),
+        "securityContext": restricted_container_security(),
+        **_probes(serving.health, settings),
     }
-    if command is not None:
-        container["command"] = command
+    if serving.command is not None:
+        container["command"] = serving.command
     if endpoint.runtime == "ollama":
         container["readinessProbe"] = {
             "exec": {"command": ["/bin/sh", "-c", 'ollama show "$KUBEJURY_OLLAMA_MODEL" >/dev/null']},
@@ -654,21 +689,16 @@ class JobStorage:
     credentials_secret: str | None = None  # envFrom: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, ...
 
 
-def _job(
+def _stage_container(
     run: RunRef,
-    name: str,
-    component: str,
     stage_args: list[str],
     settings: WorkloadSettings,
     storage: JobStorage,
-    deadline: int,
     *,
-    api_key: tuple[str, str, str] | None = None,
-    shards: int = 1,
-    extra_labels: Mapping[str, str] | None = None,
-    annotations: Mapping[str, str] | None = None,
-) -> Manifest:
-    object_labels = labels(run.name, component, **dict(extra_labels or {}))
+    api_key: tuple[str, str, str] | None,
+    shards: int,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The container running ``kubejury <stage_args>`` and its pod volumes (spec, /tmp, results)."""
     env: list[dict[str, Any]] = [
         {"name": "HOME", "value": "/tmp"},
         {"name": "KUBEJURY_RUN", "value": run.name},
@@ -717,6 +747,25 @@ def _job(
     storage_secret = storage.credentials_secret or settings.storage_secret
     if storage_secret:
         container["envFrom"] = [{"secretRef": {"name": storage_secret}}]
+    return container, volumes
+
+
+def _job(
+    run: RunRef,
+    name: str,
+    component: str,
+    stage_args: list[str],
+    settings: WorkloadSettings,
+    storage: JobStorage,
+    deadline: int,
+    *,
+    api_key: tuple[str, str, str] | None = None,
+    shards: int = 1,
+    extra_labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+) -> Manifest:
+    object_labels = labels(run.name, component, **dict(extra_labels or {}))
+    container, volumes = _stage_container(run, stage_args, settings, storage, api_key=api_key, shards=shards)
     spec: dict[str, Any] = {
         "backoffLimit": settings.job_backoff_limit,
         "activeDeadlineSeconds": deadline,
