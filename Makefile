@@ -105,6 +105,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/aggregation.py
 	$(BIN)/python benchmarks/client_throughput.py
 	$(BIN)/python benchmarks/roofline_vs_published.py
+	$(BIN)/python benchmarks/bringup_order.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
