@@ -174,6 +174,38 @@ def test_needs_out_or_format_json(fixture: Fixture, capsys: pytest.CaptureFixtur
     assert code == 2 and "--out" in capsys.readouterr().err
 
 
+def test_inputs_are_checked_before_output_options_and_every_problem_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "does" / "not" / "exist"
+    code = main(
+        [
+            "report",
+            "--benchmark",
+            str(tmp_path / "bench.jsonl"),
+            "--judgments",
+            f"{missing}/",
+            str(tmp_path / "j-*.jsonl"),
+            "--models",
+            str(tmp_path / "models.yaml"),
+            "--bootstrap",
+            "-1",
+        ]
+    )
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    lines = captured.err.splitlines()
+    assert lines == [
+        f"kubejury report: error: {tmp_path / 'bench.jsonl'}: benchmark file not found",
+        f"kubejury report: error: {missing}/: judgments file not found",
+        f"kubejury report: error: {tmp_path / 'j-*.jsonl'}: no judgments files match this pattern",
+        f"kubejury report: error: {tmp_path / 'models.yaml'}: models file not found",
+        "kubejury report: error: --bootstrap: must be 0 (no intervals) or a positive number of resamples",
+        "kubejury report: error: --out: give a directory to write report.json, report.md and report.html "
+        "into, or --format json to print report.json",
+    ]
+
+
 def test_parse_weights() -> None:
     assert parse_weights("1=0.6, 2=0.8,3=1") == {1: 0.6, 2: 0.8, 3: 1.0}
     for bad in ("", "1", "1=x", "0=1", "1=-1", "1=1,1=2", "1=0"):

@@ -1,8 +1,9 @@
 """``kubejury report``: benchmark + judgment files in, report.json / report.md / report.html out.
 
 The command is a thin shell around :func:`kubejury.report.aggregate.aggregate` and
-:func:`kubejury.report.write_reports`: it parses options into a ScoringConfig, model facts and
-judge relations, and either writes the three reports into ``--out`` or, with ``--format json``,
+:func:`kubejury.report.write_reports`: it checks the command line first (inputs, then options, then
+where the output goes) and names every problem at once, then parses options into a ScoringConfig,
+model facts and judge relations, and either writes the three reports into ``--out`` or, with ``--format json``,
 prints report.json on stdout and nothing else there (so it can be piped into ``jq``).
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from pathlib import Path
 
 from kubejury.errors import InputError
 from kubejury.stats.scoring import ScoringConfig
@@ -91,10 +93,6 @@ def parse_weights(text: str) -> dict[int, float]:
 
 
 def _config(args: argparse.Namespace) -> ScoringConfig:
-    if args.bootstrap < 0:
-        raise InputError("--bootstrap", "must be 0 (no intervals) or a positive number of resamples")
-    if not 0.0 < args.confidence < 1.0:
-        raise InputError("--confidence", "must be between 0 and 1, e.g. 0.95")
     defaults = ScoringConfig()
     return ScoringConfig(
         level_weights=parse_weights(args.weights) if args.weights else dict(defaults.level_weights),
@@ -106,16 +104,62 @@ def _config(args: argparse.Namespace) -> ScoringConfig:
     )
 
 
+def _file_problem(path: str, kind: str) -> InputError | None:
+    return None if Path(path).is_file() else InputError(path, f"{kind} file not found")
+
+
+def problems(args: argparse.Namespace) -> list[InputError]:
+    """Everything wrong with the command line, inputs first, then options, then where output goes.
+
+    Only what can be known without reading the files: that they exist (a file, a directory with
+    ``*.jsonl`` files, a glob that matches) and that the options parse. A bad line inside a file is
+    reported when the file is read, with its line and field.
+    """
+    from kubejury.files.tables import resolve_sources
+
+    found: list[InputError] = []
+    if problem := _file_problem(args.benchmark, "benchmark"):
+        found.append(problem)
+    for kind, sources in (("judgments", args.judgments), ("answers", args.answers or [])):
+        for source in sources:
+            try:
+                resolve_sources(source, kind)
+            except InputError as error:
+                found.append(error)
+    for kind, path in (("models", args.models), ("experts", args.experts)):
+        if path is not None and (problem := _file_problem(path, kind)):
+            found.append(problem)
+    if args.weights:
+        try:
+            parse_weights(args.weights)
+        except InputError as error:
+            found.append(error)
+    if args.bootstrap < 0:
+        found.append(InputError("--bootstrap", "must be 0 (no intervals) or a positive number of resamples"))
+    if not 0.0 < args.confidence < 1.0:
+        found.append(InputError("--confidence", "must be between 0 and 1, e.g. 0.95"))
+    if args.out is None and args.format != "json":
+        found.append(
+            InputError(
+                "--out",
+                "give a directory to write report.json, report.md and report.html into, "
+                "or --format json to print report.json",
+            )
+        )
+    return found
+
+
 def run(args: argparse.Namespace) -> int:
     from kubejury.report import write_reports
     from kubejury.report.aggregate import aggregate
     from kubejury.report.json_report import build_report, dumps
     from kubejury.report.models_file import ModelsFile, load_models_file
 
-    if args.out is None and args.format != "json":
-        raise InputError(
-            "kubejury report", "give --out DIR to write the reports, or --format json to print report.json"
-        )
+    found = problems(args)
+    if found:
+        for problem in found:
+            print(f"kubejury report: error: {problem}", file=sys.stderr)
+        return 2
     config = _config(args)
     facts = load_models_file(args.models) if args.models else ModelsFile({}, {})
     analysis = aggregate(
