@@ -262,3 +262,9 @@ def test_bringup_plan_keeps_spec_order_when_it_ends_sooner() -> None:
     assert longest_run.answers_seconds == pytest.approx(spec_run.answers_seconds)
     assert longest_run.makespan_seconds > spec_run.makespan_seconds
     assert bringup_plan(s, placements) == ("spec", ["small", "large", "moe"])
+
+
+def test_the_judging_templates_opening_is_served_from_the_prefix_cache() -> None:
+    result = estimate(spec())
+    opening = result.assumptions["judge_template_cached_prefix_tokens"]
+    assert 50 < opening < result.assumptions["judge_template_tokens"]  # the rules, before the question block

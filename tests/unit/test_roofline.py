@@ -140,3 +140,17 @@ def test_impossible_servers_are_refused() -> None:
         server(active_params=2e9)
     with pytest.raises(ValueError, match="bandwidth"):
         server(bandwidth=0.0)
+
+
+def test_a_cached_prompt_prefix_costs_no_prefill_but_is_still_read() -> None:
+    plain = stage_time(server(), requests=100, prompt_tokens=20_000, output_tokens=40_000, in_flight=10)
+    cached = stage_time(
+        server(),
+        requests=100,
+        prompt_tokens=20_000,
+        output_tokens=40_000,
+        in_flight=10,
+        cached_prompt_tokens=15_000,
+    )
+    assert cached.prefill_seconds == pytest.approx(plain.prefill_seconds / 4)  # 5,000 of 20,000 computed
+    assert cached.decode_seconds == pytest.approx(plain.decode_seconds)  # same context, same KV reads

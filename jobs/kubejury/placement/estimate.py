@@ -286,6 +286,7 @@ def _stage(
     output_tokens: float,
     in_flight: int,
     efficiency: Efficiency,
+    cached_prompt_tokens: float = 0.0,
 ) -> StageEstimate:
     if facts.server is None:
         return StageEstimate(
@@ -306,6 +307,7 @@ def _stage(
         prompt_tokens=prompt_tokens,
         output_tokens=output_tokens,
         in_flight=in_flight,
+        cached_prompt_tokens=cached_prompt_tokens,
         efficiency=efficiency,
     )
     note = "CPU node: rough (assumed 50 GB/s)" if facts.gpus == 0 else ""
@@ -496,6 +498,9 @@ def estimate_run(
     # --- judging, per judge --------------------------------------------------------------------
     template = JudgePrompt.create(spec.judging.prompt_template, language=language)
     template_tokens = tokens_of(template.render("", "", ""), language)
+    # the template's opening, before the question, is the same in every request: served from the
+    # prefix cache (vLLM's automatic prefix caching; llama.cpp's per-slot prompt cache)
+    shared_prefix_tokens = tokens_of(template.render("", "", "").split("<<<", 1)[0], language)
     judge_requests = q * len(series) * len(spec.models)
     judge_prompt = judge_requests * (
         template_tokens
@@ -529,6 +534,7 @@ def estimate_run(
                 output_tokens=judge_output,
                 in_flight=judge_in_flight,
                 efficiency=efficiency,
+                cached_prompt_tokens=judge_requests * shared_prefix_tokens,
             )
         )
 
@@ -590,6 +596,7 @@ def estimate_run(
             "chars_per_token": chars_per_token(language),
             "chat_template_tokens": CHAT_TEMPLATE_TOKENS,
             "judge_template_tokens": template_tokens,
+            "judge_template_cached_prefix_tokens": shared_prefix_tokens,
             "generation_in_flight": gen_in_flight,
             "judging_in_flight": judge_in_flight,
             "startup": f"{STARTUP_FIXED_SECONDS:g} s + weights at {WEIGHT_LOAD_BYTES_PER_SECOND / 1e9:g} GB/s",

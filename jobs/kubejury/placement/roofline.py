@@ -31,7 +31,8 @@ FLOP/s × η_compute)``. Attention's own FLOPs (quadratic in context) are left o
 for prompts beyond ~8K tokens, and kubejury's prompts are a question, or a question, reference
 and answer.
 
-A stage's time is prefill time + decode time (vLLM interleaves them, so this errs long when decode
+A prompt prefix every request shares (the judging template's opening) is computed once and then
+served from vLLM's prefix cache (on by default): it costs no prefill. A stage's time is prefill time + decode time (vLLM interleaves them, so this errs long when decode
 is memory-bound and prefill could hide under it). The efficiencies are stated, not fitted:
 η_bw = 0.75 (single-stream decode reaches ~77% of HBM bandwidth in the measurement cited in the
 docs), η_compute = 0.5 (large GEMMs in serving engines commonly reach about half of dense peak).
@@ -155,10 +156,13 @@ def stage_time(
     prompt_tokens: float,
     output_tokens: float,
     in_flight: int,
+    cached_prompt_tokens: float = 0.0,
     efficiency: Efficiency = DEFAULT_EFFICIENCY,
 ) -> StageTime:
     """Prefill and decode time for ``requests`` requests totalling these prompt and output tokens,
-    sent with at most ``in_flight`` outstanding at once."""
+    sent with at most ``in_flight`` outstanding at once. ``cached_prompt_tokens`` of the prompts are
+    a prefix the server has already computed (vLLM's prefix cache): they cost no prefill, but their
+    KV cache is read like the rest."""
     if requests <= 0:
         return StageTime(0.0, 0.0, decode_step(server, 1, 0.0, efficiency))
     mean_prompt = prompt_tokens / requests
@@ -167,7 +171,7 @@ def stage_time(
     batch = batch_size(server, min(in_flight, requests), context)
     step = decode_step(server, batch, context, efficiency)
     return StageTime(
-        prefill_seconds=prefill_seconds(server, prompt_tokens, efficiency),
+        prefill_seconds=prefill_seconds(server, max(0.0, prompt_tokens - cached_prompt_tokens), efficiency),
         decode_seconds=output_tokens / step.tokens_per_second,
         step=step,
     )
