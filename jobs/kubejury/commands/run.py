@@ -10,6 +10,7 @@ spec resumes: stored answers and judgments are not asked again.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import sys
 import time
@@ -36,7 +37,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
         metavar="DIR",
         help="output root (a directory or s3://bucket/prefix) instead of spec.storage.uri (default ./runs)",
     )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars (e.g. in CI logs)")
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress output (default: bars on a terminal, else a line per stage every 10 s)",
+    )
 
 
 def _say(message: str) -> None:
@@ -58,10 +63,10 @@ async def _stages(
     inputs: pipeline.LoadedRun, endpoints: Mapping[str, str], local_urls: Mapping[str, str], progress: bool
 ) -> None:
     from kubejury.inference.client import EndpointPool
-    from kubejury.stages import RichProgressView
+    from kubejury.stages.progress_lines import progress_view
 
     spec = inputs.evalrun.spec
-    view = RichProgressView() if progress else None
+    view = progress_view() if progress else None
     pool = EndpointPool(pipeline.client_settings(spec.concurrency))
     try:
         if view is not None:
@@ -132,6 +137,15 @@ def print_ranking(analysis: Any) -> None:
         )
 
 
+def _heartbeat(label: str, *, enabled: bool) -> contextlib.AbstractContextManager[object]:
+    """A line every ~10 s while ``label`` runs, when stdout is not a terminal (bars are not drawn there)."""
+    from kubejury.stages.progress_lines import Heartbeat
+
+    if not enabled or sys.stdout.isatty():
+        return contextlib.nullcontext()
+    return Heartbeat(label)
+
+
 def _report_location(uri: str) -> str:
     return uri[len("file://") :] if uri.startswith("file://") else uri
 
@@ -165,7 +179,8 @@ def run(args: argparse.Namespace) -> int:
         _say("interrupted: what was stored is kept; run the same command again to resume")
         return 130
     _say("aggregating …")
-    analysis, written = pipeline.aggregate_run(inputs)
+    with _heartbeat("aggregate", enabled=not args.no_progress):
+        analysis, written = pipeline.aggregate_run(inputs)
     print_ranking(analysis)
     html = written.get("report.html")
     print(f"report: {_report_location(html) if html else '(not written)'}")

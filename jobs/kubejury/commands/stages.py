@@ -26,6 +26,7 @@ was done is stored; the Job's retry resumes).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from typing import TYPE_CHECKING
@@ -67,7 +68,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
             metavar="URL",
             help="server base URL, e.g. http://model-svc:8000/v1 (env KUBEJURY_ENDPOINT)",
         )
-        parser.add_argument("--progress", action="store_true", help="show progress bars (default: log lines)")
+        parser.add_argument(
+            "--progress",
+            action="store_true",
+            help="progress bars even when stdout is not a terminal (default: bars on a terminal, else a line "
+            "per stage every 10 s, env KUBEJURY_PROGRESS_INTERVAL)",
+        )
     if name == "generate":
         parser.add_argument(
             "--model", default=_env("KUBEJURY_MODEL"), help="model name; default all (env KUBEJURY_MODEL)"
@@ -99,13 +105,16 @@ def _print_summaries(summaries: list[StageSummary]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from kubejury.inference.client import EndpointPool
-    from kubejury.stages import EndpointUnavailable, RichProgressView, run_async
+    from kubejury.stages import EndpointUnavailable, run_async
+    from kubejury.stages.progress_lines import Heartbeat, progress_view
     from kubejury.stages.runner import Terminated
 
     inputs = pipeline.load_inputs(args.evalrun, out=args.out)
     spec = inputs.evalrun.spec
     if args.command == "aggregate":
-        _, written = pipeline.aggregate_run(inputs)
+        beat = contextlib.nullcontext() if sys.stdout.isatty() else Heartbeat(f"aggregate {inputs.name}")
+        with beat:
+            _, written = pipeline.aggregate_run(inputs)
         for name, uri in written.items():
             print(f"{name}: {uri}")
         return 0
@@ -119,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     pipeline.record_spec(inputs)
 
     async def main() -> list[StageSummary]:
-        view = RichProgressView() if args.progress else None
+        view = progress_view(bars=True if args.progress else None)
         pool = EndpointPool(pipeline.client_settings(spec.concurrency))
         try:
             if view is not None:
