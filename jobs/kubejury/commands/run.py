@@ -14,7 +14,7 @@ import contextlib
 import math
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +129,12 @@ def print_ranking(analysis: Any) -> None:
     if not console.is_terminal:
         console = Console(stderr=False, width=max(console.width, 120))  # logs: do not wrap the table
     console.print(table)
+    if unc is not None and len(scores.ranking) > 1:
+        console.print(significance_table(scores.ranking, unc))
+        console.print(
+            f"leading group at {unc.confidence:.0%} (not distinguishable from the top): "
+            + ", ".join(unc.leading_group)
+        )
     failures = {j: n for j, n in result.parse_failures.items() if n}
     if failures:
         console.print(
@@ -144,6 +150,23 @@ def _heartbeat(label: str, *, enabled: bool) -> contextlib.AbstractContextManage
     if not enabled or sys.stdout.isatty():
         return contextlib.nullcontext()
     return Heartbeat(label)
+
+
+def significance_table(ranking: Sequence[str], unc: Any) -> Any:
+    """P(row model has a higher W than column model), paired bootstrap, models in ranking order."""
+    from rich.table import Table
+
+    table = Table(title="Significance — P(row better than column), paired bootstrap over questions")
+    table.add_column("")
+    for model in ranking:
+        table.add_column(model, justify="right")
+    for row in ranking:
+        i = unc.model_index(row)
+        cells = [
+            "·" if row == col else _fmt(float(unc.prob_better[i, unc.model_index(col)])) for col in ranking
+        ]
+        table.add_row(row, *cells)
+    return table
 
 
 def _report_location(uri: str) -> str:
