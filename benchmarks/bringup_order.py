@@ -21,9 +21,10 @@ import sys
 from pathlib import Path
 
 from kubejury.config.spec import EvalRunSpec, load_evalrun
-from kubejury.placement.estimate import Order, RunEstimate, Workload, bringup_plan, estimate_run
+from kubejury.placement.estimate import Order, RunEstimate, bringup_plan, estimate_run
 from kubejury.placement.gpu_nodes import parse_node_list
 from kubejury.placement.planner import plan_placements
+from kubejury.placement.workload import Workload
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "bringup_order.md"

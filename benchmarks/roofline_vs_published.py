@@ -2,7 +2,7 @@
 
 Run ``python benchmarks/roofline_vs_published.py`` (from the repository, with the project's
 virtualenv). For each published run below it builds the model and the node the way ``kubejury
-plan`` does (spec → placement → :func:`kubejury.placement.estimate.server_facts`), asks the
+plan`` does (spec → placement → :func:`kubejury.placement.server_model.server_facts`), asks the
 roofline (:func:`kubejury.placement.roofline.stage_time`) how long the run's tokens take at its
 concurrency, and compares that with the run's measured duration. Nothing is fitted: the
 efficiencies are the stated defaults. Figures go to ``benchmarks/results/roofline_vs_published.md``.
@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from kubejury.config.spec import ModelSpec
-from kubejury.placement.estimate import server_facts
 from kubejury.placement.gpu_nodes import parse_node
 from kubejury.placement.planner import place_model
 from kubejury.placement.roofline import stage_time
+from kubejury.placement.server_model import server_facts
 
 RESULTS = Path(__file__).resolve().parent / "results" / "roofline_vs_published.md"
 LAB = "https://github.com/gpustack/gpustack/blob/main/docs/performance-lab"

@@ -15,18 +15,15 @@ import yaml
 
 from kubejury.config.spec import EvalRunSpec, parse_evalrun
 from kubejury.placement.estimate import (
-    CHAT_TEMPLATE_TOKENS,
     NOMINAL_WORKLOAD,
-    Workload,
     bringup_order,
     bringup_plan,
-    compute_precision,
     estimate_run,
     longest_first,
-    tokens_of,
 )
 from kubejury.placement.gpu_nodes import parse_node_list
 from kubejury.placement.planner import plan_placements
+from kubejury.placement.workload import CHAT_TEMPLATE_TOKENS, Workload, tokens_of
 
 NODES = Path(__file__).resolve().parents[2] / "examples" / "nodes" / "h100-cluster.json"
 
@@ -166,40 +163,11 @@ def test_bringup_order_breaks_ties_in_spec_order() -> None:
     assert bringup_order(["a", "b", "c"], {"a": 1.0, "b": 5.0, "c": 5.0}, "spec") == ["a", "b", "c"]
 
 
-@pytest.mark.parametrize(
-    ("quantization", "cc", "runtime", "precision"),
-    [
-        ("fp8", "9.0", "vllm", "fp8"),  # Hopper: FP8 tensor cores
-        ("fp8", "8.9", "vllm", "fp8"),  # Ada
-        ("fp8", "8.0", "vllm", "bf16"),  # Ampere: weight-only FP8
-        ("nvfp4", "10.0", "vllm", "fp4"),  # Blackwell: native NVFP4
-        ("nvfp4", "9.0", "vllm", "bf16"),  # Hopper: Marlin weight-only
-        ("mxfp4", "9.0", "vllm", "bf16"),
-        ("mxfp4", "10.0", "vllm", "fp8"),
-        ("bf16", "10.0", "vllm", "bf16"),
-        ("awq", "9.0", "vllm", "bf16"),
-        ("q4_k_m", "9.0", "llamacpp", "bf16"),
-        ("fp8", None, "vllm", "bf16"),
-    ],
-)
-def test_compute_precision(quantization: str, cc: str | None, runtime: str, precision: str) -> None:
-    assert compute_precision(quantization, cc, runtime) == precision
-
-
 def test_a_model_without_a_size_is_not_estimated_and_says_why() -> None:
     s = spec(models=[{"name": "nameless", "source": "hf://org/x"}])
     result = estimate(s)
     gen = stage(result, "nameless", "generation")
     assert gen.seconds is None and "parameters" in gen.note
-
-
-def test_workload_from_texts_measures_the_questions() -> None:
-    workload = Workload.from_texts([("a" * 40, "b" * 80), ("c" * 80, "d" * 160)], "en")
-    assert workload.questions == 2
-    assert workload.question_tokens == pytest.approx((10 + 20) / 2)  # 4 characters per token in English
-    assert workload.reference_tokens == pytest.approx((20 + 40) / 2)
-    with pytest.raises(ValueError):
-        Workload.from_texts([], "en")
 
 
 def test_answers_are_done_when_the_last_model_finishes_generating() -> None:

@@ -161,7 +161,7 @@ def _print_table(run_name: str, plans: dict[str, Any], node_count: int) -> None:
 def _workload(args: argparse.Namespace, evalrun: Any) -> Any:
     """The questions' count and lengths: ``--questions`` (lengths assumed), else a local benchmark file."""
     from kubejury.pipeline import load_questions
-    from kubejury.placement import estimate as est
+    from kubejury.placement import workload as est
 
     lengths = {
         "answer_tokens": args.answer_tokens or est.DEFAULT_ANSWER_TOKENS,

@@ -8,228 +8,48 @@ the spec, the placements (:mod:`kubejury.placement.planner`) and the benchmark's
   prompt, chat template) and answers of the expected length (capped by each series' ``maxTokens``);
   judging: questions × series × models prompts (the judging template with question, reference
   answer and the answer) and verdicts;
-* **time** of each stage on the server placement chose, from the roofline
-  (:mod:`kubejury.placement.roofline`) and the GPU's datasheet figures
-  (:mod:`kubejury.placement.gpu_specs`);
+* **time** of each stage on the server placement chose (:mod:`kubejury.placement.server_model`),
+  from the roofline (:mod:`kubejury.placement.roofline`) and the GPU's datasheet figures
+  (:mod:`kubejury.placement.gpu_specs`), with token counts from :mod:`kubejury.placement.workload`;
 * **GPU-hours** busy (stage time × GPUs) and held (model servers' whole life × GPUs, bring-up
   and idle waits included), and the **wall time** of the run, from a schedule that follows the
   operator's: at most ``maxConcurrentModels`` evaluated models' servers at once, in bring-up order;
   judges' servers up from the start and judging each model's answers as they arrive (one queue per
   judge server); a model that is also a judge (``sameAs``) served once, outside the budget.
 
-Pure: no I/O, no clock. Every assumption is a named constant and is reported with the estimate.
+It also decides the order evaluated models are brought up in (:func:`bringup_plan`), for the
+operator and for ``--order``. Pure: no I/O, no clock. Every assumption is a named constant and is
+reported with the estimate.
 """
 
 from __future__ import annotations
 
 import heapq
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from kubejury.config.spec import EvalRunSpec, JudgeSpec, ModelSpec
 from kubejury.judging.judge_prompt import JudgePrompt
-from kubejury.modelinfo import parse_active_parameters, parse_parameters
-from kubejury.placement.gpu_nodes import GIB, known_gpu
-from kubejury.placement.gpu_specs import GpuSpec, gpu_spec
-from kubejury.placement.planner import (
-    BYTES_PER_PARAM,
-    GGUF_ASSUMED,
-    KV_BYTES_PER_TOKEN_8B,
-    VLLM_OVERHEAD_GIB_PER_GPU,
-    VLLM_WEIGHT_FACTOR,
-    Placement,
+from kubejury.placement.decision import Placement
+from kubejury.placement.roofline import DEFAULT_EFFICIENCY, Efficiency, stage_time
+from kubejury.placement.server_model import (
+    STARTUP_FIXED_SECONDS,
+    WEIGHT_LOAD_BYTES_PER_SECOND,
+    ServerFacts,
+    server_facts,
+    startup_seconds,
 )
-from kubejury.placement.roofline import DEFAULT_EFFICIENCY, Efficiency, Server, stage_time
-
-#: Characters per token of the benchmark's language (modern 100K+ vocabularies; Cyrillic is denser).
-CHARS_PER_TOKEN: dict[str, float] = {"en": 4.0, "ru": 3.0}
-CHARS_PER_TOKEN_OTHER = 3.5
-#: Tokens the chat template adds around each request's messages.
-CHAT_TEMPLATE_TOKENS = 20
-#: Expected answer and verdict lengths when not given (each capped by the spec's maxTokens).
-DEFAULT_ANSWER_TOKENS = 800
-DEFAULT_VERDICT_TOKENS = 250
-#: Mean question and reference lengths when the benchmark is not read (``--questions N``).
-DEFAULT_QUESTION_TOKENS = 60
-DEFAULT_REFERENCE_TOKENS = 120
-#: vLLM's default max_num_seqs for its API server: 1024 on GPUs with ≥ 70 GiB that are not A100s, else 256.
-VLLM_MAX_SEQUENCES_LARGE = 1024
-VLLM_MAX_SEQUENCES = 256
-#: Parallel sequences of a GGUF server (llama-server and Ollama pick up to 4 when memory allows).
-GGUF_SLOTS = 4
-#: Bring-up of a model server: fixed (scheduling, engine start, CUDA graphs) + weights read from the cache.
-STARTUP_FIXED_SECONDS = 120.0
-WEIGHT_LOAD_BYTES_PER_SECOND = 1e9
-#: A CPU node serving a GGUF model (no datasheet: a modest server's sustained memory bandwidth).
-CPU_NODE = GpuSpec("CPU node (assumed)", 0, 50, 1.0, None, None, "assumption: 50 GB/s, 1 TFLOP/s")
+from kubejury.placement.workload import (
+    CHAT_TEMPLATE_TOKENS,
+    DEFAULT_QUESTION_TOKENS,
+    DEFAULT_REFERENCE_TOKENS,
+    Workload,
+    chars_per_token,
+    tokens_of,
+)
 
 Stage = Literal["generation", "judging"]
-
-
-def chars_per_token(language: str) -> float:
-    return CHARS_PER_TOKEN.get(language.lower().split("-")[0], CHARS_PER_TOKEN_OTHER)
-
-
-def tokens_of(text: str, language: str) -> int:
-    """Tokens of ``text`` estimated from its length (see :data:`CHARS_PER_TOKEN`)."""
-    return math.ceil(len(text) / chars_per_token(language))
-
-
-@dataclass(frozen=True)
-class Workload:
-    """What the benchmark contributes: how many questions, and how long they and their references are."""
-
-    questions: int
-    question_tokens: float  # mean per question
-    reference_tokens: float  # mean per reference answer
-    answer_tokens: int = DEFAULT_ANSWER_TOKENS  # expected answer length (before maxTokens caps)
-    verdict_tokens: int = DEFAULT_VERDICT_TOKENS  # expected verdict length (before judging.maxTokens)
-    source: str = ""  # where the counts come from
-
-    def __post_init__(self) -> None:
-        if self.questions < 1:
-            raise ValueError("an estimate needs at least one question")
-        if self.answer_tokens < 1 or self.verdict_tokens < 1:
-            raise ValueError("answer and verdict lengths must be at least 1 token")
-
-    @classmethod
-    def from_texts(
-        cls,
-        pairs: Sequence[tuple[str, str]],
-        language: str,
-        *,
-        answer_tokens: int = DEFAULT_ANSWER_TOKENS,
-        verdict_tokens: int = DEFAULT_VERDICT_TOKENS,
-        source: str = "",
-    ) -> Workload:
-        """From the (question, reference) texts of the questions the run will ask."""
-        if not pairs:
-            raise ValueError("an estimate needs at least one question")
-        return cls(
-            questions=len(pairs),
-            question_tokens=sum(tokens_of(q, language) for q, _ in pairs) / len(pairs),
-            reference_tokens=sum(tokens_of(r, language) for _, r in pairs) / len(pairs),
-            answer_tokens=answer_tokens,
-            verdict_tokens=verdict_tokens,
-            source=source,
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "questions": self.questions,
-            "mean_question_tokens": round(self.question_tokens, 1),
-            "mean_reference_tokens": round(self.reference_tokens, 1),
-            "answer_tokens": self.answer_tokens,
-            "verdict_tokens": self.verdict_tokens,
-            "source": self.source,
-        }
-
-
-# ----------------------------------------------------------------------------------------------
-# One server, as the roofline sees it
-# ----------------------------------------------------------------------------------------------
-
-
-def compute_precision(quantization: str, compute_capability: str | None, runtime: str) -> str:
-    """The tensor precision the model's matrix products run in on this GPU.
-
-    FP8 on Ada/Hopper/Blackwell (CC ≥ 8.9); NVFP4 natively on Blackwell (CC ≥ 10); gpt-oss's
-    MXFP4 weights with FP8 activations on Blackwell; everything else — weight-only formats (AWQ,
-    GPTQ, FP8/NVFP4/MXFP4 before their native GPUs, GGUF) and bf16 — computes in BF16.
-    """
-    try:
-        major, minor = (int(part) for part in (compute_capability or "0.0").split(".")[:2])
-    except ValueError:
-        major, minor = 0, 0
-    cc = (major, minor)
-    if runtime != "vllm":
-        return "bf16"
-    if quantization == "fp8" and cc >= (8, 9):
-        return "fp8"
-    if quantization == "nvfp4" and cc >= (10, 0):
-        return "fp4"
-    if quantization == "mxfp4" and cc >= (10, 0):
-        return "fp8"
-    return "bf16"
-
-
-@dataclass(frozen=True)
-class ServerFacts:
-    """A model server's roofline inputs, or why there are none."""
-
-    server: Server | None
-    weight_bytes: float = 0.0
-    gpus: int = 0
-    device: str | None = None
-    precision: str | None = None
-    note: str = ""
-
-
-def server_facts(model: ModelSpec, placement: Placement) -> ServerFacts:
-    """The roofline's view of the server placement chose for ``model`` (or the reason for none)."""
-    if placement.runtime == "openai":
-        return ServerFacts(None, note="hosted endpoint: uses none of your GPUs; tokens only")
-    if not placement.schedulable:
-        return ServerFacts(None, note="unschedulable: nothing to estimate")
-    try:
-        total = parse_parameters(model.parameters)
-        active = parse_active_parameters(model.parameters)
-    except ValueError:
-        total = active = None
-    if total is None or active is None:
-        return ServerFacts(None, note="no size: set parameters (e.g. '27B' or '117B-A5.1B') for an estimate")
-    vllm = placement.runtime == "vllm"
-    bytes_per_param = BYTES_PER_PARAM.get(placement.quantization, BYTES_PER_PARAM[GGUF_ASSUMED])
-    weights = total * bytes_per_param * (VLLM_WEIGHT_FACTOR if vllm else 1.0)
-    kv_per_token = KV_BYTES_PER_TOKEN_8B * math.sqrt(active / 8e9)
-    gpus = placement.tensor_parallel_size
-    if gpus <= 0:
-        device = CPU_NODE
-        gpus_for_roofline = 1
-        memory_per_gpu = 0.0
-    else:
-        found = gpu_spec(placement.gpu_product)
-        if found is None:
-            return ServerFacts(
-                None,
-                gpus=gpus,
-                note=f"no datasheet figures for {placement.gpu_product!r}: add it to kubejury.placement.gpu_specs",
-            )
-        device = found
-        gpus_for_roofline = gpus
-        known = known_gpu(placement.gpu_product)
-        memory_per_gpu = known[1] * float(1 << 20) if known else found.memory_gb * 1e9
-    if vllm:
-        capacity = (
-            model.gpu_memory_utilization * memory_per_gpu * gpus
-            - weights
-            - VLLM_OVERHEAD_GIB_PER_GPU * GIB * gpus
-        )
-        large = memory_per_gpu >= 70 * GIB and "a100" not in (placement.gpu_product or "").lower()
-        max_sequences = VLLM_MAX_SEQUENCES_LARGE if large else VLLM_MAX_SEQUENCES
-    else:
-        capacity = kv_per_token * model.max_model_len  # llama.cpp: one --ctx-size context shared by its slots
-        max_sequences = GGUF_SLOTS
-    precision = compute_precision(placement.quantization, placement.compute_capability, placement.runtime)
-    server = Server(
-        total_params=total,
-        active_params=active,
-        weight_bytes=weights,
-        kv_bytes_per_token=kv_per_token,
-        gpus=gpus_for_roofline,
-        bandwidth=device.bandwidth,
-        peak_flops=device.peak_flops(precision),
-        kv_capacity_bytes=max(capacity, kv_per_token),
-        max_sequences=max_sequences,
-    )
-    return ServerFacts(server, weights, max(0, gpus), device.name, precision)
-
-
-def startup_seconds(facts: ServerFacts) -> float:
-    """Bring-up of a server: :data:`STARTUP_FIXED_SECONDS` + weights at :data:`WEIGHT_LOAD_BYTES_PER_SECOND`."""
-    return STARTUP_FIXED_SECONDS + facts.weight_bytes / WEIGHT_LOAD_BYTES_PER_SECOND
 
 
 # ----------------------------------------------------------------------------------------------
