@@ -101,6 +101,7 @@ def test_table_prints_the_estimate_and_its_totals(tmp_path: Path, capsys: pytest
     assert "Estimate: 1440 question(s)" in out
     assert "GPU-hours busy" in out and "GPU-hours held" in out and "wall time" in out
     assert "Not estimated: deepseek (judging)" in out
+    assert "Model servers in the schedule" in out
 
 
 def test_without_estimate_the_plan_is_unchanged(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

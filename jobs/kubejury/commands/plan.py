@@ -249,6 +249,20 @@ def _print_estimate(estimate: Any) -> None:
         )
     console = Console(width=max(200, Console().width))
     console.print(table)
+    if estimate.servers:
+        servers = Table(title="Model servers in the schedule (hours from the start of the run)")
+        for column in ("server", "GPUs", "up", "ready", "down", "held GPU-h"):
+            servers.add_column(column, justify="left" if column == "server" else "right")
+        for window in estimate.servers:
+            servers.add_row(
+                window.name,
+                str(window.gpus),
+                f"{window.start / 3600:.2f}",
+                f"{window.ready / 3600:.2f}",
+                f"{window.end / 3600:.2f}",
+                f"{window.held_gpu_hours:.2f}",
+            )
+        console.print(servers)
     data = estimate.to_json()["totals"]
     console.print(
         f"Total: {data['prompt_tokens']:,} prompt + {data['output_tokens']:,} output tokens; "
