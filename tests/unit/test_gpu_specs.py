@@ -75,3 +75,13 @@ def test_every_entry_is_consistent() -> None:
         if spec.fp8_tflops is not None:
             assert spec.fp8_tflops > spec.bf16_tflops, key
         assert spec.source, key
+
+
+def test_products_placement_knows_have_figures() -> None:
+    """Every product the node parser knows (``KNOWN_GPUS``) can be estimated, except those whose
+    dense figures no datasheet we cite gives yet."""
+    from kubejury.placement.gpu_nodes import KNOWN_GPUS
+
+    without_figures = {"b300"}
+    missing = {key for key in KNOWN_GPUS if gpu_spec(f"NVIDIA-{key}") is None} - without_figures
+    assert not missing

@@ -64,6 +64,8 @@ GPU_SPECS: dict[str, GpuSpec] = {
     "h100-nvl": GpuSpec("H100 NVL 94GB", 94, 3900, 835.5, 1670.5, None, _H100_SHEET),
     "h200": GpuSpec("H200 SXM 141GB", 141, 4800, 989.5, 1979, None, _H200_SHEET),
     "h200-nvl": GpuSpec("H200 NVL 141GB", 141, 4800, 835.5, 1670.5, None, _H200_SHEET),
+    # H800: the export variant of the H100 SXM (same compute and memory, reduced NVLink)
+    "h800": GpuSpec("H800 SXM 80GB", 80, 3350, 989.5, 1979, None, "NVIDIA H800 Tensor Core GPU datasheet"),
     "gh200": GpuSpec(
         "GH200 96GB", 96, 4000, 989.5, 1979, None, "NVIDIA GH200 Grace Hopper Superchip datasheet"
     ),
@@ -74,12 +76,18 @@ GPU_SPECS: dict[str, GpuSpec] = {
     "a100-sxm4-80gb": GpuSpec("A100 SXM 80GB", 80, 2039, 312, None, None, _A100_SHEET),
     "a100-80gb": GpuSpec("A100 PCIe 80GB", 80, 1935, 312, None, None, _A100_SHEET),
     "a100-80gb-pcie": GpuSpec("A100 PCIe 80GB", 80, 1935, 312, None, None, _A100_SHEET),
+    # A800: the export variant of the A100 80GB (same compute and memory, reduced NVLink)
+    "a800": GpuSpec("A800 80GB", 80, 2039, 312, None, None, "NVIDIA A800 Tensor Core GPU datasheet"),
     "a30": GpuSpec("A30 24GB", 24, 933, 165, None, None, "NVIDIA A30 Tensor Core GPU datasheet"),
     "a10": GpuSpec("A10 24GB", 24, 600, 125, None, None, "NVIDIA A10 Tensor Core GPU datasheet"),
     # AWS's A10G: same memory and bandwidth as the A10; we assume the A10's tensor figures.
     "a10g": GpuSpec("A10G 24GB", 24, 600, 125, None, None, "NVIDIA A10 Tensor Core GPU datasheet"),
     "a40": GpuSpec("A40 48GB", 48, 696, 149.7, None, None, "NVIDIA A40 datasheet"),
+    "rtx-a6000": GpuSpec("RTX A6000 48GB", 48, 768, 154.8, None, None, "NVIDIA RTX A6000 datasheet"),
     # Ada (CC 8.9): FP8, no FP4
+    "rtx-6000-ada": GpuSpec(
+        "RTX 6000 Ada 48GB", 48, 960, 364.2, 728.5, None, "NVIDIA RTX 6000 Ada Generation datasheet"
+    ),
     "l4": GpuSpec("L4 24GB", 24, 300, 121, 242.5, None, "NVIDIA L4 Tensor Core GPU datasheet"),
     "l40": GpuSpec("L40 48GB", 48, 864, 181, 362, None, "NVIDIA L40 GPU datasheet"),
     "l40s": GpuSpec("L40S 48GB", 48, 864, 362.05, 733, None, "NVIDIA L40S GPU datasheet"),
@@ -97,6 +105,8 @@ GPU_SPECS: dict[str, GpuSpec] = {
         "NVIDIA RTX PRO 6000 Blackwell Server Edition datasheet",
     ),
     # Turing (CC 7.5): FP16 tensor cores, no BF16 (vLLM does not use it; llama.cpp does)
+    # Volta (CC 7.0): FP16 tensor cores (no sparsity, no BF16)
+    "v100": GpuSpec("V100 SXM2 32GB", 32, 900, 125, None, None, "NVIDIA V100 Tensor Core GPU datasheet"),
     "t4": GpuSpec("T4 16GB", 16, 320, 65, None, None, "NVIDIA T4 Tensor Core GPU datasheet"),
 }
 
