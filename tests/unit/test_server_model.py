@@ -73,3 +73,13 @@ def test_no_estimate_without_a_size_a_known_gpu_or_a_server() -> None:
     assert "gpu_specs" in server_facts(sized, placement("NVIDIA-Imaginary-9000")).note
     hosted = Placement(name="m", runtime="openai", quantization="auto", tensor_parallel_size=0)
     assert server_facts(sized, hosted).server is None
+
+
+def test_a_placement_read_back_from_status_gives_the_same_server() -> None:
+    """The operator estimates from placements recorded in status (no compute capability there)."""
+    model = ModelSpec(name="m", source="hf://org/m", parameters="27B")
+    fresh = placement("NVIDIA-H100-80GB-HBM3", quantization="fp8", cc="9.0")
+    read_back = Placement.from_json(fresh.to_json(), name="m")
+    assert read_back.compute_capability is None
+    assert server_facts(model, read_back) == server_facts(model, fresh)
+    assert server_facts(model, read_back).precision == "fp8"

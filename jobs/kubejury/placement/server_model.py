@@ -117,7 +117,12 @@ def server_facts(model: ModelSpec, placement: Placement) -> ServerFacts:
     else:
         capacity = kv_per_token * model.max_model_len  # llama.cpp: one --ctx-size context shared by its slots
         max_sequences = GGUF_SLOTS
-    precision = compute_precision(placement.quantization, placement.compute_capability, placement.runtime)
+    # The product's compute capability from the known-products table first: a placement read back
+    # from an EvalRun's status has no compute capability, and the operator orders bring-up by this
+    # estimate on every pass — the same placement must always give the same numbers.
+    known_cc = known_gpu(placement.gpu_product)
+    cc = f"{known_cc[0][0]}.{known_cc[0][1]}" if known_cc else placement.compute_capability
+    precision = compute_precision(placement.quantization, cc, placement.runtime)
     server = Server(
         total_params=total,
         active_params=active,
