@@ -140,3 +140,18 @@ def test_question_count_must_be_positive(tmp_path: Path) -> None:
     run = write_run(tmp_path, "bench.jsonl")
     with pytest.raises(SystemExit):
         main(["plan", "--evalrun", str(run), "--nodes", str(NODES), "--estimate", "--questions", "0"])
+
+
+@pytest.mark.parametrize("nodes", sorted(p.name for p in NODES.parent.glob("*.json")))
+def test_the_study_run_is_estimated_on_every_sample_node_list(
+    nodes: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    study = NODES.parents[1] / "evalrun-study.yaml"
+    args = ["plan", "--evalrun", str(study), "--nodes", str(NODES.parent / nodes), "--format", "json"]
+    assert main([*args, "--estimate", "--questions", "1440"]) == 0
+    estimate = json.loads(capsys.readouterr().out)["estimate"]
+    assert len(estimate["stages"]) == 16 + 3  # every model's generation, every judge's judging
+    for stage in estimate["stages"]:
+        assert stage["requests"] > 0 and stage["output_tokens"] > 0
+        assert (stage["hours"] is None) == (stage["gpu_hours"] is None)
+        assert stage["hours"] is not None or stage["note"]  # no time without a reason
