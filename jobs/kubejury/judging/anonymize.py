@@ -98,6 +98,13 @@ _I_PRONOUN = r"(?:I|I'm|I’m|I'd|I’d|I'll|I’ll|I've|I’ve|my|me|я|мне|
 _START = r"(?:^|(?<=[.!?…]\s)|(?<=[.!?…]\s\s)|(?<=[(\[«\"“]))[ \t]*"
 # What may close a labelling phrase ("Answer by Gemma:", "(Generated with ChatGPT)").
 _LABEL_END = r"(?=\s*(?:\([^()\n]{0,60}\))?\s*(?:[:.!)\]—–]|-\s|$))"
+# What follows a name the speaker gives itself: the end of a clause, a conjunction, or more words of
+# self-description ("I'm Qwen, …", "I am ChatGPT from OpenAI", "Я — Gemma от Google") — not
+# "I'm a Microsoft certified engineer" or "Я в Сбере работаю".
+_SELF_END = (
+    r"(?=\s*(?:[,.;:!?)…—–]|$)|\s+(?:and|but|so|to|for|here|speaking|и|а|но|для|чтобы|здесь)(?!\w)"
+    rf"|(?:[\s-]+{_LEX})+(?:[\s,.;:!?)…—–]|$))"
+)
 _WINDOW = 200
 
 
@@ -107,7 +114,7 @@ def _patterns(ident: str) -> list[re.Pattern[str]]:
     flags = re.IGNORECASE | re.MULTILINE
     sources = [
         # "I am Qwen", "I'm an AI assistant developed by OpenAI", "I was trained by Zhipu AI", "Im qwen"
-        rf"\b(?:I\s+am|I'm|I’m|Im|I\s+was)\s+{_WORDS}{any_case}",
+        rf"\b(?:I\s+am|I'm|I’m|Im|I\s+was)\s+{_WORDS}{any_case}{_SELF_END}",
         # "I, Qwen, …" / "Я, Qwen, …"
         rf"(?<!\w)(?:I|Я),\s+{any_case}\s*,",
         # "As Qwen, I think", "As an AI developed by Google, I", "As a Llama-based assistant, I"
@@ -128,12 +135,11 @@ def _patterns(ident: str) -> list[re.Pattern[str]]:
         rf"(?:\s+(?:is|are|at|was|were))?[\s:—–-]*|I\s+come\s+from|I\s+belong\s+to)\s+{_WORDS}{any_case}",
         # "Model: qwen2.5", "Assistant: Llama-3", "Модель: qwen3-32b"
         rf"^[ \t]*(?:model|assistant|author|модель|ассистент|автор)[ \t]*:[ \t]*{any_case}",
-        # "Best regards, ChatGPT", "С уважением, GigaChat", a signature line "— Claude"
+        # "Best regards, ChatGPT", "С уважением, GigaChat" (not a bare "— Claude" line: that is also a list item)
         rf"(?:best\s+regards|kind\s+regards|regards|sincerely|cheers|с\s+уважением),?\s*{any_case}",
-        rf"^[ \t]*[—–-]{{1,2}}[ \t]*{any_case}[ \t]*$",
         # "Я Qwen", "Я — модель Gemma", "Я являюсь ИИ-ассистентом компании Яндекс", "я разработан в Сбере"
         rf"(?<!\w)Я\s*(?:[—–-]\s*)?(?:являюсь\s+|был[аи]?\s+|есть\s+|работаю\s+на\s+базе\s+|принадлежу\s+к\s+)?"
-        rf"{_WORDS}{any_case}",
+        rf"{_WORDS}{any_case}{_SELF_END}",
         # "Как Qwen, я", "Как языковая модель, разработанная Alibaba, я", "Будучи моделью Qwen, я"
         rf"(?<!\w)(?:Как|Будучи|В\s+качестве)\s+{_WORDS}{any_case}"
         rf"(?=(?:[\s,-]+{_LEX}){{0,4}}\s*,?\s*{_I_PRONOUN})",
