@@ -66,9 +66,10 @@ _TAIL_WORDS = (
     r"Lite|Air|Next|Nemo|Bot|Base|Preview|Omni|Vision|VL|R|A|[RVM]\d+(?:\.\d+)*"
 )
 _TAIL = rf"(?:(?:[-. ]?\d+(?:[.,x]\d+)*[A-Za-z]?\b|[- ](?:{_TAIL_WORDS})\b|\+))*"
+# A Latin name ends where letters end (a digit may follow: "Qwen2.5"); a Russian one may take a case ending.
 _IDENT_CORE = (
     "(?:"
-    + "|".join(rf"{name}(?![\w])" for name in _LATIN_IDENTITIES).replace("(?![\\w])", r"(?![^\W\d])")
+    + "|".join(rf"{name}(?![^\W\d])" for name in _LATIN_IDENTITIES)
     + "|"
     + "|".join(rf"{name}(?:а|у|ом|е|ой)?(?!\w)" for name in _CYRILLIC_IDENTITIES)
     + ")"
