@@ -170,26 +170,113 @@ def _generation_in_flight(spec: EvalRunSpec) -> int:
     return spec.concurrency.requests_per_endpoint * spec.jobs.generation_shards * len(spec.series)
 
 
-def _generation(
-    spec: EvalRunSpec, name: str, facts: ServerFacts, workload: Workload, efficiency: Efficiency
-) -> StageEstimate:
-    """One model's generation: every question once per series."""
+@dataclass(frozen=True)
+class _Stages:
+    """Every stage of a run, the servers they run on and how judges map onto servers."""
+
+    stages: tuple[StageEstimate, ...]
+    facts: Mapping[str, ServerFacts]  # "model:<name>" / "judge:<name>" → the server
+    judge_server: Mapping[str, str]  # judge name → its server's key
+    assumptions: Mapping[str, Any]
+
+    def seconds(self, stage: Stage) -> dict[str, float]:
+        return {s.name: s.seconds or 0.0 for s in self.stages if s.stage == stage}
+
+
+def _stages(
+    spec: EvalRunSpec, placements: Mapping[str, Placement], workload: Workload, efficiency: Efficiency
+) -> _Stages:
+    """Tokens and time of every model's generation and every judge's judging."""
     language = spec.judging.language or spec.benchmark.language
     q = workload.questions
-    prompt = sum(
+    series = spec.series
+    answer_per_series = [min(workload.answer_tokens, s.max_tokens) for s in series]
+
+    # --- generation, per evaluated model (the same tokens for each) ---------------------------
+    gen_prompt = sum(
         q * (workload.question_tokens + tokens_of(s.system_prompt or "", language) + CHAT_TEMPLATE_TOKENS)
-        for s in spec.series
+        for s in series
     )
-    output = q * sum(min(workload.answer_tokens, s.max_tokens) for s in spec.series)
-    return _stage(
-        name,
-        "generation",
-        facts,
-        requests=q * len(spec.series),
-        prompt_tokens=prompt,
-        output_tokens=output,
-        in_flight=_generation_in_flight(spec),
-        efficiency=efficiency,
+    gen_output = q * sum(answer_per_series)
+    gen_in_flight = _generation_in_flight(spec)
+    facts: dict[str, ServerFacts] = {}
+    stages: list[StageEstimate] = []
+    for model in spec.models:
+        placement = _placement_of(placements, model, judge=False)
+        f = server_facts(model, placement) if placement else ServerFacts(None, note="no placement")
+        facts[f"model:{model.name}"] = f
+        stages.append(
+            _stage(
+                model.name,
+                "generation",
+                f,
+                requests=q * len(series),
+                prompt_tokens=gen_prompt,
+                output_tokens=gen_output,
+                in_flight=gen_in_flight,
+                efficiency=efficiency,
+            )
+        )
+
+    # --- judging, per judge --------------------------------------------------------------------
+    rendered = JudgePrompt.create(spec.judging.prompt_template, language=language).render("", "", "")
+    template_tokens = tokens_of(rendered, language)
+    # the template's opening, before the question, is the same in every request: served from the
+    # prefix cache (vLLM's automatic prefix caching; llama.cpp's per-slot prompt cache)
+    shared_prefix_tokens = tokens_of(rendered.split("<<<", 1)[0], language)
+    judge_requests = q * len(series) * len(spec.models)
+    mean_answer = sum(answer_per_series) / len(answer_per_series)
+    judge_prompt = judge_requests * (
+        template_tokens
+        + workload.question_tokens
+        + workload.reference_tokens
+        + mean_answer
+        + CHAT_TEMPLATE_TOKENS
+    )
+    judge_output = judge_requests * min(workload.verdict_tokens, spec.judging.max_tokens)
+    judge_in_flight = spec.concurrency.requests_per_endpoint * len(series)
+    by_name = {m.name: m for m in spec.models}
+    judge_server: dict[str, str] = {}
+    for judge in spec.judges:
+        twin = by_name.get(judge.same_as) if judge.same_as else None
+        key = (
+            f"model:{twin.name}" if twin is not None and _same_server(twin, judge) else f"judge:{judge.name}"
+        )
+        judge_server[judge.name] = key
+        placement = _placement_of(placements, judge, judge=True)
+        if key.startswith("judge:"):
+            facts[key] = (
+                server_facts(judge, placement) if placement else ServerFacts(None, note="no placement")
+            )
+        stages.append(
+            _stage(
+                judge.name,
+                "judging",
+                facts[key],
+                requests=judge_requests,
+                prompt_tokens=judge_prompt,
+                output_tokens=judge_output,
+                in_flight=judge_in_flight,
+                efficiency=efficiency,
+                cached_prompt_tokens=judge_requests * shared_prefix_tokens,
+            )
+        )
+    return _Stages(
+        stages=tuple(stages),
+        facts=facts,
+        judge_server=judge_server,
+        assumptions={
+            "decode_bandwidth_efficiency": efficiency.bandwidth,
+            "compute_efficiency": efficiency.compute,
+            "chars_per_token": chars_per_token(language),
+            "chat_template_tokens": CHAT_TEMPLATE_TOKENS,
+            "judge_template_tokens": template_tokens,
+            "judge_template_cached_prefix_tokens": shared_prefix_tokens,
+            "generation_in_flight": gen_in_flight,
+            "judging_in_flight": judge_in_flight,
+            "startup": f"{STARTUP_FIXED_SECONDS:g} s + weights at {WEIGHT_LOAD_BYTES_PER_SECOND / 1e9:g} GB/s",
+            "not_modelled": "aggregation Job; retries; node capacity beyond placement; hosted (openai) endpoints' time",
+        },
     )
 
 
@@ -289,87 +376,34 @@ def _queue_end(start: float, jobs: Sequence[tuple[float, float]]) -> float:
     return t
 
 
-def estimate_run(
-    spec: EvalRunSpec,
-    placements: Mapping[str, Placement],
-    workload: Workload,
-    *,
-    order: Order = "spec",
-    efficiency: Efficiency = DEFAULT_EFFICIENCY,
-) -> RunEstimate:
-    """Tokens, time and GPU-hours of a run (see the module docstring)."""
-    language = spec.judging.language or spec.benchmark.language
-    q = workload.questions
-    series = spec.series
-    in_flight_per_job = spec.concurrency.requests_per_endpoint
-    answer_per_series = [min(workload.answer_tokens, s.max_tokens) for s in series]
-    mean_answer = sum(answer_per_series) / len(answer_per_series)
+@dataclass(frozen=True)
+class _Schedule:
+    order: tuple[str, ...]
+    windows: tuple[ServerWindow, ...]
+    makespan: float
+    answers: float
 
-    # --- generation, per evaluated model ------------------------------------------------------
-    gen_in_flight = _generation_in_flight(spec)
-    facts: dict[str, ServerFacts] = {}
-    stages: list[StageEstimate] = []
-    for model in spec.models:
-        placement = _placement_of(placements, model, judge=False)
-        f = server_facts(model, placement) if placement else ServerFacts(None, note="no placement")
-        facts[f"model:{model.name}"] = f
-        stages.append(_generation(spec, model.name, f, workload, efficiency))
 
-    # --- judging, per judge --------------------------------------------------------------------
-    template = JudgePrompt.create(spec.judging.prompt_template, language=language)
-    template_tokens = tokens_of(template.render("", "", ""), language)
-    # the template's opening, before the question, is the same in every request: served from the
-    # prefix cache (vLLM's automatic prefix caching; llama.cpp's per-slot prompt cache)
-    shared_prefix_tokens = tokens_of(template.render("", "", "").split("<<<", 1)[0], language)
-    judge_requests = q * len(series) * len(spec.models)
-    judge_prompt = judge_requests * (
-        template_tokens
-        + workload.question_tokens
-        + workload.reference_tokens
-        + mean_answer
-        + CHAT_TEMPLATE_TOKENS
-    )
-    judge_output = judge_requests * min(workload.verdict_tokens, spec.judging.max_tokens)
-    judge_in_flight = in_flight_per_job * len(series)
-    by_name = {m.name: m for m in spec.models}
-    judge_server: dict[str, str] = {}
-    for judge in spec.judges:
-        twin = by_name.get(judge.same_as) if judge.same_as else None
-        key = (
-            f"model:{twin.name}" if twin is not None and _same_server(twin, judge) else f"judge:{judge.name}"
-        )
-        judge_server[judge.name] = key
-        placement = _placement_of(placements, judge, judge=True)
-        if key.startswith("judge:"):
-            facts[key] = (
-                server_facts(judge, placement) if placement else ServerFacts(None, note="no placement")
-            )
-        stages.append(
-            _stage(
-                judge.name,
-                "judging",
-                facts[key],
-                requests=judge_requests,
-                prompt_tokens=judge_prompt,
-                output_tokens=judge_output,
-                in_flight=judge_in_flight,
-                efficiency=efficiency,
-                cached_prompt_tokens=judge_requests * shared_prefix_tokens,
-            )
-        )
-
-    # --- the schedule --------------------------------------------------------------------------
-    gen_seconds = {s.name: s.seconds or 0.0 for s in stages if s.stage == "generation"}
-    judge_seconds = {s.name: s.seconds or 0.0 for s in stages if s.stage == "judging"}
-    shared = {key for key in judge_server.values() if key.startswith("model:")}
-    deployed = {key for key, f in facts.items() if f.server is not None}
-    budgeted = [
-        m.name for m in spec.models if f"model:{m.name}" in deployed and f"model:{m.name}" not in shared
+def _budgeted(spec: EvalRunSpec, st: _Stages) -> list[str]:
+    """Evaluated models whose servers count against ``maxConcurrentModels``, in spec order:
+    deployed ones that do not also serve a judge."""
+    shared = {key for key in st.judge_server.values() if key.startswith("model:")}
+    return [
+        m.name
+        for m in spec.models
+        if st.facts[f"model:{m.name}"].server is not None and f"model:{m.name}" not in shared
     ]
+
+
+def _schedule(spec: EvalRunSpec, st: _Stages, order: Order) -> _Schedule:
+    """When each server comes up, is ready and goes down, following the operator's rules."""
+    gen_seconds = st.seconds("generation")
+    judge_seconds = st.seconds("judging")
+    facts = st.facts
+    budgeted = _budgeted(spec, st)
     wanted = {n: startup_seconds(facts[f"model:{n}"]) + gen_seconds[n] for n in budgeted}
     sequence = bringup_order(budgeted, wanted, order)
-    budget = max(1, spec.max_concurrent_models)
-    slots = [0.0] * min(budget, max(1, len(sequence)))
+    slots = [0.0] * min(max(1, spec.max_concurrent_models), max(1, len(sequence)))
     heapq.heapify(slots)
     windows: list[ServerWindow] = []
     answers_at: dict[str, float] = {m.name: 0.0 for m in spec.models}
@@ -381,48 +415,50 @@ def estimate_run(
         answers_at[name] = end
         windows.append(ServerWindow(name, facts[f"model:{name}"].gpus, start, ready, end))
     # servers outside the budget: judges' (and the models they also are), up from the start
+    deployed = {key for key, f in facts.items() if f.server is not None}
     own_generation_end: dict[str, float] = {}
-    for key in sorted(shared):
+    for key in sorted({k for k in st.judge_server.values() if k.startswith("model:") and k in deployed}):
         name = key.split(":", 1)[1]
-        if key in deployed:
-            ready = startup_seconds(facts[key])
-            answers_at[name] = own_generation_end[key] = ready + gen_seconds[name]
+        answers_at[name] = own_generation_end[key] = startup_seconds(facts[key]) + gen_seconds[name]
     models_count = max(1, len(spec.models))
-    judge_keys = sorted({k for k in judge_server.values() if k in deployed})
-    for key in judge_keys:
+    for key in sorted({k for k in st.judge_server.values() if k in deployed}):
         ready = startup_seconds(facts[key])
-        begin = own_generation_end.get(key, ready)
         jobs = [
             (answers_at[m.name], judge_seconds[j.name] / models_count)
             for j in spec.judges
-            if judge_server[j.name] == key
+            if st.judge_server[j.name] == key
             for m in spec.models
         ]
-        end = _queue_end(begin, jobs)
-        name = key.split(":", 1)[1]
-        windows.append(ServerWindow(name, facts[key].gpus, 0.0, ready, end))
-    makespan = max([w.end for w in windows] + [0.0])
+        end = _queue_end(own_generation_end.get(key, ready), jobs)
+        windows.append(ServerWindow(key.split(":", 1)[1], facts[key].gpus, 0.0, ready, end))
+    return _Schedule(
+        order=tuple(sequence),
+        windows=tuple(windows),
+        makespan=max([w.end for w in windows] + [0.0]),
+        answers=max(answers_at.values(), default=0.0),
+    )
+
+
+def estimate_run(
+    spec: EvalRunSpec,
+    placements: Mapping[str, Placement],
+    workload: Workload,
+    *,
+    order: Order = "spec",
+    efficiency: Efficiency = DEFAULT_EFFICIENCY,
+) -> RunEstimate:
+    """Tokens, time and GPU-hours of a run (see the module docstring)."""
+    st = _stages(spec, placements, workload, efficiency)
+    schedule = _schedule(spec, st, order)
     return RunEstimate(
         workload=workload,
-        stages=tuple(stages),
-        servers=tuple(windows),
-        order=tuple(sequence),
-        max_concurrent_models=budget,
-        makespan_seconds=makespan,
-        answers_seconds=max(answers_at.values(), default=0.0),
-        assumptions={
-            "decode_bandwidth_efficiency": efficiency.bandwidth,
-            "compute_efficiency": efficiency.compute,
-            "chars_per_token": chars_per_token(language),
-            "chat_template_tokens": CHAT_TEMPLATE_TOKENS,
-            "judge_template_tokens": template_tokens,
-            "judge_template_cached_prefix_tokens": shared_prefix_tokens,
-            "generation_in_flight": gen_in_flight,
-            "judging_in_flight": judge_in_flight,
-            "startup": f"{STARTUP_FIXED_SECONDS:g} s + weights at {WEIGHT_LOAD_BYTES_PER_SECOND / 1e9:g} GB/s",
-            "bringup_order": order,
-            "not_modelled": "aggregation Job; retries; node capacity beyond placement; hosted (openai) endpoints' time",
-        },
+        stages=st.stages,
+        servers=schedule.windows,
+        order=schedule.order,
+        max_concurrent_models=max(1, spec.max_concurrent_models),
+        makespan_seconds=schedule.makespan,
+        answers_seconds=schedule.answers,
+        assumptions={**st.assumptions, "bringup_order": order},
     )
 
 
@@ -440,19 +476,18 @@ def longest_first(
 ) -> list[str]:
     """Evaluated models' names, the longest to bring up and generate first (spec order otherwise).
 
-    What the operator orders its ``maxConcurrentModels`` budget by. Models without an estimate
-    (no size, hosted, unschedulable) count as zero and keep their spec order after the others;
-    models that serve a judge too are ordered like the others; the caller skips them as before.
+    Models without an estimate (no size, hosted, unschedulable) count as zero and keep their spec
+    order after the others; models that serve a judge too are ordered like the others (the
+    operator does not count them against its budget).
     """
-    times: dict[str, float] = {}
-    for model in spec.models:
-        placement = _placement_of(placements, model, judge=False)
-        facts = server_facts(model, placement) if placement else ServerFacts(None)
-        if facts.server is None:
-            times[model.name] = 0.0
-            continue
-        generation = _generation(spec, model.name, facts, workload, DEFAULT_EFFICIENCY)
-        times[model.name] = startup_seconds(facts) + (generation.seconds or 0.0)
+    st = _stages(spec, placements, workload, DEFAULT_EFFICIENCY)
+    gen_seconds = st.seconds("generation")
+    times = {
+        m.name: startup_seconds(st.facts[f"model:{m.name}"]) + gen_seconds[m.name]
+        if st.facts[f"model:{m.name}"].server is not None
+        else 0.0
+        for m in spec.models
+    }
     return bringup_order([m.name for m in spec.models], times, "longest-first")
 
 
@@ -465,13 +500,17 @@ def bringup_plan(
     and runs alone), but judging is pipelined: when the short models come last their answers
     arrive faster than judges can judge them and the run can end later
     (``benchmarks/results/bringup_order.md``). So: longest first unless the estimated run ends
-    sooner in spec order; spec order also when the budget holds every model (order cannot matter).
+    sooner in spec order; spec order also when the budget holds every budgeted model (order cannot
+    matter). The list names every evaluated model: the budgeted ones in the chosen order, then the
+    others in spec order.
     """
     names = [m.name for m in spec.models]
     if spec.max_concurrent_models >= len(names):
         return "spec", names
-    in_spec_order = estimate_run(spec, placements, workload, order="spec")
-    longest = estimate_run(spec, placements, workload, order="longest-first")
-    if longest.makespan_seconds <= in_spec_order.makespan_seconds:
-        return "longest-first", longest_first(spec, placements, workload)
+    st = _stages(spec, placements, workload, DEFAULT_EFFICIENCY)
+    if spec.max_concurrent_models >= len(_budgeted(spec, st)):
+        return "spec", names
+    longest = _schedule(spec, st, "longest-first")
+    if longest.makespan <= _schedule(spec, st, "spec").makespan:
+        return "longest-first", [*longest.order, *(n for n in names if n not in longest.order)]
     return "spec", names
