@@ -179,7 +179,7 @@ def run_kubejury(folder: Path, samples: int) -> dict[str, Any]:
         lap("score", t, c)
         t, c = time.perf_counter(), time.process_time()
         if resample is None or not np.array_equal(resample.cells, cell_index(cube)):
-            resample = resample_questions(cell_index(cube), samples, config.seed)
+            resample = resample_questions(cell_index(cube), samples, config.seed, len(cube.levels))
         uncertainty = bootstrap_series(cube, config, scores, resample)
         lap("bootstrap", t, c)
         weighted[name] = {m: float(scores.weighted[i]) for i, m in enumerate(scores.models)}

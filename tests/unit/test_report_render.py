@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import html as html_lib
 import json
 import re
 from pathlib import Path
@@ -159,3 +160,27 @@ def test_plots_survive_an_interval_that_excludes_the_estimate(document: dict[str
     forest_svg = plots.forest_plot(view)
     assert size_svg is not None and size_svg.startswith("<svg")
     assert forest_svg is not None and forest_svg.startswith("<svg")
+
+
+def test_the_summary_says_what_the_benchmarks_size_can_detect(document: dict[str, Any]) -> None:
+    doc = copy.deepcopy(document)
+    primary = doc["primary_series"]
+    doc["series"][primary]["power"] = {
+        "paired_se": 0.094,
+        "df": 41.6,
+        "confidence": 0.95,
+        "detection": {"0.2": 0.5634, "0.5": 0.9991},
+        "target": 0.8,
+        "detectable": 0.2665,
+    }
+    n = doc["series"][primary]["n_questions"]
+    expected = (
+        f"With this benchmark's size ({n} questions), a 0.2-point difference in W between two models is "
+        "detected 56% of the time and a 0.5-point difference 100% of the time; "
+        "80% detection needs about 0.27 points (paired standard error 0.094)."
+    )
+    summary = render_markdown(doc).split("## Summary", 1)[1].split("\n## ", 1)[0]
+    assert expected in summary
+    assert html_lib.escape(expected) in render_html(doc)
+    doc["series"][primary]["power"] = None  # no bootstrap, or a single model: no sentence
+    assert "With this benchmark's size" not in render_markdown(doc)

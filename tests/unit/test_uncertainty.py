@@ -8,7 +8,13 @@ import pytest
 from kubejury.errors import ConfigError
 from kubejury.stats.cube import ScoreCube
 from kubejury.stats.scoring import ScoringConfig, cell_index, score_series
-from kubejury.stats.uncertainty import bootstrap_series, resample_questions
+from kubejury.stats.uncertainty import (
+    bootstrap_series,
+    detection_probability,
+    resample_questions,
+    series_power,
+    t_quantile,
+)
 
 
 def synthetic_cube(
@@ -180,3 +186,73 @@ def test_series_differences_get_paired_intervals() -> None:
     other_seed = bootstrap_series(hot, ScoringConfig(bootstrap_samples=400, seed=99), scores["hot"])
     assert compare_series(scores, "default", {**runs, "hot": other_seed}).difference_ci is None
     assert compare_series(scores, "default").difference_ci is None
+
+
+def one_cell_cube(values: list[float], extra: list[tuple[int, int, float]] | None = None) -> ScoreCube:
+    """One model, one judge; ``values`` in domain 0 level 0, plus (domain, level, score) questions."""
+    rows = [(0, 0, v) for v in values] + list(extra or [])
+    rows.sort(key=lambda r: (r[1], r[0]))
+    n_domains = 1 + max(r[0] for r in rows)
+    n_levels = 1 + max(r[1] for r in rows)
+    return ScoreCube(
+        series="default",
+        models=("m",),
+        judges=("j",),
+        question_ids=tuple(f"q{k}" for k in range(len(rows))),
+        domains=tuple(f"d{i}" for i in range(n_domains)),
+        levels=tuple(range(1, n_levels + 1)),
+        question_domain=np.array([r[0] for r in rows], dtype=np.int64),
+        question_level=np.array([r[1] for r in rows], dtype=np.int64),
+        scores=np.array([r[2] for r in rows], dtype=np.float64)[None, :, None],
+        has_record=np.ones((1, len(rows)), dtype=bool),
+    )
+
+
+def test_replicates_carry_the_unbiased_variance_of_a_cell_mean() -> None:
+    # Two questions, 6 and 8: s² = 2, the cell mean's variance s²/n = 1. Resampling 2 out of 2
+    # alone gives (n − 1)/n of that (0.5); the rescaled replicates give 1.
+    cube = one_cell_cube([6.0, 8.0])
+    u = bootstrap_series(cube, ScoringConfig(bootstrap_samples=20000, level_weights={1: 1.0}))
+    assert u.weighted_replicates is not None
+    assert np.var(u.weighted_replicates[:, 0], ddof=1) == pytest.approx(1.0, rel=0.03)
+
+
+def test_a_single_question_cell_borrows_its_levels_variance() -> None:
+    # Domain 1 has one level-1 question; domain 0's level-1 cell has four. Without borrowing the
+    # single question would have no variance and its domain a zero-width interval.
+    cube = one_cell_cube([5.0, 6.0, 7.0, 8.0], extra=[(1, 0, 4.0)])
+    config = ScoringConfig(bootstrap_samples=4000, level_weights={1: 1.0})
+    u = bootstrap_series(cube, config)
+    low, high = u.domain_weighted_ci[0, 1]
+    assert low < 4.0 < high
+    assert u.df is not None and u.df.domain_weighted[1] == pytest.approx(3.0)  # the pool's df
+    # The borrowed SE is the pooled within-cell SD: s² = 5/3 over domain 0's four questions.
+    se = (high - low) / 2 / float(t_quantile(3.0, 0.95))
+    assert se == pytest.approx(np.sqrt(5 / 3), rel=0.05)
+
+
+def test_prob_better_and_the_gap_interval_tell_the_same_story() -> None:
+    u = bootstrap_series(synthetic_cube(offsets=[0.0, -0.15, -0.3, -1.0]), CONFIG)
+    top = u.models.index(u.leading_group[0])
+    for m in range(len(u.models)):
+        if m == top:
+            continue
+        excluded = not (u.gap_to_top_ci[m, 0] <= 0.0 <= u.gap_to_top_ci[m, 1])
+        assert excluded == (u.prob_better[top, m] > 0.975), u.models[m]
+
+
+def test_intervals_stay_on_the_score_scale() -> None:
+    cube = synthetic_cube(n_models=1, offsets=[2.9])  # near 10: a symmetric interval would pass it
+    u = bootstrap_series(cube, CONFIG)
+    assert np.nanmax(u.weighted_ci) <= 10.0 and np.nanmax(u.domain_weighted_ci) <= 10.0
+
+
+def test_power_is_the_t_probability_of_clearing_the_interval() -> None:
+    power = series_power(0.1, 40.0, 0.95)
+    assert power is not None
+    assert detection_probability(0.0, 0.1, 40.0, 0.95) == pytest.approx(0.025)
+    assert detection_probability(power.detectable, 0.1, 40.0, 0.95) == pytest.approx(0.8)
+    assert power.detection[0.2] < power.detection[0.5]
+    assert series_power(0.0, 40.0, 0.95) is None
+    u = bootstrap_series(synthetic_cube(), CONFIG)
+    assert u.power is not None and u.power.paired_se > 0 and set(u.power.detection) == {0.2, 0.5}

@@ -140,6 +140,36 @@ def _ranking(view: SeriesView) -> list[Block]:
     return blocks
 
 
+def power_sentence(view: SeriesView) -> str | None:
+    """What this benchmark's size can detect, in one sentence, from report.json's power block
+    (detection probabilities computed from the run's own paired standard error; docs/method.md)."""
+    power = as_mapping(view.power)
+    detection = {
+        float(k): p for k, v in as_mapping(power.get("detection")).items() if (p := as_number(v)) is not None
+    }
+    se = as_number(power.get("paired_se"))
+    if not detection or se is None:
+        return None
+    size = f" ({view.n_questions} questions)" if view.n_questions else ""
+    (first, p_first), *rest = sorted(detection.items())
+    said = (
+        f"a {first:g}-point difference in W between two models is detected {100 * p_first:.0f}% of the time"
+    )
+    if rest:
+        said += "".join(
+            f"{' and' if k == len(rest) - 1 else ','} a {delta:g}-point difference {100 * p:.0f}% of the time"
+            for k, (delta, p) in enumerate(rest)
+        )
+    target = as_number(power.get("target"))
+    detectable = as_number(power.get("detectable"))
+    reach = (
+        f"; {100 * target:.0f}% detection needs about {detectable:.2f} points"
+        if target is not None and detectable is not None
+        else ""
+    )
+    return f"With this benchmark's size{size}, {said}{reach} (paired standard error {se:.3f})."
+
+
 def _leading_group(view: SeriesView) -> list[Block]:
     blocks: list[Block] = []
     if view.leading_group:
@@ -154,6 +184,9 @@ def _leading_group(view: SeriesView) -> list[Block]:
                 ".",
             )
         )
+    sentence = power_sentence(view)
+    if sentence:
+        blocks.append(para(sentence))
     models = [r.model for r in view.rows if r.model in view.prob_better]
     if len(models) > MAX_MATRIX_MODELS:
         blocks.append(
@@ -691,6 +724,9 @@ def _summary(report: ReportView) -> list[Block]:
             blocks.append(para("It is ahead of every other model at 95% (paired bootstrap over questions)."))
         else:
             blocks.append(para("It is the only model in this series: there is nothing to rank it against."))
+    sentence = power_sentence(view)
+    if sentence:
+        blocks.append(para(sentence))
     selection = as_mapping(view.selection)
     robust = selection.get("most_robust")
     robust_row = view.row(str(robust)) if robust else None

@@ -146,6 +146,11 @@ def _series(result: SeriesAnalysis) -> dict[str, Any]:
             if result.uncertainty is not None
             else None
         ),
+        "power": (
+            result.uncertainty.power.to_dict()
+            if result.uncertainty is not None and result.uncertainty.power is not None
+            else None
+        ),
         "judges": judges,
         "self_preference": result.self_preference.to_dict(),
         "leave_one_judge_out": result.leave_one_judge_out.to_dict(),

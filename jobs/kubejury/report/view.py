@@ -115,6 +115,7 @@ class SeriesView:
     experts: Any
     n_questions: int | None
     n_judgments: int | None
+    power: Mapping[str, Any] | None = None  # report.json's power block (None without bootstrap)
 
     def row(self, model: str) -> ModelRow | None:
         return next((r for r in self.rows if r.model == model), None)
@@ -227,6 +228,7 @@ def _series_view(name: str, doc: Mapping[str, Any], report: Report, primary: str
         experts=doc.get("experts"),
         n_questions=int(n_q) if isinstance(n_q, int) else None,
         n_judgments=int(n_j) if isinstance(n_j, int) else None,
+        power=_mapping(doc.get("power")) or None,
     )
 
 

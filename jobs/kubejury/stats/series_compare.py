@@ -16,7 +16,7 @@ import numpy as np
 from kubejury.errors import ConfigError
 from kubejury.stats.cube import FloatArray
 from kubejury.stats.scoring import SeriesScores
-from kubejury.stats.uncertainty import SeriesUncertainty, percentile_interval
+from kubejury.stats.uncertainty import SeriesUncertainty, t_interval
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,8 @@ def compare_series(
 
     With ``uncertainty_by_series`` for every series, all drawn on the same replicates (same
     benchmark, samples and seed — the default when they come from one run), the differences get
-    paired bootstrap intervals: W(series) − W(primary) is computed replicate by replicate.
+    paired bootstrap intervals: W(series) − W(primary) is computed replicate by replicate and the
+    interval is the difference ± t·SE of those replicate differences.
     """
     if not scores_by_series:
         raise ConfigError("no series to compare")
@@ -89,13 +90,18 @@ def compare_series(
         models=models,
         weighted=weighted,
         difference=difference,
-        difference_ci=_paired_intervals(order, models, uncertainty_by_series),
+        difference_ci=_paired_intervals(order, models, difference, uncertainty_by_series),
     )
 
 
 def _paired_intervals(
-    order: list[str], models: tuple[str, ...], uncertainty: Mapping[str, SeriesUncertainty] | None
+    order: list[str],
+    models: tuple[str, ...],
+    difference: FloatArray,
+    uncertainty: Mapping[str, SeriesUncertainty] | None,
 ) -> FloatArray | None:
+    """difference ± t·SE of the replicate differences, t at the design degrees of freedom of W
+    (the same construction as every other interval, see kubejury.stats.uncertainty)."""
     if uncertainty is None or any(name not in uncertainty for name in order):
         return None
     runs = [uncertainty[name] for name in order]
@@ -110,6 +116,7 @@ def _paired_intervals(
         for row, model in enumerate(models):
             if model in index:
                 replicates[:, row, k] = run.weighted_replicates[:, index[model]]
-    intervals = percentile_interval(replicates - replicates[:, :, :1], runs[0].confidence)
+    df = runs[0].df.weighted if runs[0].df is not None else float("inf")
+    intervals = t_interval(difference, replicates - replicates[:, :, :1], df, runs[0].confidence)
     intervals[np.isnan(replicates).all(axis=0)] = np.nan
     return intervals
