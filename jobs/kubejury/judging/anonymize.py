@@ -103,7 +103,7 @@ _LABEL_END = r"(?=\s*(?:\([^()\n]{0,60}\))?\s*(?:[:.!)\]—–]|-\s|$))"
 # self-description ("I'm Qwen, …", "I am ChatGPT from OpenAI", "Я — Gemma от Google") — not
 # "I'm a Microsoft certified engineer" or "Я в Сбере работаю".
 _SELF_END = (
-    r"(?=\s*(?:[,.;:!?)…—–]|$)|\s+(?:and|but|so|to|for|here|speaking|и|а|но|для|чтобы|здесь)(?!\w)"
+    r"(?=\s*(?:[,.;:!?)…—–]|$)|\s+(?:and|but|so|to|here|speaking|и|а|но|для|чтобы|здесь)(?!\w)"
     rf"|(?:[\s-]+{_LEX})+(?:[\s,.;:!?)…—–]|$))"
 )
 _WINDOW = 200
@@ -134,8 +134,9 @@ def _patterns(ident: str) -> list[re.Pattern[str]]:
         # "My name is Gemma", "Call me Grok", "My developer is Alibaba Cloud", "My creators at Google DeepMind"
         rf"\b(?:my\s+name\s+is|my\s+name's|call\s+me|my\s+(?:developers?|creators?|makers?|publisher|vendor)"
         rf"(?:\s+(?:is|are|at|was|were))?[\s:—–-]*|I\s+come\s+from|I\s+belong\s+to)\s+{_WORDS}{any_case}",
-        # "Model: qwen2.5", "Assistant: Llama-3", "Модель: qwen3-32b"
-        rf"^[ \t]*(?:model|assistant|author|модель|ассистент|автор)[ \t]*:[ \t]*{any_case}",
+        # "Model: qwen2.5", "Assistant: Llama-3", "Модель: qwen3-32b" — a capitalised label on a line of its
+        # own, not a configuration key ("  model: gpt-4o" in a YAML answer)
+        rf"^(?-i:Model|Assistant|Author|Модель|Ассистент|Автор)[ \t]*:[ \t]*{any_case}[ \t]*$",
         # "Best regards, ChatGPT", "С уважением, GigaChat" (not a bare "— Claude" line: that is also a list item)
         rf"(?:best\s+regards|kind\s+regards|regards|sincerely|cheers|с\s+уважением),?\s*{any_case}",
         # "Я Qwen", "Я — модель Gemma", "Я являюсь ИИ-ассистентом компании Яндекс", "я разработан в Сбере"
