@@ -41,3 +41,12 @@ def test_an_answer_without_self_identification_is_printed_as_is(
     out, err = capsys.readouterr()
     assert out == text
     assert err == "nothing replaced\n"
+
+
+def test_input_that_is_not_utf8_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"I am Qwen.\xff")))
+    assert main(["anonymize"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == "kubejury anonymize: error: stdin: not valid UTF-8 at byte offset 10\n"

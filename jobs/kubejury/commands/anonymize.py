@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from kubejury.errors import InputError
 from kubejury.judging.anonymize import Scrubber
 
 
@@ -32,9 +33,20 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
     )
 
 
+def _read_stdin() -> str:
+    raw = getattr(sys.stdin, "buffer", None)
+    if raw is None:  # a text stream without bytes underneath (tests, embedding)
+        return sys.stdin.read()
+    data = raw.read()
+    try:
+        return str(data.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise InputError("stdin", f"not valid UTF-8 at byte offset {error.start}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     names = [name.strip() for name in str(args.names).split(",") if name.strip()]
-    text = sys.stdin.read()
+    text = _read_stdin()
     result = Scrubber(names).anonymize(text)
     sys.stdout.write(result.text)
     sys.stdout.flush()
