@@ -20,7 +20,13 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-SOURCES = [REPO / "jobs" / "kubejury", REPO / "operator" / "kubejury_operator"]
+#: Everything a user runs: the engine and its CLI, the operator, the benchmarks, the dev cluster.
+SOURCES = [
+    REPO / "jobs" / "kubejury",
+    REPO / "operator" / "kubejury_operator",
+    REPO / "benchmarks",
+    REPO / "cluster" / "devcluster",
+]
 PLACEHOLDER = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_.]*)(![rsa])?(?::[^{}]*)?\}(?!\})")
 MESSAGE_CALLS = re.compile(r"(Error|Exception|Warning)$|^(print|fail|warn|warning|error|exit|abort)$")
 MESSAGE_KEYWORDS = {"message", "msg", "reason", "detail", "help", "description"}
@@ -111,7 +117,7 @@ def unformatted_placeholders(source: str, where: str) -> list[Finding]:
 
 
 def python_files() -> list[Path]:
-    return sorted(p for root in SOURCES for p in root.rglob("*.py"))
+    return sorted(p for root in SOURCES if root.is_dir() for p in root.rglob("*.py"))
 
 
 def test_no_message_shows_an_unformatted_placeholder() -> None:
