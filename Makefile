@@ -91,13 +91,13 @@ demo: $(STAMP)
 	$(BIN)/kubejury run examples/quickstart.yaml
 
 lint: $(DEV_STAMP)
-	$(BIN)/ruff check jobs operator tests benchmarks
-	$(BIN)/ruff format --check jobs operator tests benchmarks
+	$(BIN)/ruff check jobs operator tests benchmarks cluster
+	$(BIN)/ruff format --check jobs operator tests benchmarks cluster
 
 typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
 
-pytest: $(STAMP) $(HELM) $(HELM_DOCS_STAMP) $(CHROMIUM)
+pytest: $(STAMP) $(HELM) $(HELM_DOCS_STAMP) $(CHROMIUM) kube-bins
 	PATH="$(CACHE)/bin:$$PATH" $(BIN)/pytest -q
 
 # ruff and mypy only: no llama.cpp build, no helm, no cluster (seconds once the venv exists).
@@ -117,6 +117,27 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/client_throughput.py
 	$(BIN)/python benchmarks/roofline_vs_published.py
 	$(BIN)/python benchmarks/bringup_order.py
+
+# --- Dev cluster (docs/testing.md): real etcd, kube-apiserver, kube-controller-manager and
+# kube-scheduler built from Go modules at the versions pinned in cluster/kube/go.mod, KWOK
+# (cluster/kwok/go.mod) simulating the nodes of a NodeList file. Binaries are built once per machine
+# into $(CACHE)/kube-<versions>/bin (Go caches in $(CACHE)/go); state lives in $(CLUSTER_STATE).
+NODES ?= cluster/nodes.yaml
+CLUSTER_STATE ?= .cluster
+DEVCLUSTER := PYTHONPATH=cluster $(BIN)/python -m devcluster --state $(CLUSTER_STATE)
+
+.PHONY: kube-bins cluster-up cluster-down
+
+kube-bins:
+	@bash scripts/build_kube.sh >/dev/null
+
+cluster-up: $(STAMP) kube-bins
+	$(DEVCLUSTER) up --nodes $(NODES)
+
+# Stops the operator first (operator-down), then every control-plane process that cluster-up started.
+cluster-down: $(STAMP)
+	-@$(MAKE) --no-print-directory operator-down
+	$(DEVCLUSTER) down
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

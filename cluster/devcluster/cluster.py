@@ -219,6 +219,10 @@ def _running_pid(state: Path, name: str) -> int | None:
     return pid if argv0 == binary else None
 
 
+#: Processes this Python process started, so stopping them also reaps them (no zombies in a long
+#: pytest session).
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
 COMPONENT_ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 
 
@@ -236,6 +240,10 @@ def stop_cluster(state_dir: Path) -> list[str]:
             if _running_pid(state_dir, name) is not None:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
+            child = _CHILDREN.pop(pid, None)
+            if child is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    child.wait(timeout=5)
             stopped.append(name)
         _pid_file(state_dir, name).unlink(missing_ok=True)
     (state_dir / "cluster.json").unlink(missing_ok=True)
@@ -478,6 +486,7 @@ def _launch(state: Path, bin_dir: Path, component: Component) -> None:
             start_new_session=True,  # our own process group: a Ctrl-C of the caller does not reach it
             cwd=state,
         )
+    _CHILDREN[process.pid] = process
     start = _start_time(process.pid) or ""
     _pid_file(state, component.name).write_text(f"{process.pid}\n{start}\n{binary}\n")
 
