@@ -13,33 +13,19 @@ from typing import Any
 import kopf
 import pytest
 
+from factories import build_evalrun
 from kubejury.config.spec import parse_evalrun
 from kubejury_operator import handlers
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def body(**spec_overrides: Any) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "benchmark": {"uri": "s3://b/bench.jsonl"},
-        "models": [{"name": "qwen", "source": "hf://Qwen/Qwen3.5-27B", "parameters": "27B"}],
-        "judges": [{"name": "judge", "source": "hf://google/gemma-4-31b", "parameters": "31B"}],
-    }
-    spec.update(spec_overrides)
-    return {
-        "apiVersion": "kubejury.io/v1alpha1",
-        "kind": "EvalRun",
-        "metadata": {"name": "r", "namespace": "evals"},
-        "spec": spec,
-    }
-
-
 async def test_admission_accepts_a_valid_run() -> None:
-    await handlers.validate(body=body(), memo=SimpleNamespace())  # type: ignore[arg-type]
+    await handlers.validate(body=build_evalrun(), memo=SimpleNamespace())  # type: ignore[arg-type]
 
 
 async def test_admission_rejects_with_the_field_named() -> None:
-    bad = body(judges=[])
+    bad = build_evalrun(judges=[])
     with pytest.raises(kopf.AdmissionError) as caught:
         await handlers.validate(body=bad, memo=SimpleNamespace())  # type: ignore[arg-type]
     assert "spec.judges" in str(caught.value)
@@ -47,7 +33,7 @@ async def test_admission_rejects_with_the_field_named() -> None:
 
 def test_placements_from_the_nodes_kubectl_returns() -> None:
     nodes = json.loads((REPO / "examples" / "nodes" / "h100-cluster.json").read_text())["items"]
-    decisions = handlers.compute_placements(parse_evalrun(body()), nodes)
+    decisions = handlers.compute_placements(parse_evalrun(build_evalrun()), nodes)
     assert set(decisions) == {"qwen", "judge"}
     assert decisions["qwen"].schedulable
     assert decisions["qwen"].quantization == "fp8"
@@ -55,7 +41,7 @@ def test_placements_from_the_nodes_kubectl_returns() -> None:
 
 
 def test_pinned_placement_only_after_pending() -> None:
-    evalrun = parse_evalrun(body())
+    evalrun = parse_evalrun(build_evalrun())
     recorded = {
         name: {"schedulable": True, "runtime": "vllm", "quantization": "bf16", "tensorParallelSize": 2}
         for name in ("qwen", "judge")
@@ -149,7 +135,7 @@ def test_cleanup_deletes_results_with_the_runs_own_storage_credentials(
 
     for name in ("KUBEJURY_S3_ENDPOINT", "AWS_ENDPOINT_URL"):
         monkeypatch.delenv(name, raising=False)
-    run = body(
+    run = build_evalrun(
         storage={"uri": "s3://results/runs", "credentialsSecretRef": {"name": "s3"}}, cleanupPolicy="Delete"
     )
     run["metadata"]["uid"] = "u-1"

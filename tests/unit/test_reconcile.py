@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from factories import build_evalrun, model_entry
 from kubejury.placement.decision import Placement
 from kubejury.records.progress import ProgressRecord
 from kubejury_operator import manifests as mf
@@ -457,30 +458,27 @@ def test_progress_record_reading_takes_one_spelling() -> None:
 def test_run_inputs_from_a_real_spec() -> None:
     from kubejury.config.spec import parse_evalrun
 
-    body = {
-        "apiVersion": "kubejury.io/v1alpha1",
-        "kind": "EvalRun",
-        "metadata": {"name": "study", "namespace": "evals", "uid": "u-1", "generation": 3},
-        "spec": {
-            "benchmark": {"uri": "s3://b/bench.jsonl"},
-            "models": [
-                {"name": "qwen", "source": "hf://Qwen/Qwen3.5-27B", "parameters": "27B"},
-                {"name": "gemma", "source": "hf://google/gemma-4-31b", "parameters": "31B"},
-            ],
-            "judges": [
-                {"name": "qwen-judge", "source": "hf://Qwen/Qwen3.5-27B", "sameAs": "qwen"},
-                {
-                    "name": "deepseek",
-                    "runtime": "openai",
-                    "source": "https://api.deepseek.com/v1",
-                    "apiKeySecretRef": {"name": "ds", "key": "token"},
-                },
-            ],
-            "storage": {"uri": "s3://b/runs", "credentialsSecretRef": {"name": "s3"}},
-            "maxConcurrentModels": 1,
-            "startupTimeoutSeconds": 3600,
-        },
-    }
+    body = build_evalrun(
+        "study",
+        uid="u-1",
+        generation=3,
+        models=[
+            model_entry("qwen", "hf://Qwen/Qwen3.5-27B", parameters="27B"),
+            model_entry("gemma", "hf://google/gemma-4-31b", parameters="31B"),
+        ],
+        judges=[
+            model_entry("qwen-judge", "hf://Qwen/Qwen3.5-27B", sameAs="qwen"),
+            model_entry(
+                "deepseek",
+                "https://api.deepseek.com/v1",
+                runtime="openai",
+                apiKeySecretRef={"name": "ds", "key": "token"},
+            ),
+        ],
+        storage={"uri": "s3://b/runs", "credentialsSecretRef": {"name": "s3"}},
+        maxConcurrentModels=1,
+        startupTimeoutSeconds=3600,
+    )
     evalrun = parse_evalrun(body)
     run = cluster_run(body, evalrun, {"qwen": H100, "gemma": H100, "qwen-judge": H100}, mf.WorkloadSettings())
     assert run.ref == mf.RunRef("study", "evals", "u-1")
@@ -602,16 +600,11 @@ def test_server_pods_waiting_for_a_node_are_reported_unschedulable() -> None:
 def test_local_only_sources_are_unschedulable_in_a_cluster() -> None:
     from kubejury.config.spec import parse_evalrun
 
-    body = {
-        "apiVersion": "kubejury.io/v1alpha1",
-        "kind": "EvalRun",
-        "metadata": {"name": "demo", "namespace": "evals"},
-        "spec": {
-            "benchmark": {"uri": "s3://b/bench.jsonl"},
-            "models": [{"name": "tiny", "runtime": "llamacpp"}],  # the embedded Gemma-3 270M
-            "judges": [{"name": "j", "runtime": "openai", "source": "https://api.example.com/v1"}],
-        },
-    }
+    body = build_evalrun(
+        "demo",
+        models=[model_entry("tiny", runtime="llamacpp")],  # the embedded Gemma-3 270M
+        judges=[model_entry("j", "https://api.example.com/v1", runtime="openai")],
+    )
     evalrun = parse_evalrun(body)
     cpu = Placement(runtime="llamacpp", quantization="q4_k_m", tensor_parallel_size=0)
     run = cluster_run(body, evalrun, {"tiny": cpu}, mf.WorkloadSettings())

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
+from factories import build_evalrun, model_entry
 from kubejury.config.spec import (
     EMBEDDED_SOURCE,
     EvalRun,
@@ -19,16 +20,13 @@ from kubejury.config.spec import (
 from kubejury.errors import InputError
 from kubejury.stats.scoring import DEFAULT_TIERS
 
-MINIMAL: dict[str, Any] = {
-    "apiVersion": "kubejury.io/v1alpha1",
-    "kind": "EvalRun",
-    "metadata": {"name": "smoke"},
-    "spec": {
-        "benchmark": {"uri": "s3://bench/questions.jsonl"},
-        "models": [{"name": "qwen3.5-27b", "source": "hf://Qwen/Qwen3.5-27B", "parameters": "27B"}],
-        "judges": [{"name": "gpt-oss-120b", "source": "hf://openai/gpt-oss-120b", "checkpoint": "mxfp4"}],
-    },
-}
+MINIMAL: dict[str, Any] = build_evalrun(
+    "smoke",
+    namespace=None,
+    benchmark="s3://bench/questions.jsonl",
+    models=[model_entry("qwen3.5-27b", "hf://Qwen/Qwen3.5-27B", parameters="27B")],
+    judges=[model_entry("gpt-oss-120b", "hf://openai/gpt-oss-120b", checkpoint="mxfp4")],
+)
 
 
 def doc(**spec_changes: Any) -> dict[str, Any]:

@@ -7,36 +7,30 @@ from typing import Any
 
 import pytest
 
+from factories import build_evalrun, model_entry
 from kubejury_operator.validation import FieldProblem, admission_message, validate_evalrun
 
-BODY: dict[str, Any] = {
-    "apiVersion": "kubejury.io/v1alpha1",
-    "kind": "EvalRun",
-    # A live object as the API server sends it (extra metadata fields are Kubernetes's own).
-    "metadata": {"name": "study", "namespace": "evals", "uid": "u-1", "generation": 1},
-    "spec": {
-        "benchmark": {"uri": "s3://bench/q.jsonl"},
-        "models": [
-            {"name": "qwen3.5-27b", "source": "hf://Qwen/Qwen3.5-27B", "parameters": "27B"},
-            {
-                "name": "qwq-32b-gguf",
-                "source": "hf://Qwen/QwQ-32B-GGUF",
-                "runtime": "llamacpp",
-                "quantization": "Q4_K_M",
-            },
-        ],
-        "judges": [
-            {
-                "name": "deepseek",
-                "runtime": "openai",
-                "source": "https://api.deepseek.com/v1",
-                "apiKeySecretRef": {"name": "deepseek", "key": "api-key"},
-            }
-        ],
-        "hfTokenSecretRef": {"name": "hf", "key": "HF_TOKEN"},
-        "storage": {"uri": "s3://results", "credentialsSecretRef": {"name": "s3"}},
-    },
-}
+# A live object as the API server sends it (uid and generation are Kubernetes's own).
+BODY: dict[str, Any] = build_evalrun(
+    "study",
+    uid="u-1",
+    generation=1,
+    benchmark="s3://bench/q.jsonl",
+    models=[
+        model_entry("qwen3.5-27b", "hf://Qwen/Qwen3.5-27B", parameters="27B"),
+        model_entry("qwq-32b-gguf", "hf://Qwen/QwQ-32B-GGUF", runtime="llamacpp", quantization="Q4_K_M"),
+    ],
+    judges=[
+        model_entry(
+            "deepseek",
+            "https://api.deepseek.com/v1",
+            runtime="openai",
+            apiKeySecretRef={"name": "deepseek", "key": "api-key"},
+        )
+    ],
+    hfTokenSecretRef={"name": "hf", "key": "HF_TOKEN"},
+    storage={"uri": "s3://results", "credentialsSecretRef": {"name": "s3"}},
+)
 
 SECRETS = {
     ("deepseek", "api-key"),

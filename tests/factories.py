@@ -1,0 +1,76 @@
+"""One way for tests to write an EvalRun: a typed builder whose defaults are a small, valid run.
+
+Why this module exists: tests that hand-wrote whole EvalRun bodies repeated the apiVersion, kind
+and a benchmark/models/judges skeleton, and drifted whenever the spec changed. Here the skeleton
+is written once; a test states only what it is about::
+
+    build_evalrun(models=[model_entry("qwen", parameters="27B")], storage={"uri": "s3://b/runs"})
+    build_evalrun_yaml(name="quick", benchmark="bench.jsonl", models=[model_entry("tiny", runtime="llamacpp")])
+
+Keyword arguments of :func:`evalrun` beyond the named ones are spec fields, spelt as in the CRD
+(``cleanupPolicy="Delete"``, ``maxConcurrentModels=2``). Every call returns a fresh object.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+API_VERSION = "kubejury.io/v1alpha1"
+KIND = "EvalRun"
+
+Entry = dict[str, Any]  # one model or judge, spelt as in the CRD
+
+
+def model_entry(name: str, source: str | None = None, **fields: Any) -> Entry:
+    """A model or judge entry; ``source`` defaults to ``hf://org/<name>`` unless the runtime is
+    one that needs none (llamacpp's embedded model)."""
+    entry: Entry = {"name": name}
+    if source is not None:
+        entry["source"] = source
+    elif fields.get("runtime") not in ("llamacpp", "openai"):
+        entry["source"] = f"hf://org/{name}"
+    entry.update(fields)
+    return entry
+
+
+DEFAULT_MODELS: tuple[Entry, ...] = (model_entry("qwen", "hf://Qwen/Qwen3.5-27B", parameters="27B"),)
+DEFAULT_JUDGES: tuple[Entry, ...] = (model_entry("judge", "hf://google/gemma-4-31b", parameters="31B"),)
+
+
+def build_evalrun(
+    name: str = "r",
+    *,
+    namespace: str | None = "evals",
+    uid: str | None = None,
+    generation: int | None = None,
+    benchmark: str = "s3://b/bench.jsonl",
+    models: Sequence[Entry] = DEFAULT_MODELS,
+    judges: Sequence[Entry] = DEFAULT_JUDGES,
+    **spec: Any,
+) -> dict[str, Any]:
+    """An EvalRun object as the API server would hold it (``namespace=None`` leaves it out, as a
+    file a user writes would). Other spec fields come as keyword arguments."""
+    metadata: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        metadata["namespace"] = namespace
+    if uid is not None:
+        metadata["uid"] = uid
+    if generation is not None:
+        metadata["generation"] = generation
+    body: dict[str, Any] = {
+        "benchmark": {"uri": benchmark},
+        "models": [dict(m) for m in models],
+        "judges": [dict(j) for j in judges],
+    }
+    body.update(spec)
+    return copy.deepcopy({"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": body})
+
+
+def build_evalrun_yaml(name: str = "r", **fields: Any) -> str:
+    """The same EvalRun as a YAML file (no namespace unless given)."""
+    fields.setdefault("namespace", None)
+    return yaml.safe_dump(build_evalrun(name, **fields), sort_keys=False)
