@@ -41,7 +41,16 @@ import yaml
 
 from devcluster.kwok_config import stages_dir, write_kwok_config
 from devcluster.nodes import load_nodes
-from devcluster.pki import ADMIN, CONTROLLER_MANAGER, KWOK, SCHEDULER, ClientIdentity, Pki, ensure_pki
+from devcluster.pki import (
+    ADMIN,
+    CONTROLLER_MANAGER,
+    FRONT_PROXY_CLIENT,
+    KWOK,
+    SCHEDULER,
+    ClientIdentity,
+    Pki,
+    ensure_pki,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_NODES_FILE = REPO / "cluster" / "nodes.yaml"
@@ -363,6 +372,14 @@ def _components(state: Path, bin_dir: Path, pki: Pki, ports: Mapping[str, int]) 
                 # No kubelets and no pod network: nothing may reach the advertised endpoint anyway.
                 "--endpoint-reconciler-type=none",
                 f"--cert-dir={state / 'pki' / 'apiserver-generated'}",
+                # Aggregation layer: front-proxy CA and client, as kubeadm configures them.
+                f"--requestheader-client-ca-file={pki.front_proxy_ca_cert}",
+                f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+                "--requestheader-username-headers=X-Remote-User",
+                "--requestheader-group-headers=X-Remote-Group",
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                f"--proxy-client-cert-file={pki.front_proxy_client_cert}",
+                f"--proxy-client-key-file={pki.front_proxy_client_key}",
                 "--profiling=false",
             ),
         ),

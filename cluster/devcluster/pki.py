@@ -47,6 +47,8 @@ CONTROLLER_MANAGER = ClientIdentity("kube-controller-manager", "system:kube-cont
 SCHEDULER = ClientIdentity("kube-scheduler", "system:kube-scheduler")
 KWOK = ClientIdentity("kwok", "kwok-controller", ("system:masters",))
 CLIENTS = (ADMIN, CONTROLLER_MANAGER, SCHEDULER, KWOK)
+#: The API server's identity towards aggregated API servers (requestheader authentication).
+FRONT_PROXY_CLIENT = "front-proxy-client"
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,22 @@ class Pki:
     @property
     def ca_key(self) -> Path:
         return self.directory / "ca.key"
+
+    @property
+    def front_proxy_ca_cert(self) -> Path:
+        return self.directory / "front-proxy-ca.crt"
+
+    @property
+    def front_proxy_ca_key(self) -> Path:
+        return self.directory / "front-proxy-ca.key"
+
+    @property
+    def front_proxy_client_cert(self) -> Path:
+        return self.directory / "front-proxy-client.crt"
+
+    @property
+    def front_proxy_client_key(self) -> Path:
+        return self.directory / "front-proxy-client.key"
 
     @property
     def serving_cert(self) -> Path:
@@ -99,11 +117,11 @@ def _write_key(path: Path, key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) 
     path.chmod(0o600)
 
 
-def _load_ca(pki: Pki) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-    cert = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes())
-    key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
+def _load_ca(ca_cert: Path, ca_key: Path) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    cert = x509.load_pem_x509_certificate(ca_cert.read_bytes())
+    key = serialization.load_pem_private_key(ca_key.read_bytes(), password=None)
     if not isinstance(key, ec.EllipticCurvePrivateKey):
-        raise ValueError(f"{pki.ca_key}: expected an EC private key")
+        raise ValueError(f"{ca_key}: expected an EC private key")
     return cert, key
 
 
@@ -113,9 +131,9 @@ def _name(common_name: str, groups: tuple[str, ...] = ()) -> x509.Name:
     return x509.Name(attributes)
 
 
-def _make_ca(pki: Pki, now: datetime.datetime) -> None:
+def _make_ca(cert_path: Path, key_path: Path, common_name: str, now: datetime.datetime) -> None:
     key = ec.generate_private_key(ec.SECP256R1())
-    subject = _name("kubejury-dev-cluster-ca")
+    subject = _name(common_name)
     cert = (
         x509.CertificateBuilder()
         .subject_name(subject)
@@ -142,12 +160,12 @@ def _make_ca(pki: Pki, now: datetime.datetime) -> None:
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .sign(key, hashes.SHA256())
     )
-    _write_key(pki.ca_key, key)
-    pki.ca_cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    _write_key(key_path, key)
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
 
 
 def _issue(
-    pki: Pki,
+    ca: tuple[Path, Path],
     cert_path: Path,
     key_path: Path,
     subject: x509.Name,
@@ -155,7 +173,7 @@ def _issue(
     now: datetime.datetime,
     sans: list[x509.GeneralName] | None = None,
 ) -> None:
-    ca_cert, ca_key = _load_ca(pki)
+    ca_cert, ca_key = _load_ca(*ca)
     key = ec.generate_private_key(ec.SECP256R1())
     builder = (
         x509.CertificateBuilder()
@@ -184,12 +202,25 @@ def ensure_pki(directory: Path) -> Pki:
     directory.mkdir(parents=True, exist_ok=True)
     now = datetime.datetime.now(datetime.UTC)
     if not (pki.ca_cert.exists() and pki.ca_key.exists()):
-        _make_ca(pki, now)
+        _make_ca(pki.ca_cert, pki.ca_key, "kubejury-dev-cluster-ca", now)
+    ca = (pki.ca_cert, pki.ca_key)
+    # The aggregation layer's own CA and client, as a real cluster has them (kubeadm's front-proxy).
+    if not (pki.front_proxy_ca_cert.exists() and pki.front_proxy_ca_key.exists()):
+        _make_ca(pki.front_proxy_ca_cert, pki.front_proxy_ca_key, "kubejury-dev-front-proxy-ca", now)
+    if not (pki.front_proxy_client_cert.exists() and pki.front_proxy_client_key.exists()):
+        _issue(
+            (pki.front_proxy_ca_cert, pki.front_proxy_ca_key),
+            pki.front_proxy_client_cert,
+            pki.front_proxy_client_key,
+            _name(FRONT_PROXY_CLIENT),
+            ExtendedKeyUsageOID.CLIENT_AUTH,
+            now,
+        )
     if not (pki.serving_cert.exists() and pki.serving_key.exists()):
         sans: list[x509.GeneralName] = [x509.DNSName(n) for n in SERVING_DNS_NAMES]
         sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in SERVING_IPS]
         _issue(
-            pki,
+            ca,
             pki.serving_cert,
             pki.serving_key,
             _name("kube-apiserver"),
@@ -200,7 +231,7 @@ def ensure_pki(directory: Path) -> Pki:
     for who in CLIENTS:
         if not (pki.client_cert(who).exists() and pki.client_key(who).exists()):
             _issue(
-                pki,
+                ca,
                 pki.client_cert(who),
                 pki.client_key(who),
                 _name(who.user, who.groups),
