@@ -91,12 +91,22 @@ _LEX_RU = (
     r"основан\w*|выпущен\w*|компани\w+|команд\w+|семейств\w+|серии|линейк\w+|специалист\w*|инженер\w*|"
     r"лаборатори\w+|весами|от|из|на|основе|базе|с|в|со"
 )
+# The nouns of a self-description ("an enterprise model", "модель французской компании").
+_LEX_NOUN = (
+    r"(?:models?|assistant|chatbot|bot|llm|ai|companion|system|company|lab|team|модел[ьияю]\w*|ассистент\w*|"
+    r"помощник\w*|нейросет\w*|компани\w+|команд\w+|лаборатори\w+|разработк\w*|продукт\w*)(?![\w-])"
+)
 _SEP = r"[\s,]+"
 _LEX = rf"(?:(?:{_LEX_EN}|{_LEX_RU})(?![\w-]))"
 _WORDS = rf"(?:{_LEX}{_SEP}){{0,8}}?"
+# After the name, in the rest of the self-description, any one word may also stand before such a
+# noun; before the name it may not ("Я использую модель, созданную OpenAI" is not about itself).
+_CHAIN_WORD = rf"(?:{_LEX}|[\w-]+(?=[\s-]+{_LEX_NOUN}))"
 _I_PRONOUN = r"(?:I|I'm|I’m|I'd|I’d|I'll|I’ll|I've|I’ve|my|me|я|мне|меня|мой|моя|моё|мои)(?!\w)"
 # Where a phrase may begin: the start of the text, a line or a sentence, or inside brackets.
 _START = r"(?:^|(?<=[.!?…]\s)|(?<=[.!?…]\s\s)|(?<=[(\[«\"“]))[ \t]*"
+# … and, for "Kimi here!", also after a greeting's comma ("Hi, Kimi here!").
+_GREETING_START = r"(?:^|(?<=[.!?…]\s)|(?<=[.!?…]\s\s)|(?<=[(\[«\"“])|(?<=,\s))[ \t]*"
 # What may close a labelling phrase ("Answer by Gemma:", "(Generated with ChatGPT)").
 _LABEL_END = r"(?=\s*(?:\([^()\n]{0,60}\))?\s*(?:[:.!)\]—–]|-\s|$))"
 # What follows a name the speaker gives itself: the end of a clause, a conjunction, or more words of
@@ -121,7 +131,7 @@ def _patterns(ident: str) -> list[re.Pattern[str]]:
         # "As Qwen, I think", "As an AI developed by Google, I", "As a Llama-based assistant, I"
         rf"\bAs\s+{_WORDS}{any_case}(?=(?:[\s,-]+{_LEX}){{0,4}}\s*,?\s*{_I_PRONOUN})",
         # "Qwen here:", "Claude speaking —", "GigaChat на связи."
-        rf"{_START}{any_case}\s+(?:here|speaking|на\s+связи|здесь)\s*(?=[:,.!—–-]|$)",
+        rf"{_GREETING_START}{any_case}\s+(?:here|speaking|на\s+связи|здесь)\s*(?=[:,.!—–-]|$)",
         # "This is Qwen speaking:", "This is ChatGPT, and …"
         rf"\bThis\s+is\s+{any_case}(?=\s*(?:[,.!:—–]|speaking|here|$))",
         # "Answer by Gemma:", "(Generated with ChatGPT)", "Response from GPT-4o:", "Written by Gemma 3."
@@ -234,7 +244,7 @@ class Scrubber:
         self._patterns = _patterns(ident)
         self._ident = re.compile(rf"(?<![\w.-])(?:{ident}){_TAIL}")
         self._chain = re.compile(
-            rf"(?:[\s,;:()«»\"“”'’–—-]|'s|’s)*(?:(?P<id>(?<![\w.-])(?:{ident}){_TAIL})|(?i:{_LEX}))"
+            rf"(?:[\s,;:()«»\"“”'’–—-]|'s|’s)*(?:(?P<id>(?<![\w.-])(?:{ident}){_TAIL})|(?i:{_CHAIN_WORD}))"
         )
         long_names = [re.escape(n) for n in names if len(n) >= 3]
         self._exact = (
