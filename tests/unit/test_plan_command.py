@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
+from factories import build_evalrun_yaml, model_entry
 from kubejury.cli import main
 
 NODES = Path(__file__).resolve().parents[2] / "examples" / "nodes"
@@ -21,28 +22,31 @@ KEYS = {
     "reason",
 }
 
-SPEC = """\
-apiVersion: kubejury.io/v1alpha1
-kind: EvalRun
-metadata: {{name: study}}
-spec:
-  benchmark: {{uri: {bench}}}
-  storage: {{uri: {out}}}
-  models:
-    - {{name: qwen3.5-27b, source: hf://Qwen/Qwen3.5-27B, parameters: 27B}}
-    - {{name: llama-70b, source: hf://meta-llama/Llama-3.3-70B-Instruct, parameters: 70B}}
-    - {{name: qwq-32b, source: hf://Qwen/QwQ-32B-GGUF, parameters: 32B, runtime: llamacpp, quantization: Q4_K_M}}
-  judges:
-    - {{name: gpt-oss-120b, source: hf://openai/gpt-oss-120b, parameters: 117B-A5.1B, checkpoint: mxfp4}}
-    - {{name: deepseek, runtime: openai, source: "https://api.deepseek.com/v1"}}
-"""
+MODELS = [
+    model_entry("qwen3.5-27b", "hf://Qwen/Qwen3.5-27B", parameters="27B"),
+    model_entry("llama-70b", "hf://meta-llama/Llama-3.3-70B-Instruct", parameters="70B"),
+    model_entry(
+        "qwq-32b", "hf://Qwen/QwQ-32B-GGUF", parameters="32B", runtime="llamacpp", quantization="Q4_K_M"
+    ),
+]
+JUDGES = [
+    model_entry("gpt-oss-120b", "hf://openai/gpt-oss-120b", parameters="117B-A5.1B", checkpoint="mxfp4"),
+    model_entry("deepseek", "https://api.deepseek.com/v1", runtime="openai"),
+]
 
 
 @pytest.fixture
 def evalrun(tmp_path: Path) -> Path:
     # The benchmark does not exist and the storage directory must stay uncreated: plan reads neither.
     file = tmp_path / "run.yaml"
-    file.write_text(SPEC.format(bench=tmp_path / "missing.jsonl", out=tmp_path / "out"), encoding="utf-8")
+    spec = build_evalrun_yaml(
+        "study",
+        benchmark=str(tmp_path / "missing.jsonl"),
+        storage={"uri": str(tmp_path / "out")},
+        models=MODELS,
+        judges=JUDGES,
+    )
+    file.write_text(spec, encoding="utf-8")
     return file
 
 
@@ -127,10 +131,9 @@ def test_bad_inputs_are_one_line_errors(
     assert "not valid JSON" in capsys.readouterr().err
     assert main(["plan", "--evalrun", str(tmp_path / "nope.yaml"), "--nodes", str(bad)]) == 2
     assert "file not found" in capsys.readouterr().err
-    shutil.copy(evalrun, tmp_path / "typo.yaml")
-    (tmp_path / "typo.yaml").write_text(
-        evalrun.read_text().replace("parameters: 27B", "parameters: 27B, gpu: 1")
-    )
+    typo = yaml.safe_load(evalrun.read_text())
+    typo["spec"]["models"][0]["gpu"] = 1
+    (tmp_path / "typo.yaml").write_text(yaml.safe_dump(typo))
     assert (
         main(["plan", "--evalrun", str(tmp_path / "typo.yaml"), "--nodes", str(NODES / "cpu-only.json")]) == 2
     )
