@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,6 @@ import pytest
 from devcluster import Cluster, load_nodes
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
-
-NAMESPACE = "devcluster-smoke"
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout: float = 120.0) -> Any:
@@ -34,9 +33,12 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = 120.0) -> Any
 
 
 @pytest.fixture(scope="module")
-def namespace(kube_cluster: Cluster) -> str:
-    kube_cluster.kubectl("create", "namespace", NAMESPACE)
-    return NAMESPACE
+def namespace(kube_cluster: Cluster) -> Iterator[str]:
+    """A namespace of its own per run, so the tests also pass on a long-lived ``make cluster-up`` cluster."""
+    name = f"devcluster-smoke-{uuid.uuid4().hex[:6]}"
+    kube_cluster.kubectl("create", "namespace", name)
+    yield name
+    kube_cluster.kubectl("delete", "namespace", name, "--wait=false")
 
 
 def gpu_pool(kube_cluster: Cluster, product_part: str) -> list[dict[str, Any]]:
