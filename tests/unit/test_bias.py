@@ -371,3 +371,23 @@ def test_note_when_two_judges_share_a_related_model() -> None:
     )
     assert {pair.judge for pair in result.pairs} == {"alpha-120b-judge", "deep"}
     assert any("understated" in note for note in result.notes)
+
+
+def test_two_judges_each_an_evaluated_model_get_the_cross_baseline() -> None:
+    # The quickstart's shape: two models, each also a judge, no neutral model. Judge "g" is model
+    # "gm" and adds 2 to it; judge "s" is model "sm" and adds 1 to it; "g" is 0.5 more lenient
+    # everywhere. With only two judges the cross design identifies the SUM of the two
+    # self-preferences (2 + 1 = 3), net of leniency, for both judges — and the notes say so.
+    base = np.full((2, 5), 5.0)
+    g = base + 0.5 + np.array([2.0, 0.0])[:, None]
+    s = base + np.array([0.0, 1.0])[:, None]
+    cube = make_cube(np.stack([g, s], axis=-1), models=("gm", "sm"), judges=("g", "s"))
+    result = self_preference(cube, judge_same_as={"g": "gm", "s": "sm"}, n_bootstrap=50)
+    by_judge = {pair.judge: pair for pair in result.pairs}
+    assert by_judge["g"].related.mean == pytest.approx(2.5)  # leniency 0.5 + own 2
+    assert by_judge["g"].baseline.mean == pytest.approx(-0.5)  # leniency 0.5 - the other's 1
+    assert by_judge["g"].difference.mean == pytest.approx(3.0)
+    assert by_judge["s"].difference.mean == pytest.approx(3.0)
+    assert by_judge["g"].baseline.n == 5 and not math.isnan(by_judge["g"].difference.ci_low)
+    assert any("no evaluated model is related to no judge" in note and "sum" in note for note in result.notes)
+    json.dumps(result.to_dict(), allow_nan=False)

@@ -9,7 +9,11 @@ module measures it:
   other judges' scores on the same answer), with a seeded bootstrap CI over questions; the same
   quantity over the *neutral* models (related to no judge of the panel) is the baseline (the
   judge's general leniency),
-  and their difference (difference-in-differences) is the self-preference estimate.
+  and their difference (difference-in-differences) is the self-preference estimate. When no model
+  is neutral (every model is also a judge, as in the two-model quickstart), the baseline falls back
+  to the models the judge is not related to, and a note says what the difference then measures:
+  with two judges each being one model, the sum of both judges' self-preferences (a cross design
+  cannot separate them).
 - :func:`leave_one_judge_out` — the study's ranking recomputed with each judge removed, Kendall's
   tau to the full ranking and the largest rank change: does any single judge decide the result?
 - :func:`verbosity_bias` — the within-question correlation between answer length and each judge's
@@ -62,7 +66,8 @@ class SelfPreferencePair:
 
     ``related``: mean over the model's answers of (judge score − mean of the other judges on the
     same answer). ``baseline``: the same over the answers of every *neutral* model — related to no
-    judge of the panel, so no other judge's own self-preference leaks into the reference.
+    judge of the panel, so no other judge's own self-preference leaks into the reference (when
+    there is none: the models this judge is not related to, with a note in the result).
     ``difference``: ``related − baseline``, the
     self-preference estimate net of the judge's general leniency; its CI comes from the same
     bootstrap replicates (paired over questions). A positive difference whose interval excludes 0
@@ -275,8 +280,9 @@ def self_preference(
                     f"the reference for judge {judge!r}: its self-preference estimate is understated"
                 )
         # Per question: baseline sums/counts over neutral models (shared by the judge's pairs).
-        base_sum = filled[neutral, :, j].sum(axis=0)
-        base_cnt = present[neutral, :, j].sum(axis=0).astype(np.float64)
+        reference = neutral if neutral.any() else _cross_reference(cube, judge, relations_of, notes)
+        base_sum = filled[reference, :, j].sum(axis=0)
+        base_cnt = present[reference, :, j].sum(axis=0).astype(np.float64)
         # One bootstrap per judge: columns are its related models, then the unrelated baseline,
         # so every pair of this judge is resampled on the same questions.
         related_rows = [cube.model_index(model) for model in relations]
@@ -291,6 +297,23 @@ def self_preference(
     if not pairs:
         return result(False, "no judge is declared to be, or share a family with, a model of this series", ())
     return result(True, None, tuple(pairs))
+
+
+def _cross_reference(
+    cube: ScoreCube, judge: str, relations_of: Mapping[str, Mapping[str, Relation]], notes: list[str]
+) -> BoolArray:
+    """Baseline rows when no model is neutral: the models ``judge`` is not related to (noted)."""
+    unrelated = np.array([model not in relations_of[judge] for model in cube.models])
+    if unrelated.any():
+        models = [m for m, keep in zip(cube.models, unrelated, strict=True) if keep]
+        others = sorted(o for o in cube.judges if o != judge and any(m in relations_of[o] for m in models))
+        notes.append(
+            f"no evaluated model is related to no judge, so judge {judge!r}'s baseline is the models it is not "
+            f"related to ({', '.join(models)}), which are related to judge(s) {', '.join(others)}: its difference "
+            "includes their self-preference as well as its own (with two judges that are each one evaluated "
+            "model, both differences estimate the sum of the two self-preferences)"
+        )
+    return unrelated
 
 
 # --------------------------------------------------------------------------------------------
