@@ -47,13 +47,14 @@ def build_evalrun(
     namespace: str | None = "evals",
     uid: str | None = None,
     generation: int | None = None,
-    benchmark: str = "s3://b/bench.jsonl",
+    benchmark: str | dict[str, Any] = "s3://b/bench.jsonl",
     models: Sequence[Entry] = DEFAULT_MODELS,
     judges: Sequence[Entry] = DEFAULT_JUDGES,
     **spec: Any,
 ) -> dict[str, Any]:
     """An EvalRun object as the API server would hold it (``namespace=None`` leaves it out, as a
-    file a user writes would). Other spec fields come as keyword arguments."""
+    file a user writes would). ``benchmark`` is its URI, or the whole benchmark object (with
+    ``filters``). Other spec fields come as keyword arguments."""
     metadata: dict[str, Any] = {"name": name}
     if namespace is not None:
         metadata["namespace"] = namespace
@@ -62,7 +63,7 @@ def build_evalrun(
     if generation is not None:
         metadata["generation"] = generation
     body: dict[str, Any] = {
-        "benchmark": {"uri": benchmark},
+        "benchmark": {"uri": benchmark} if isinstance(benchmark, str) else dict(benchmark),
         "models": [dict(m) for m in models],
         "judges": [dict(j) for j in judges],
     }

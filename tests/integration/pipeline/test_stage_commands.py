@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from factories import build_evalrun_yaml, model_entry
 from kubejury.files.storage import LocalStorage, RunLayout
 
 pytestmark = pytest.mark.integration
@@ -29,35 +30,26 @@ def _kubejury(*args: str, env: dict[str, str] | None = None) -> subprocess.Compl
     )
 
 
-def _stub_spec(tmp_path: Path, name: str, extra: str) -> Path:
+SAMPLE = (REPO / "examples" / "benchmark-ru-sample.jsonl").as_uri()
+
+
+def _stub_spec(tmp_path: Path, name: str, **spec: Any) -> Path:
     """An EvalRun with one vLLM model and one judge over the whole sample benchmark, stored under tmp_path/out."""
-    spec = tmp_path / f"{name}.yaml"
-    spec.write_text(
-        f"""apiVersion: kubejury.io/v1alpha1
-kind: EvalRun
-metadata:
-  name: {name}
-spec:
-  benchmark:
-    uri: {(REPO / "examples" / "benchmark-ru-sample.jsonl").as_uri()}
-  models:
-    - name: m1
-      runtime: vllm
-      source: hf://org/m1
-  judges:
-    - name: j1
-      runtime: vllm
-      source: hf://org/j1
-{extra}  storage:
-    uri: {(tmp_path / "out").as_uri()}
-""",
-        encoding="utf-8",
+    path = tmp_path / f"{name}.yaml"
+    text = build_evalrun_yaml(
+        name,
+        benchmark=SAMPLE,
+        models=[model_entry("m1", runtime="vllm")],
+        judges=[model_entry("j1", runtime="vllm")],
+        storage={"uri": (tmp_path / "out").as_uri()},
+        **spec,
     )
-    return spec
+    path.write_text(text, encoding="utf-8")
+    return path
 
 
 def test_sharded_generation_then_judge_then_aggregate(tmp_path: Path, stub_server: Any) -> None:
-    spec = _stub_spec(tmp_path, "staged", "  scoring:\n    bootstrapSamples: 50\n")
+    spec = _stub_spec(tmp_path, "staged", scoring={"bootstrapSamples": 50})
     # Three completions of an Indexed Job; the endpoint comes from the environment like in a Pod.
     for index in range(3):
         done = _kubejury(
@@ -95,29 +87,16 @@ def test_sharded_generation_then_judge_then_aggregate(tmp_path: Path, stub_serve
 
 def test_unreachable_endpoint_exits_3_and_keeps_nothing_half_done(tmp_path: Path) -> None:
     spec = tmp_path / "s.yaml"
-    spec.write_text(
-        f"""apiVersion: kubejury.io/v1alpha1
-kind: EvalRun
-metadata:
-  name: down
-spec:
-  benchmark:
-    uri: {(REPO / "examples" / "benchmark-ru-sample.jsonl").as_uri()}
-    filters: {{limitPerCell: 1, domains: [law]}}
-  models:
-    - name: m1
-      runtime: openai
-      source: http://127.0.0.1:9/v1
-  judges:
-    - name: j1
-      runtime: openai
-      source: http://127.0.0.1:9/v1
-  concurrency: {{maxAttempts: 1}}
-  storage:
-    uri: {(tmp_path / "out").as_uri()}
-""",
-        encoding="utf-8",
+    down = model_entry("m1", "http://127.0.0.1:9/v1", runtime="openai")
+    text = build_evalrun_yaml(
+        "down",
+        benchmark={"uri": SAMPLE, "filters": {"limitPerCell": 1, "domains": ["law"]}},
+        models=[down],
+        judges=[{**down, "name": "j1"}],
+        concurrency={"maxAttempts": 1},
+        storage={"uri": (tmp_path / "out").as_uri()},
     )
+    spec.write_text(text, encoding="utf-8")
     done = _kubejury("generate", "--evalrun", str(spec))
     assert done.returncode == 3, done.stderr[-2000:]
     assert "could not be reached" in done.stderr
@@ -135,7 +114,7 @@ def test_sigterm_flushes_what_is_done_and_a_rerun_finishes_the_rest(tmp_path: Pa
 
     server = stub_server
     server.latency_s = 0.1  # 96 questions, 4 in flight: about 2.5 s of work
-    spec = _stub_spec(tmp_path, "term", "  concurrency:\n    requestsPerEndpoint: 4\n")
+    spec = _stub_spec(tmp_path, "term", concurrency={"requestsPerEndpoint": 4})
     args = [sys.executable, "-m", "kubejury.cli", "generate", "--evalrun", str(spec), "--model", "m1"]
     env = {**os.environ, "KUBEJURY_ENDPOINT": server.base_url}
     process = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
