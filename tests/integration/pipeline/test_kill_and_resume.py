@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from factories import build_evalrun_yaml, model_entry
 from kubejury.files.benchmark import load_benchmark
 from kubejury.files.storage import LocalStorage, RunLayout
 
@@ -30,39 +31,18 @@ SERIES = ("primary", "hot")
 
 
 def _spec(base_url: str) -> str:
-    models = "\n".join(
-        f"""    - name: {m}
-      runtime: openai
-      source: {base_url}
-      servedModel: stub-{m}"""
-        for m in MODELS
+    return build_evalrun_yaml(
+        "resume",
+        benchmark=BENCHMARK.as_uri(),
+        models=[model_entry(m, base_url, runtime="openai", servedModel=f"stub-{m}") for m in MODELS],
+        judges=[model_entry("judge-one", base_url, runtime="openai")],
+        series=[
+            {"name": "primary", "temperature": 0, "repetitionPenalty": 1.2},
+            {"name": "hot", "temperature": 0.8, "repetitionPenalty": 1.2},
+        ],
+        scoring={"bootstrapSamples": 50},
+        concurrency={"requestsPerEndpoint": 2, "maxAttempts": 2},
     )
-    return f"""apiVersion: kubejury.io/v1alpha1
-kind: EvalRun
-metadata:
-  name: resume
-spec:
-  benchmark:
-    uri: {BENCHMARK.as_uri()}
-  models:
-{models}
-  judges:
-    - name: judge-one
-      runtime: openai
-      source: {base_url}
-  series:
-    - name: primary
-      temperature: 0
-      repetitionPenalty: 1.2
-    - name: hot
-      temperature: 0.8
-      repetitionPenalty: 1.2
-  scoring:
-    bootstrapSamples: 50
-  concurrency:
-    requestsPerEndpoint: 2
-    maxAttempts: 2
-"""
 
 
 def _kubejury(*args: str) -> list[str]:

@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 from headless_chromium import chromium_page
 
+from factories import build_evalrun_yaml, model_entry
+
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[3]
@@ -97,40 +99,25 @@ CHECK_PAGE = r"""
 
 def _spec(tmp_path: Path, base_url: str) -> Path:
     spec = tmp_path / "browser.yaml"
-    spec.write_text(
-        f"""apiVersion: kubejury.io/v1alpha1
-kind: EvalRun
-metadata:
-  name: browser
-spec:
-  benchmark:
-    uri: {(REPO / "examples" / "benchmark-ru-sample.jsonl").as_uri()}
-    filters:
-      limitPerCell: 1
-  models:
-    - name: alpha-model-with-a-rather-long-name
-      runtime: openai
-      source: {base_url}
-      parameters: 7B
-    - name: beta
-      runtime: openai
-      source: {base_url}
-      parameters: 27B
-  judges:
-    - name: judge-one
-      runtime: openai
-      source: {base_url}
-    - name: beta-as-judge
-      runtime: openai
-      source: {base_url}
-      sameAs: beta
-  scoring:
-    bootstrapSamples: 100
-  storage:
-    uri: {(tmp_path / "out").as_uri()}
-""",
-        encoding="utf-8",
+
+    def hosted(name: str, **fields: Any) -> dict[str, Any]:
+        return model_entry(name, base_url, runtime="openai", **fields)
+
+    text = build_evalrun_yaml(
+        "browser",
+        benchmark={
+            "uri": (REPO / "examples" / "benchmark-ru-sample.jsonl").as_uri(),
+            "filters": {"limitPerCell": 1},
+        },
+        models=[
+            hosted("alpha-model-with-a-rather-long-name", parameters="7B"),
+            hosted("beta", parameters="27B"),
+        ],
+        judges=[hosted("judge-one"), hosted("beta-as-judge", sameAs="beta")],
+        scoring={"bootstrapSamples": 100},
+        storage={"uri": (tmp_path / "out").as_uri()},
     )
+    spec.write_text(text, encoding="utf-8")
     return spec
 
 

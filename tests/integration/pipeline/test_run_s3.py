@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from factories import build_evalrun_yaml, model_entry
 from kubejury.cli import main
 from kubejury.files.storage import RunLayout, open_storage
 
@@ -19,29 +20,18 @@ def test_run_with_s3_output(
     tmp_path: Path, bucket: str, stub_server: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     spec = tmp_path / "s3run.yaml"
-    spec.write_text(
-        f"""apiVersion: kubejury.io/v1alpha1
-kind: EvalRun
-metadata:
-  name: s3run
-spec:
-  benchmark:
-    uri: {(REPO / "examples" / "benchmark-ru-sample.jsonl").as_uri()}
-    filters:
-      limitPerCell: 1
-  models:
-    - name: m1
-      runtime: openai
-      source: {stub_server.base_url}
-  judges:
-    - name: j1
-      runtime: openai
-      source: {stub_server.base_url}
-  scoring:
-    bootstrapSamples: 50
-""",
-        encoding="utf-8",
+    stub = model_entry("m1", stub_server.base_url, runtime="openai")
+    text = build_evalrun_yaml(
+        "s3run",
+        benchmark={
+            "uri": (REPO / "examples" / "benchmark-ru-sample.jsonl").as_uri(),
+            "filters": {"limitPerCell": 1},
+        },
+        models=[stub],
+        judges=[{**stub, "name": "j1"}],
+        scoring={"bootstrapSamples": 50},
     )
+    spec.write_text(text, encoding="utf-8")
     code = main(["run", str(spec), "--out", f"s3://{bucket}/results", "--no-progress"])
     captured = capsys.readouterr()
     assert code == 0, captured.err[-3000:]
