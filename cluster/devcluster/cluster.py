@@ -211,14 +211,27 @@ def _pid_file(state: Path, name: str) -> Path:
     return state / "pids" / f"{name}.pid"
 
 
+#: Processes this Python process started: their Popen is the authority on whether they still run,
+#: and stopping them also reaps them (no zombies in a long pytest session).
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
+
 def _running_pid(state: Path, name: str) -> int | None:
-    """The pid of component ``name`` if the pid file names a live process we started, else None."""
+    """The pid of component ``name`` if the pid file names a live process we started, else None.
+
+    A child of this process is asked directly; otherwise (``make cluster-down`` in a new process) the
+    pid must still have the start time and executable the pid file recorded, so a reused pid is
+    never taken for ours.
+    """
     path = _pid_file(state, name)
     try:
         pid_text, start, binary = path.read_text().split("\n")[:3]
         pid = int(pid_text)
     except (OSError, ValueError):
         return None
+    child = _CHILDREN.get(pid)
+    if child is not None:
+        return pid if child.poll() is None else None
     if _start_time(pid) != start:
         return None
     try:
@@ -227,10 +240,6 @@ def _running_pid(state: Path, name: str) -> int | None:
         return None
     return pid if argv0 == binary else None
 
-
-#: Processes this Python process started, so stopping them also reaps them (no zombies in a long
-#: pytest session).
-_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 
 COMPONENT_ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 
