@@ -7,24 +7,20 @@ from pathlib import Path
 
 import pytest
 
+from factories import build_evalrun_yaml, model_entry
 from kubejury.cli import main
 
 NODES = Path(__file__).resolve().parents[2] / "examples" / "nodes" / "h100-cluster.json"
 
-SPEC = """\
-apiVersion: kubejury.io/v1alpha1
-kind: EvalRun
-metadata: {{name: est}}
-spec:
-  benchmark: {{uri: {bench}, language: en}}
-  storage: {{uri: {out}}}
-  models:
-    - {{name: qwen3.5-27b, source: hf://Qwen/Qwen3.5-27B, parameters: 27B}}
-    - {{name: gpt-oss-120b, source: hf://openai/gpt-oss-120b, parameters: 117B-A5.1B, checkpoint: mxfp4}}
-  judges:
-    - {{name: judge-oss, source: hf://openai/gpt-oss-120b, parameters: 117B-A5.1B, checkpoint: mxfp4, sameAs: gpt-oss-120b}}
-    - {{name: deepseek, runtime: openai, source: "https://api.deepseek.com/v1"}}
-"""
+OSS = {"source": "hf://openai/gpt-oss-120b", "parameters": "117B-A5.1B", "checkpoint": "mxfp4"}
+MODELS = [
+    model_entry("qwen3.5-27b", "hf://Qwen/Qwen3.5-27B", parameters="27B"),
+    model_entry("gpt-oss-120b", **OSS),
+]
+JUDGES = [
+    model_entry("judge-oss", **OSS, sameAs="gpt-oss-120b"),
+    model_entry("deepseek", "https://api.deepseek.com/v1", runtime="openai"),
+]
 
 STAGE_KEYS = {
     "name",
@@ -53,7 +49,14 @@ TOTAL_KEYS = {
 
 def write_run(tmp_path: Path, bench: str) -> Path:
     file = tmp_path / "run.yaml"
-    file.write_text(SPEC.format(bench=bench, out=tmp_path / "out"), encoding="utf-8")
+    spec = build_evalrun_yaml(
+        "est",
+        benchmark={"uri": bench, "language": "en"},
+        storage={"uri": str(tmp_path / "out")},
+        models=MODELS,
+        judges=JUDGES,
+    )
+    file.write_text(spec, encoding="utf-8")
     return file
 
 
