@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 import kmock
 import pytest
 
+from factories import build_evalrun
 from kubejury_operator.gateway import ApiCredentials, KubeGateway, selector
 
 pytestmark = pytest.mark.integration
@@ -68,12 +69,7 @@ async def test_scale_and_status_patch(gateway: tuple[KubeGateway, kmock.Kubernet
     await gw.create(dep)
     await gw.scale("Deployment", "ns", "d", 0)
     assert (await gw.get("Deployment", "ns", "d") or {})["spec"]["replicas"] == 0
-    run = {
-        "apiVersion": "kubejury.io/v1alpha1",
-        "kind": "EvalRun",
-        "metadata": {"name": "r", "namespace": "ns"},
-        "spec": {},
-    }
+    run = build_evalrun("r", namespace="ns")
     await gw.create(run)
     await gw.patch_status("EvalRun", "ns", "r", {"phase": "Generating", "conditions": [{"type": "Ready"}]})
     await gw.patch_status("EvalRun", "ns", "r", {"phase": "Judging"})
@@ -94,11 +90,7 @@ async def test_secret_keys_and_events(gateway: tuple[KubeGateway, kmock.Kubernet
     assert await gw.secret_keys("ns", "s") == frozenset({"token"})
     assert await gw.secret_keys("ns", "absent") is None
     assert await gw.secret_data("ns", "s") == {"token": "sk-test"}
-    involved = {
-        "apiVersion": "kubejury.io/v1alpha1",
-        "kind": "EvalRun",
-        "metadata": {"name": "r", "namespace": "ns", "uid": "u"},
-    }
+    involved = build_evalrun("r", namespace="ns", uid="u")
     await gw.post_event(involved, "Normal", "Generating", "Generating answers.")
     events = [obj.raw for (res, _, _), obj in k8s.objects.items() if res.plural == "events"]
     assert len(events) == 1
