@@ -34,6 +34,7 @@ from typing import Any
 import yaml
 
 from kubejury.placement.decision import Placement
+from kubejury_operator import images
 
 Manifest = dict[str, Any]
 
@@ -46,7 +47,8 @@ LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 LABEL_PART_OF = "app.kubernetes.io/part-of"
 LABEL_RUN = "kubejury.io/run"
 LABEL_COMPONENT = "kubejury.io/component"
-LABEL_ENDPOINT = "kubejury.io/endpoint"
+LABEL_ENDPOINT = "kubejury.io/endpoint"  # model-server Pods only: the Service selects on it
+LABEL_USES_SERVER = "kubejury.io/uses-server"  # Job Pods: the server (endpoint key) they send requests to
 LABEL_SERIES = "kubejury.io/series"
 MANAGED_BY = "kubejury-operator"
 
@@ -54,6 +56,8 @@ SPEC_MOUNT_DIR = "/etc/kubejury"
 SPEC_FILE = "evalrun.yaml"
 SPEC_PATH = f"{SPEC_MOUNT_DIR}/{SPEC_FILE}"
 SERVING_PORT = 8000
+SERVER_UID = 1000  # model servers run as this uid (and gid, fsGroup); the images have no passwd entry for it
+SERVER_USER = "kubejury"  # USER/LOGNAME: torch's getpass.getuser() raises for a uid without a passwd entry
 API_KEY_ENV = "KUBEJURY_API_KEY"
 
 # Quantizations that need no ``--quantization`` flag in vLLM: either unquantized, or vLLM reads
@@ -69,9 +73,10 @@ class WorkloadSettings:
 
     job_image: str = "ghcr.io/kubejury/kubejury:0.1.0"
     image_pull_policy: str = "IfNotPresent"
-    vllm_image: str = "vllm/vllm-openai:v0.11.0"
-    llamacpp_image: str = "ghcr.io/ggml-org/llama.cpp:server-b6700"
-    ollama_image: str = "ollama/ollama:0.12.3"
+    vllm_image: str = images.VLLM.reference
+    llamacpp_image: str = images.LLAMACPP_CPU.reference  # GGUF servers placed on CPU nodes
+    llamacpp_cuda_image: str = images.LLAMACPP_CUDA.reference  # GGUF servers placed on GPU nodes
+    ollama_image: str = images.OLLAMA.reference
     gpu_resource: str = "nvidia.com/gpu"
     model_cache_pvc: str | None = None  # shared HF/GGUF cache; None = emptyDir per pod
     model_cache_mount: str = "/models/cache"  # HF_HOME; other runtimes' caches go below it
@@ -89,6 +94,12 @@ class WorkloadSettings:
     job_uid: int = 65532
     results_pvc: str | None = None  # mounted at the file:// storage path for in-cluster file storage
     storage_secret: str | None = None  # Secret with S3 credentials (AWS_* keys), envFrom into Jobs
+    s3_endpoint: str | None = None  # KUBEJURY_S3_ENDPOINT: an S3-compatible store (None: AWS)
+    s3_region: str | None = None  # AWS_REGION for the Jobs and s3:// model servers
+    # Model servers' own requests (so they are never BestEffort); a model's resources win.
+    server_cpu_request: str = "2"
+    server_memory_request: str = "16Gi"
+    server_shm_size: str = "16Gi"  # vLLM's memory-backed /dev/shm, added to the memory request
     extra_tolerations: tuple[Mapping[str, Any], ...] = ()
     job_resources: Mapping[str, Mapping[str, str]] = field(
         default_factory=lambda: {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "2Gi"}}
@@ -115,6 +126,8 @@ class WorkloadSettings:
             or base.image_pull_policy,
             vllm_image=text("KUBEJURY_VLLM_IMAGE", base.vllm_image) or base.vllm_image,
             llamacpp_image=text("KUBEJURY_LLAMACPP_IMAGE", base.llamacpp_image) or base.llamacpp_image,
+            llamacpp_cuda_image=text("KUBEJURY_LLAMACPP_CUDA_IMAGE", base.llamacpp_cuda_image)
+            or base.llamacpp_cuda_image,
             ollama_image=text("KUBEJURY_OLLAMA_IMAGE", base.ollama_image) or base.ollama_image,
             model_cache_pvc=text("KUBEJURY_MODEL_CACHE_PVC", base.model_cache_pvc),
             hf_token_secret=text("KUBEJURY_HF_TOKEN_SECRET", base.hf_token_secret),
@@ -136,6 +149,13 @@ class WorkloadSettings:
             job_service_account=text("KUBEJURY_JOB_SERVICE_ACCOUNT", base.job_service_account),
             results_pvc=text("KUBEJURY_RESULTS_PVC", base.results_pvc),
             storage_secret=text("KUBEJURY_STORAGE_SECRET", base.storage_secret),
+            s3_endpoint=text("KUBEJURY_S3_ENDPOINT", base.s3_endpoint),
+            s3_region=text("AWS_REGION", base.s3_region),
+            server_cpu_request=text("KUBEJURY_SERVER_CPU_REQUEST", base.server_cpu_request)
+            or base.server_cpu_request,
+            server_memory_request=text("KUBEJURY_SERVER_MEMORY_REQUEST", base.server_memory_request)
+            or base.server_memory_request,
+            server_shm_size=text("KUBEJURY_SERVER_SHM_SIZE", base.server_shm_size) or base.server_shm_size,
             extra_tolerations=tuple(_json_env(env, "KUBEJURY_GPU_TOLERATIONS", list) or ()),
             job_resources=_json_env(env, "KUBEJURY_JOB_RESOURCES", dict) or base.job_resources,
         )
@@ -313,6 +333,9 @@ def restricted_pod_security(uid: int) -> dict[str, Any]:
         "runAsUser": uid,
         "runAsGroup": uid,
         "fsGroup": uid,
+        # Chown a volume only when its root does not already belong to the group: a model cache of
+        # hundreds of GiB is otherwise walked file by file at every Pod start.
+        "fsGroupChangePolicy": "OnRootMismatch",
         "seccompProfile": {"type": "RuntimeDefault"},
     }
 
@@ -382,6 +405,50 @@ def _hf_token_env(settings: WorkloadSettings) -> list[dict[str, Any]]:
     ]
 
 
+def _server_home_env(cache: str) -> list[dict[str, Any]]:
+    """Where a model server writes: every cache under the mounted model cache (owned by the pod's
+    fsGroup), everything else under /tmp (an emptyDir). The images are Ubuntu-based with /root at
+    mode 0700 and no passwd entry for the pod's uid, so nothing may default to ``~`` or ask for a
+    user name: HOME, USER and LOGNAME are set, and torch, Triton and XDG caches are placed explicitly."""
+    return [
+        {"name": "HOME", "value": "/tmp"},
+        {"name": "USER", "value": SERVER_USER},
+        {"name": "LOGNAME", "value": SERVER_USER},
+        {"name": "HF_HOME", "value": cache},
+        {"name": "XDG_CACHE_HOME", "value": f"{cache}/xdg"},
+        {"name": "TORCHINDUCTOR_CACHE_DIR", "value": f"{cache}/torchinductor"},
+        {"name": "TRITON_CACHE_DIR", "value": f"{cache}/triton"},
+    ]
+
+
+def _weights_s3_env(endpoint: Endpoint, settings: WorkloadSettings) -> list[dict[str, Any]]:
+    """How a server streaming ``s3://`` weights reaches the store: the chart's (or run's) endpoint and
+    region. Credentials come from the storage Secret (``envFrom``, see :func:`_server_container`).
+    Only vLLM reads ``s3://`` (Run:ai streamer); the spec rejects it for llama.cpp and Ollama."""
+    if not endpoint.source.startswith("s3://"):
+        return []
+    env: list[dict[str, Any]] = []
+    if settings.s3_endpoint:
+        env += [
+            {"name": "AWS_ENDPOINT_URL", "value": settings.s3_endpoint},
+            # S3-compatible stores (MinIO, Ceph) serve buckets by path, not by virtual host.
+            {"name": "RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING", "value": "0"},
+        ]
+    if settings.s3_region:
+        env.append({"name": "AWS_REGION", "value": settings.s3_region})
+    return env
+
+
+def _storage_env(settings: WorkloadSettings) -> list[dict[str, Any]]:
+    """The chart's S3 settings for a Job: the same store the operator reads progress from."""
+    env: list[dict[str, Any]] = []
+    if settings.s3_endpoint:
+        env.append({"name": "KUBEJURY_S3_ENDPOINT", "value": settings.s3_endpoint})
+    if settings.s3_region:
+        env.append({"name": "AWS_REGION", "value": settings.s3_region})
+    return env
+
+
 def _probes(path: str, settings: WorkloadSettings) -> dict[str, Any]:
     period = 10
     http = {"path": path, "port": "http"}
@@ -437,20 +504,47 @@ def vllm_args(
     return args + extra + list(endpoint.extra_args)
 
 
-def _resources(endpoint: Endpoint, gpus: int, settings: WorkloadSettings) -> dict[str, Any]:
-    requests: dict[str, str] = {}
+_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|k|M|G|T)?$")
+_UNIT_BYTES = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+_UNIT_BYTES.update({"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40})
+
+
+def memory_bytes(quantity: str) -> int:
+    """Bytes in a Kubernetes memory quantity (``16Gi``, ``512Mi``, ``8G``, ``1024``)."""
+    match = _QUANTITY.match(quantity.strip())
+    if match is None:
+        raise ValueError(f"not a memory quantity: {quantity!r} (use e.g. 16Gi or 512Mi)")
+    return int(float(match[1]) * _UNIT_BYTES[match[2]])
+
+
+def _mebibytes(count: int) -> str:
+    return f"{-(-count // 2**20)}Mi"
+
+
+def _resources(
+    endpoint: Endpoint, placement: Placement, gpus: int, settings: WorkloadSettings, shm: str | None
+) -> dict[str, Any]:
+    """Requests that keep a model server out of the BestEffort class (evicted first under memory
+    pressure), its GPUs, and the memory-backed ``/dev/shm`` (``shm``, vLLM only) counted in the memory
+    request and limit: tmpfs pages are charged to the Pod. A model's ``resources`` win over the
+    settings' defaults; a GGUF model on CPU nodes requests at least the memory its placement needs.
+    A memory limit is set only when the model sets one, so a server may use free node memory."""
+    shm_bytes = memory_bytes(shm) if shm else 0
+    base = endpoint.memory or settings.server_memory_request
+    memory = memory_bytes(base)
+    if not endpoint.memory and not gpus and placement.memory_gib:
+        memory = max(memory, int(placement.memory_gib * 2**30))
+    requests: dict[str, str] = {
+        "cpu": endpoint.cpu or settings.server_cpu_request,
+        "memory": _mebibytes(memory + shm_bytes),
+    }
     limits: dict[str, str] = {}
-    if endpoint.cpu:
-        requests["cpu"] = endpoint.cpu
     if endpoint.memory:
-        requests["memory"] = endpoint.memory
-        limits["memory"] = endpoint.memory
+        limits["memory"] = requests["memory"]
     if gpus:
         requests[settings.gpu_resource] = str(gpus)
         limits[settings.gpu_resource] = str(gpus)
-    result: dict[str, Any] = {}
-    if requests:
-        result["requests"] = requests
+    result: dict[str, Any] = {"requests": requests}
     if limits:
         result["limits"] = limits
     return result
@@ -468,6 +562,7 @@ class _Serving:
     volumes: list[dict[str, Any]] = field(default_factory=list)
     mounts: list[dict[str, Any]] = field(default_factory=list)
     health: str = "/health"
+    shm: str | None = None  # size of a memory-backed /dev/shm, counted in the memory request
 
 
 def _vllm_serving(
@@ -480,8 +575,9 @@ def _vllm_serving(
         command=["vllm", "serve"],
         args=vllm_args(endpoint, placement, model_path, settings),
         env=[{"name": "VLLM_CACHE_ROOT", "value": f"{cache}/vllm"}],
-        volumes=[{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}}],
+        volumes=[{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": settings.server_shm_size}}],
         mounts=[{"name": "dshm", "mountPath": "/dev/shm"}],
+        shm=settings.server_shm_size,
     )
 
 
@@ -514,7 +610,8 @@ def _llamacpp_serving(
     if gpus:
         args += ["--n-gpu-layers", "999"]
     return _Serving(
-        image=settings.llamacpp_image,
+        # The CUDA build on GPU placements: the CPU build would hold the GPU and compute on the CPU.
+        image=settings.llamacpp_cuda_image if gpus else settings.llamacpp_image,
         command=None,  # the image's entrypoint is llama-server
         args=args + list(endpoint.extra_args),
         env=[{"name": "LLAMA_CACHE", "value": f"{cache}/llama.cpp"}],
@@ -522,23 +619,30 @@ def _llamacpp_serving(
 
 
 def _ollama_serving(endpoint: Endpoint, settings: WorkloadSettings, cache: str) -> _Serving:
-    # Ollama serves first, then pulls the tag (``ollama://<tag>``) and, when requests name the
-    # model differently (servedModel), copies it to that name; the readiness probe (see
+    # Ollama serves first, then pulls the tag (``ollama://<tag>``). Its default context (2k–4k
+    # tokens) would silently cut prompts and answers, so the context is passed twice: as
+    # OLLAMA_CONTEXT_LENGTH (the server's default for every model) and, when requests name the
+    # model differently (servedModel), as ``PARAMETER num_ctx`` of the model created under that
+    # name (a model's own parameter wins over the server default). The readiness probe (see
     # _server_container) passes once the model is there, so the Service only routes to a pod
     # that can answer.
     tag = endpoint.source.removeprefix("ollama://") if endpoint.source.startswith("ollama://") else ""
+    context = str(endpoint.max_model_len or settings.default_max_model_len)
     return _Serving(
         image=settings.ollama_image,
         command=["/bin/sh", "-c"],
         args=[
             "ollama serve & pid=$!; until ollama list >/dev/null 2>&1; do sleep 1; done; "
             'src="${KUBEJURY_OLLAMA_SOURCE:-$KUBEJURY_OLLAMA_MODEL}"; ollama pull "$src" || exit 1; '
-            'if [ "$src" != "$KUBEJURY_OLLAMA_MODEL" ]; then ollama cp "$src" "$KUBEJURY_OLLAMA_MODEL" || exit 1; fi; '
+            'if [ "$src" != "$KUBEJURY_OLLAMA_MODEL" ]; then '
+            'printf "FROM %s\\nPARAMETER num_ctx %s\\n" "$src" "$OLLAMA_CONTEXT_LENGTH" > /tmp/Modelfile && '
+            'ollama create "$KUBEJURY_OLLAMA_MODEL" -f /tmp/Modelfile || exit 1; fi; '
             'wait "$pid"'
         ],
         env=[
             {"name": "OLLAMA_HOST", "value": f"0.0.0.0:{SERVING_PORT}"},
             {"name": "OLLAMA_MODELS", "value": f"{cache}/ollama"},
+            {"name": "OLLAMA_CONTEXT_LENGTH", "value": context},
             {"name": "KUBEJURY_OLLAMA_MODEL", "value": endpoint.served_model},
             {"name": "KUBEJURY_OLLAMA_SOURCE", "value": tag or endpoint.served_model},
         ],
@@ -571,7 +675,7 @@ def _server_container(
         {"name": "tmp", "mountPath": "/tmp"},
         *serving.mounts,
     ]
-    env = [{"name": "HOME", "value": "/tmp"}, {"name": "HF_HOME", "value": cache}, *_hf_token_env(settings)]
+    env = [*_server_home_env(cache), *_hf_token_env(settings), *_weights_s3_env(endpoint, settings)]
     container: dict[str, Any] = {
         "name": "server",
         "image": serving.image,
@@ -580,12 +684,14 @@ def _server_container(
         "ports": [{"name": "http", "containerPort": SERVING_PORT, "protocol": "TCP"}],
         "env": [*env, *serving.env],
         "volumeMounts": mounts,
-        "resources": _resources(endpoint, gpus, settings),
+        "resources": _resources(endpoint, placement, gpus, settings, serving.shm),
         "securityContext": restricted_container_security(),
         **_probes(serving.health, settings),
     }
     if serving.command is not None:
         container["command"] = serving.command
+    if endpoint.source.startswith("s3://") and settings.storage_secret:
+        container["envFrom"] = [{"secretRef": {"name": settings.storage_secret}}]
     if endpoint.runtime == "ollama":
         container["readinessProbe"] = {
             "exec": {"command": ["/bin/sh", "-c", 'ollama show "$KUBEJURY_OLLAMA_MODEL" >/dev/null']},
@@ -607,13 +713,7 @@ def model_deployment(run: RunRef, endpoint: Endpoint, replicas: int, settings: W
     pod_spec: dict[str, Any] = {
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": 1000,
-            "runAsGroup": 1000,
-            "fsGroup": 1000,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": restricted_pod_security(SERVER_UID),
         "containers": [container],
         "volumes": volumes,
         "terminationGracePeriodSeconds": 30,
@@ -649,7 +749,12 @@ def model_service(run: RunRef, endpoint: Endpoint) -> Manifest:
         "metadata": _metadata(run, name, object_labels),
         "spec": {
             "type": "ClusterIP",
-            "selector": {LABEL_RUN: object_labels[LABEL_RUN], LABEL_ENDPOINT: object_labels[LABEL_ENDPOINT]},
+            # Only model-server Pods: the component label keeps any other Pod of the run out.
+            "selector": {
+                LABEL_RUN: object_labels[LABEL_RUN],
+                LABEL_COMPONENT: object_labels[LABEL_COMPONENT],
+                LABEL_ENDPOINT: object_labels[LABEL_ENDPOINT],
+            },
             "ports": [{"name": "http", "port": SERVING_PORT, "targetPort": "http", "protocol": "TCP"}],
         },
     }
@@ -703,6 +808,7 @@ def _stage_container(
         {"name": "HOME", "value": "/tmp"},
         {"name": "KUBEJURY_RUN", "value": run.name},
         {"name": "PYTHONUNBUFFERED", "value": "1"},
+        *_storage_env(settings),
     ]
     if api_key is not None:
         env_name, secret, key = api_key
@@ -854,7 +960,7 @@ def generation_job(
         settings.generation_deadline_seconds,
         api_key=_api_key(model),
         shards=shards,
-        extra_labels={"endpoint": model.key, "series": series},
+        extra_labels={"uses-server": model.key, "series": series},
     )
 
 
@@ -885,7 +991,7 @@ def judge_job(
         storage,
         settings.judging_deadline_seconds,
         api_key=_api_key(judge),
-        extra_labels={"endpoint": judge.key, "series": series},
+        extra_labels={"uses-server": judge.key, "series": series},
         annotations={ANNOTATION_ROUND: str(round_), ANNOTATION_MODELS_COMPLETE: str(models_complete)},
     )
 

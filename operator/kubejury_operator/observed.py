@@ -114,10 +114,12 @@ def job_state(obj: Mapping[str, Any]) -> JobState:
 
 
 def pod_scheduling_problems(pods: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-    """Endpoint key → scheduler message, for model server Pods that are Pending and unschedulable."""
+    """Endpoint key → scheduler message, for model server Pods that are Pending and unschedulable.
+    Only Pods of component ``server`` count: a Job Pod waiting for a node is not a server waiting."""
     problems: dict[str, str] = {}
     for pod in pods:
-        key = ((pod.get("metadata") or {}).get("labels") or {}).get(mf.LABEL_ENDPOINT)
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        key = labels.get(mf.LABEL_ENDPOINT) if labels.get(mf.LABEL_COMPONENT) == "server" else None
         status = pod.get("status") or {}
         if not key or status.get("phase") != "Pending":
             continue

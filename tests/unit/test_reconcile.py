@@ -563,7 +563,7 @@ def test_server_pods_waiting_for_a_node_are_reported_unschedulable() -> None:
 
     pods = [
         {
-            "metadata": {"labels": {"kubejury.io/endpoint": "m-a"}},
+            "metadata": {"labels": {"kubejury.io/component": "server", "kubejury.io/endpoint": "m-a"}},
             "status": {
                 "phase": "Pending",
                 "conditions": [
@@ -576,7 +576,10 @@ def test_server_pods_waiting_for_a_node_are_reported_unschedulable() -> None:
                 ],
             },
         },
-        {"metadata": {"labels": {"kubejury.io/endpoint": "m-b"}}, "status": {"phase": "Running"}},
+        {
+            "metadata": {"labels": {"kubejury.io/component": "server", "kubejury.io/endpoint": "m-b"}},
+            "status": {"phase": "Running"},
+        },
     ]
     waiting = pod_scheduling_problems(pods)
     assert waiting == {"m-a": "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."}

@@ -2,7 +2,9 @@
 
 A dry run of GPU placement (``kubejury.placement.planner``) on a node list saved with
 ``kubectl get nodes -o json``. It reads the EvalRun spec and the node list only — never storage —
-so it runs anywhere, offline, in a second. With ``--estimate`` it also prints what the run will
+so it runs anywhere, offline, in a second. With ``--manifests`` it prints every object the operator
+would create for the run, as one YAML stream, rendered by the operator's own planner (found through the
+``kubejury.manifests`` entry point: the engine does not import the operator). With ``--estimate`` it also prints what the run will
 cost (``kubejury.placement.estimate``): tokens, hours and GPU-hours per model and stage, and the
 totals; for that it reads a local benchmark file to count the questions (or takes ``--questions``).
 """
@@ -70,6 +72,28 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
         help="with --estimate: bring-up order of models under maxConcurrentModels (default: spec)",
     )
     parser.add_argument(
+        "--manifests",
+        action="store_true",
+        help=(
+            "print, as one YAML stream, every object the operator would create for the run (ConfigMap, "
+            "ServiceAccount, Deployments, Services, Jobs), built by the operator's own planner"
+        ),
+    )
+    parser.add_argument(
+        "--settings",
+        metavar="FILE",
+        help=(
+            "with --manifests: the operator's settings (KUBEJURY_* variables) as YAML or JSON, e.g. the "
+            "chart's settings ConfigMap (`kubectl get cm <release>-kubejury-settings -o yaml`) or its data; "
+            "default: the operator's defaults"
+        ),
+    )
+    parser.add_argument(
+        "--namespace",
+        default=None,
+        help="with --manifests: namespace of the run when the EvalRun file names none (default: default)",
+    )
+    parser.add_argument(
         "--fail-unschedulable",
         action="store_true",
         help="exit with status 1 when any model or judge cannot be placed",
@@ -89,6 +113,15 @@ def _positive_int(text: str) -> int:
 def _load_nodes(path: str) -> list[Any]:
     from kubejury.placement.planner import parse_node_list
 
+    data = _read_nodes_document(path)
+    try:
+        return parse_node_list(data)
+    except ValueError as exc:
+        raise InputError(path, str(exc)) from exc
+
+
+def _read_nodes_document(path: str) -> Any:
+    """The node list file as parsed JSON (or YAML), before it is read as Nodes."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError as exc:
@@ -106,10 +139,55 @@ def _load_nodes(path: str) -> list[Any]:
                 f"not valid JSON: {json_error.msg} (save it with `kubectl get nodes -o json`)",
                 location=f"line {json_error.lineno}, column {json_error.colno}",
             ) from json_error
+    return data
+
+
+MANIFESTS_ENTRY_POINT_GROUP = "kubejury.manifests"
+
+
+def _manifest_renderer() -> Any:
+    """The operator's renderer, found through the ``kubejury.manifests`` entry point: the engine never
+    imports the operator, the operator package plugs its planner in here."""
+    from importlib.metadata import entry_points
+
+    found = list(entry_points(group=MANIFESTS_ENTRY_POINT_GROUP))
+    if not found:
+        raise InputError(
+            "--manifests",
+            "needs the kubejury operator package (kubejury_operator), which registers the "
+            f"{MANIFESTS_ENTRY_POINT_GROUP!r} entry point; install kubejury with its operator",
+        )
+    return found[0].load()
+
+
+def _load_settings(path: str | None) -> dict[str, str]:
+    """KUBEJURY_* settings from a ConfigMap (its ``data``) or a plain mapping; ``{}`` without a file."""
+    if path is None:
+        return {}
     try:
-        return parse_node_list(data)
-    except ValueError as exc:
-        raise InputError(path, str(exc)) from exc
+        document = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise InputError(path, "file not found") from exc
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise InputError(path, f"cannot read: {exc}") from exc
+    if isinstance(document, dict) and document.get("kind") == "ConfigMap":
+        document = document.get("data") or {}
+    if not isinstance(document, dict) or not all(isinstance(k, str) for k in document):
+        raise InputError(path, "expected a mapping of KUBEJURY_* variables or a ConfigMap")
+    return {key: "" if value is None else str(value) for key, value in document.items()}
+
+
+def _print_manifests(args: argparse.Namespace) -> int:
+    render = _manifest_renderer()
+    settings = _load_settings(args.settings)
+    objects = render(args.evalrun, _read_nodes_document(args.nodes), settings, args.namespace or "default")
+    if not objects:
+        sys.stderr.write(
+            "kubejury plan: the operator would create nothing: a model or judge is unschedulable "
+            "(run without --manifests to see why)\n"
+        )
+    sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False, allow_unicode=True, explicit_start=True))
+    return 1 if not objects and args.fail_unschedulable else 0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -117,6 +195,8 @@ def run(args: argparse.Namespace) -> int:
 
     evalrun = load_evalrun(args.evalrun)
     nodes = _load_nodes(args.nodes)
+    if args.manifests:
+        return _print_manifests(args)
     plans = plan_placements(evalrun.spec, nodes)
     estimate = _estimate(args, evalrun, plans) if args.estimate else None
     if args.format == "json":

@@ -634,10 +634,24 @@ class ModelCache(_Model):
         description="Name of an existing PersistentVolumeClaim (lower-case DNS name; ReadWriteMany for several nodes).",
     )
     mount_path: str = Field(
-        default="/root/.cache/huggingface",
+        default="/models/cache",
         pattern=r"^/",
-        description="Where the claim is mounted in model server Pods (HF_HOME).",
+        description=(
+            "Where the claim is mounted in model server Pods (HF_HOME; vLLM, llama.cpp, Ollama, torch and "
+            "Triton caches go below it). Not under /root: the servers run as uid 1000 and the images keep "
+            "/root at mode 0700."
+        ),
     )
+
+    @field_validator("mount_path")
+    @classmethod
+    def _not_under_root(cls, value: str) -> str:
+        if value.rstrip("/") == "/root" or value.startswith("/root/"):
+            raise ValueError(
+                f"{value} is under /root, which the model servers (uid 1000) cannot write: use a path such "
+                "as /models/cache"
+            )
+        return value
 
 
 class JobSettings(_Model):

@@ -168,6 +168,14 @@ def _check_endpoint(entry: Mapping[str, Any], path: str, problems: list[FieldPro
             )
         if scheme == "ollama" and runtime != "ollama":
             problems.append(FieldProblem(f"{path}.source", "ollama:// sources need runtime: ollama"))
+        if scheme == "s3" and runtime != "vllm":
+            problems.append(
+                FieldProblem(
+                    f"{path}.source",
+                    f"runtime {runtime} cannot read s3:// weights (only vLLM streams them from S3): copy the "
+                    "GGUF file to a PersistentVolumeClaim and use pvc://claim/path/model.gguf, or hf://org/repo",
+                )
+            )
         if scheme == "embedded" and source.lower() not in EMBEDDED_MODELS:
             problems.append(
                 FieldProblem(

@@ -1,0 +1,121 @@
+"""The objects the operator would create for an EvalRun, without a cluster: ``kubejury plan --manifests``.
+
+Why this module exists: users review what an operator will do to their cluster the way they review
+``helm template``, and tests assert on rendered objects rather than on builder internals. Nothing
+here builds an object itself: the EvalRun is parsed and placed as the handlers do
+(:func:`~kubejury_operator.handlers.compute_placements`, :func:`~kubejury_operator.cluster_run.cluster_run`),
+and the objects are the ``create`` actions of the operator's own planner
+(:func:`~kubejury_operator.reconcile.plan`), replayed pass after pass on a simulated cluster where
+every created server becomes ready and every created Job succeeds. The stream is therefore every
+child object of the run, in the order the operator creates them: the spec ConfigMap, the Jobs'
+ServiceAccount, the first ``maxConcurrentModels`` servers and the judges' (Deployment + Service),
+then each model's generation Jobs, the next servers, the judging rounds and the aggregation Job.
+
+The simulation is the only thing invented here, and it is what a smooth run looks like; on a real
+cluster Jobs fail and retry, and judging rounds depend on which models finish first.
+
+The engine's ``kubejury plan`` finds :func:`render` through the ``kubejury.manifests`` entry point
+(``pyproject.toml``), because the engine never imports the operator.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kubejury.config import spec as specmod
+from kubejury.errors import InputError
+from kubejury_operator.cluster_run import ClusterRun, cluster_run
+from kubejury_operator.manifests import Manifest, WorkloadSettings
+from kubejury_operator.observed import DeploymentState, Observed, deployment_state, job_state
+from kubejury_operator.reconcile import plan
+
+PREVIEW_UID = "00000000-0000-0000-0000-000000000000"  # the API server assigns the real one
+_MAX_PASSES = 10_000
+_NOW = "1970-01-01T00:00:00Z"
+
+
+def _evalrun_body(path: str, namespace: str) -> dict[str, Any]:
+    """The EvalRun object as the API server would hand it to the operator (first reconcile)."""
+    try:
+        document = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise InputError(path, f"cannot read the EvalRun: {exc}") from exc
+    if not isinstance(document, Mapping):
+        raise InputError(path, "not an EvalRun object")
+    body = dict(document)
+    meta = dict(body.get("metadata") or {})
+    meta.setdefault("namespace", namespace)
+    meta.setdefault("uid", PREVIEW_UID)
+    meta.setdefault("generation", 1)
+    body["metadata"] = meta
+    return body
+
+
+def _parse(body: Mapping[str, Any], path: str) -> specmod.EvalRun:
+    evalrun, problems = specmod.evalrun_problems({k: v for k, v in body.items() if k != "status"})
+    if evalrun is None:
+        raise InputError(path, "invalid EvalRun: " + "; ".join(str(p) for p in problems))
+    return evalrun
+
+
+def _created(observed: Observed, manifest: Manifest) -> Observed:
+    """``observed`` once a created object has done its job, read by the operator's own readers:
+    a Deployment with every replica ready, a Job with condition ``Complete``."""
+    kind, name = manifest["kind"], manifest["metadata"]["name"]
+    if kind == "Deployment":
+        replicas = manifest["spec"].get("replicas")
+        state = deployment_state({**manifest, "status": {"readyReplicas": replicas}})
+        return dataclasses.replace(observed, deployments={**observed.deployments, name: state})
+    if kind == "Job":
+        job = job_state({**manifest, "status": {"conditions": [{"type": "Complete", "status": "True"}]}})
+        return dataclasses.replace(observed, jobs={**observed.jobs, name: job})
+    return dataclasses.replace(observed, present=observed.present | {(kind, name)})
+
+
+def _scaled(observed: Observed, name: str, replicas: int) -> Observed:
+    state = DeploymentState(replicas=replicas, ready_replicas=replicas)
+    return dataclasses.replace(observed, deployments={**observed.deployments, name: state})
+
+
+def simulate(run: ClusterRun) -> list[Manifest]:
+    """Every object the planner creates for ``run`` while servers come up and Jobs succeed, in order."""
+    observed = Observed()
+    status: dict[str, Any] = {}
+    created: list[Manifest] = []
+    for _ in range(_MAX_PASSES):
+        decided = plan(run, observed, status, _NOW)
+        for action in decided.actions:
+            if action.verb == "create" and action.manifest is not None:
+                created.append(action.manifest)
+                observed = _created(observed, action.manifest)
+            elif action.verb == "scale" and action.kind == "Deployment":
+                observed = _scaled(observed, action.name, action.replicas or 0)
+        status = decided.status
+        if not decided.actions or decided.phase in ("Succeeded", "Failed"):
+            return created
+    raise RuntimeError(f"the planner did not settle after {_MAX_PASSES} passes")
+
+
+def render(
+    evalrun_path: str,
+    nodes: Any,
+    settings_env: Mapping[str, str],
+    namespace: str = "default",
+) -> list[Manifest]:
+    """The child objects for the EvalRun file at ``evalrun_path`` on ``nodes`` (``kubectl get nodes -o
+    json``), with the operator settings ``settings_env`` (``KUBEJURY_*``, as in the chart's settings
+    ConfigMap; unset ones keep the operator's defaults)."""
+    from kubejury_operator.handlers import compute_placements
+
+    body = _evalrun_body(evalrun_path, namespace)
+    evalrun = _parse(body, evalrun_path)
+    items = nodes.get("items") if isinstance(nodes, Mapping) and "items" in nodes else nodes
+    node_list = items if isinstance(items, list) else [nodes]
+    placements = compute_placements(evalrun, node_list)
+    run = cluster_run(body, evalrun, placements, WorkloadSettings.from_env(settings_env))
+    return simulate(run)
