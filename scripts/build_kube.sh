@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the dev cluster's binaries once per machine: kube-apiserver, kube-controller-manager,
 # kube-scheduler, kubectl and etcd from the wrapper module cluster/kube, and kwok from cluster/kwok.
-# They land in $KUBEJURY_CACHE/kube-<k8s>-etcd-<etcd>-kwok-<kwok>/bin, keyed by the versions pinned in
-# those go.mod files, so a version bump builds afresh and a clean clone reuses the cache.
+# They land in $KUBEJURY_CACHE/kube-<k8s>-etcd-<etcd>-kwok-<kwok>-<recipe>/bin, keyed by the versions
+# pinned in those go.mod files and a hash of this script and the go.mod/go.sum files (<recipe>), so a
+# version bump or a change of how we build builds afresh, and a clean clone reuses the cache.
 # Prints the bin directory on its last line. Usage: scripts/build_kube.sh [--print-dir]
 set -euo pipefail
 
@@ -15,7 +16,9 @@ version_of() { # module go.mod -> version without the leading v
 k8s="$(version_of k8s.io/kubernetes "$root/cluster/kube/go.mod")"
 etcd="$(version_of go.etcd.io/etcd/server/v3 "$root/cluster/kube/go.mod")"
 kwok="$(version_of sigs.k8s.io/kwok "$root/cluster/kwok/go.mod")"
-bin="$cache/kube-$k8s-etcd-$etcd-kwok-$kwok/bin"
+recipe="$(cat "${BASH_SOURCE[0]}" "$root"/cluster/kube/go.{mod,sum} "$root"/cluster/kwok/go.{mod,sum} |
+  sha256sum | cut -c1-8)"
+bin="$cache/kube-$k8s-etcd-$etcd-kwok-$kwok-$recipe/bin"
 
 if [[ "${1:-}" == "--print-dir" ]]; then echo "$bin"; exit 0; fi
 export GOMODCACHE="${GOMODCACHE:-$cache/go/mod}"
@@ -41,7 +44,17 @@ export CGO_ENABLED=0
 mkdir -p "$bin"
 echo "Building Kubernetes $k8s, etcd $etcd and KWOK $kwok once (cold: see docs/testing.md; cached in $bin)" >&2
 start=$(date +%s)
-flags=(-trimpath -ldflags "-s -w")
+# Stamp the release version as Kubernetes' own build does (hack/lib/version.sh): without it the
+# binaries say v0.0.0-master and e.g. a chart's kubeVersion constraint refuses the cluster.
+released="$(cd "$root/cluster/kube" && go list -m -json k8s.io/kubernetes |
+  sed -n 's/^[[:space:]]*"Time": "\(.*\)",$/\1/p')"
+major="${k8s%%.*}"; minor="${k8s#*.}"; minor="${minor%%.*}"
+stamp=""
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  stamp+=" -X $pkg.gitVersion=v$k8s -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+  stamp+=" -X $pkg.gitTreeState=clean -X $pkg.gitCommit= -X $pkg.buildDate=${released:-1970-01-01T00:00:00Z}"
+done
+flags=(-trimpath -ldflags "-s -w$stamp")
 (cd "$root/cluster/kube" && go build "${flags[@]}" -o "$bin/" \
   k8s.io/kubernetes/cmd/kube-apiserver \
   k8s.io/kubernetes/cmd/kube-controller-manager \

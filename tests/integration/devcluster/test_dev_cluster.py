@@ -213,3 +213,15 @@ def test_service_account_tokens_are_issued_and_authenticate(
     config = kube_cluster.write_token_kubeconfig(token, tmp_path / "sa-kubeconfig")
     whoami = json.loads(kube_cluster.kubectl("auth", "whoami", "-o", "json", kubeconfig=config))
     assert whoami["status"]["userInfo"]["username"] == f"system:serviceaccount:{namespace}:default"
+
+
+def test_the_api_server_reports_the_pinned_kubernetes_release(kube_cluster: Cluster) -> None:
+    """Charts' kubeVersion constraints and clients read this; an unstamped build says v0.0.0-master."""
+    go_mod = (Path(__file__).resolve().parents[3] / "cluster" / "kube" / "go.mod").read_text()
+    (pinned,) = [
+        line.split()[1] for line in go_mod.splitlines() if line.strip().startswith("k8s.io/kubernetes v")
+    ]
+    versions = json.loads(kube_cluster.kubectl("version", "-o", "json"))
+    assert versions["serverVersion"]["gitVersion"] == pinned
+    assert versions["clientVersion"]["gitVersion"] == pinned
+    assert versions["serverVersion"]["minor"] == pinned.split(".")[1]
