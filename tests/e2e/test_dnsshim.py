@@ -47,3 +47,20 @@ def test_an_unknown_service_is_nxdomain_and_other_names_use_the_real_resolver(tm
     assert found["nope.evals.svc"] == "NXDOMAIN"
     assert found["localhost"] in ("127.0.0.1", "::1")
     assert found["127.0.0.1"] == "127.0.0.1"
+
+
+def test_uvloop_lookups_go_through_the_shim_too(tmp_path: Path) -> None:
+    """The stages run on uvloop, whose getaddrinfo does not call socket.getaddrinfo."""
+    table = tmp_path / "hosts.json"
+    table.write_text(json.dumps({"kj-run-m-alpha.evals": "127.77.0.1"}))
+    probe = (
+        "import asyncio, uvloop\n"
+        "async def main():\n"
+        "    found = await asyncio.get_running_loop().getaddrinfo('kj-run-m-alpha.evals.svc', 8000)\n"
+        "    print(found[0][4][0])\n"
+        "uvloop.run(main())\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(SHIM), "KUBEJURY_E2E_HOSTS": str(table)}
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "127.77.0.1"

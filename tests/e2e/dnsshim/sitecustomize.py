@@ -2,7 +2,8 @@
 
 Why this exists: there is no cluster network here. The simulated kubelet (``kubelet_runner``)
 puts this directory on ``PYTHONPATH`` of every Job process, so Python imports it at start-up
-(``sitecustomize``). It wraps :func:`socket.getaddrinfo`: a name ``<svc>.<ns>.svc``,
+(``sitecustomize``). It wraps :func:`socket.getaddrinfo` and uvloop's ``Loop.getaddrinfo``
+(the stages run on uvloop, which resolves through libuv): a name ``<svc>.<ns>.svc``,
 ``<svc>.<ns>.svc.cluster.local`` or ``<svc>.<ns>`` (the pod's DNS search path) is looked up in the
 JSON file named by ``KUBEJURY_E2E_HOSTS`` (name → loopback address of that Service's stub server,
 re-read on every lookup so Services created later resolve); a ``.svc`` name that is not there
@@ -57,3 +58,25 @@ def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 socket.getaddrinfo = getaddrinfo
+
+
+def _patch_uvloop() -> None:
+    """The stages run on uvloop, whose ``getaddrinfo`` is libuv's, not :mod:`socket`'s."""
+    try:
+        import uvloop
+    except ImportError:
+        return
+    original = uvloop.Loop.getaddrinfo
+
+    async def loop_getaddrinfo(self: Any, host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(host, bytes):
+            host = host.decode()
+        if isinstance(host, str) and _HOSTS:
+            host = _lookup(host) or host
+        return await original(self, host, port, *args, **kwargs)
+
+    uvloop.Loop.getaddrinfo = loop_getaddrinfo  # type: ignore[method-assign]
+
+
+if _HOSTS:
+    _patch_uvloop()
