@@ -80,35 +80,41 @@ def test_every_node_of_the_file_is_ready_with_its_gpu_labels_taints_and_capacity
     )
 
 
-def test_gpu_deployment_is_scheduled_on_a_matching_node_and_becomes_ready(
-    kube_cluster: Cluster, namespace: str
-) -> None:
-    (l4,) = gpu_pool(kube_cluster, "L4")
-    gpus = l4["status"]["allocatable"]["nvidia.com/gpu"]
-    deployment = {
+def gpu_deployment(name: str, namespace: str, product: str, gpus: int) -> dict[str, Any]:
+    """A model-server-like Deployment: GPU limit, GFD product nodeSelector, GPU taint toleration."""
+    return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": "gpu-server", "namespace": namespace},
+        "metadata": {"name": name, "namespace": namespace},
         "spec": {
             "replicas": 1,
-            "selector": {"matchLabels": {"app": "gpu-server"}},
+            "selector": {"matchLabels": {"app": name}},
             "template": {
-                "metadata": {"labels": {"app": "gpu-server"}},
+                "metadata": {"labels": {"app": name}},
                 "spec": {
-                    "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-L4"},
+                    "nodeSelector": {"nvidia.com/gpu.product": product},
                     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
                     "containers": [
                         {
                             "name": "server",
                             "image": "vllm/vllm-openai:latest",
-                            "resources": {"limits": {"nvidia.com/gpu": gpus}},
+                            "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
                         }
                     ],
                 },
             },
         },
     }
-    kube_cluster.kubectl("apply", "-f", "-", input=json.dumps(deployment))
+
+
+def test_gpu_deployment_is_scheduled_on_a_matching_node_and_becomes_ready(
+    kube_cluster: Cluster, namespace: str
+) -> None:
+    l4_nodes = {n["metadata"]["name"]: n for n in gpu_pool(kube_cluster, "L4")}
+    product = next(iter(l4_nodes.values()))["metadata"]["labels"]["nvidia.com/gpu.product"]
+    kube_cluster.kubectl(
+        "apply", "-f", "-", input=json.dumps(gpu_deployment("gpu-server", namespace, product, 1))
+    )
 
     def available() -> bool:
         status = kube_cluster.get_json("deployment", "gpu-server", "-n", namespace).get("status", {})
@@ -116,22 +122,8 @@ def test_gpu_deployment_is_scheduled_on_a_matching_node_and_becomes_ready(
 
     wait_for("the GPU Deployment to be ready", available)
     (pod,) = kube_cluster.get_json("pods", "-n", namespace, "-l", "app=gpu-server")["items"]
-    assert pod["spec"]["nodeName"] == l4["metadata"]["name"]
+    assert pod["spec"]["nodeName"] in l4_nodes
     assert pod["status"]["phase"] == "Running"
-
-    # A second one cannot fit: the only L4 node's GPUs are all taken, so the real scheduler leaves it Pending.
-    kube_cluster.kubectl("scale", "deployment/gpu-server", "-n", namespace, "--replicas=2")
-
-    def unschedulable_pod() -> list[dict[str, Any]]:
-        pods = kube_cluster.get_json("pods", "-n", namespace, "-l", "app=gpu-server")["items"]
-        return [
-            p
-            for p in pods
-            if any(c.get("reason") == "Unschedulable" for c in p.get("status", {}).get("conditions", []))
-        ]
-
-    (pending,) = wait_for("the scheduler to report the second replica unschedulable", unschedulable_pod)
-    assert "nvidia.com/gpu" in json.dumps(pending["status"]["conditions"])
 
     # The garbage collector removes the ReplicaSet and its pods once the Deployment is gone.
     kube_cluster.kubectl("delete", "deployment", "gpu-server", "-n", namespace, "--wait=false")
@@ -141,6 +133,30 @@ def test_gpu_deployment_is_scheduled_on_a_matching_node_and_becomes_ready(
             not kube_cluster.get_json("pods,replicasets", "-n", namespace, "-l", "app=gpu-server")["items"]
         ),
     )
+
+
+def test_a_pod_needing_more_gpus_than_any_matching_node_has_stays_unschedulable(
+    kube_cluster: Cluster, namespace: str
+) -> None:
+    l4_nodes = gpu_pool(kube_cluster, "L4")
+    product = l4_nodes[0]["metadata"]["labels"]["nvidia.com/gpu.product"]
+    most = max(int(n["status"]["allocatable"]["nvidia.com/gpu"]) for n in l4_nodes)
+    kube_cluster.kubectl(
+        "apply", "-f", "-", input=json.dumps(gpu_deployment("too-big", namespace, product, most + 1))
+    )
+
+    def unschedulable_pod() -> list[dict[str, Any]]:
+        pods = kube_cluster.get_json("pods", "-n", namespace, "-l", "app=too-big")["items"]
+        return [
+            p
+            for p in pods
+            if any(c.get("reason") == "Unschedulable" for c in p.get("status", {}).get("conditions", []))
+        ]
+
+    (pending,) = wait_for("the scheduler to report the pod unschedulable", unschedulable_pod)
+    assert "Insufficient nvidia.com/gpu" in json.dumps(pending["status"]["conditions"])
+    assert not pending["spec"].get("nodeName")
+    kube_cluster.kubectl("delete", "deployment", "too-big", "-n", namespace)
 
 
 def test_kwok_does_not_run_job_pods(kube_cluster: Cluster, namespace: str) -> None:
