@@ -734,7 +734,11 @@ def test_the_operator_understands_what_the_chart_passes(
 
     settings = WorkloadSettings.from_env(data)
     assert settings.job_image == data["KUBEJURY_JOB_IMAGE"]
-    assert settings.vllm_image == "docker.io/vllm/vllm-openai:v0.11.0"
+    from kubejury_operator import images
+
+    # The chart leaves the images empty: the operator's pins (images.py) apply.
+    assert settings.vllm_image == images.VLLM.reference
+    assert settings.llamacpp_cuda_image == images.LLAMACPP_CUDA.reference
     assert settings.model_cache_pvc == "model-cache"
     assert settings.storage_secret == "s3-credentials"
     assert settings.results_pvc == "kubejury-results"
