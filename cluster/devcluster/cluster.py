@@ -85,6 +85,7 @@ AUDIT_POLICY: dict[str, Any] = {
 }
 START_TIMEOUT = float(os.environ.get("KUBEJURY_CLUSTER_START_TIMEOUT", "240"))
 STOP_TIMEOUT = 20.0
+KUBECTL_TIMEOUT = 120.0
 
 
 class ClusterError(RuntimeError):
@@ -177,13 +178,19 @@ class Cluster:
 
         Raises ClusterError naming the command and quoting stderr when it fails and ``check`` is true.
         """
-        result = subprocess.run(
-            [str(self.kubectl_path), "--kubeconfig", str(kubeconfig or self.kubeconfig), *args],
-            input=input,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        try:
+            result = subprocess.run(
+                [str(self.kubectl_path), "--kubeconfig", str(kubeconfig or self.kubeconfig), *args],
+                input=input,
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=KUBECTL_TIMEOUT,
+            )
+        except subprocess.TimeoutExpired as error:
+            raise ClusterError(
+                f"kubectl {' '.join(args)} did not finish in {KUBECTL_TIMEOUT:.0f}s"
+            ) from error
         if check and result.returncode != 0:
             raise ClusterError(
                 f"kubectl {' '.join(args)} failed (exit {result.returncode}): {result.stderr.strip()}"
@@ -194,6 +201,15 @@ class Cluster:
         """A kubeconfig at ``path`` that authenticates with a bearer token (e.g. ``kubectl create token``)."""
         config = _kubeconfig_with(self.api_url, self.ca_file, "token-user", {"token": token})
         return _write_private(path, yaml.safe_dump(config))
+
+    def audit_events(self) -> list[dict[str, Any]]:
+        """The audit log's events so far (a last line still being written is left for the next read)."""
+        try:
+            text = self.audit_log.read_text()
+        except FileNotFoundError:
+            return []
+        complete = text[: text.rfind("\n") + 1]
+        return [json.loads(line) for line in complete.splitlines() if line.strip()]
 
     def get_json(self, *args: str) -> Any:
         """``kubectl get ARGS -o json``, parsed."""

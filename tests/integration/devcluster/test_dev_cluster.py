@@ -202,10 +202,9 @@ def test_rbac_denies_an_unprivileged_user_and_the_audit_log_records_it(
     assert result == ""
 
     def audit_denial() -> list[dict[str, Any]]:
-        events = [json.loads(line) for line in kube_cluster.audit_log.read_text().splitlines() if line]
         return [
             e
-            for e in events
+            for e in kube_cluster.audit_events()
             if e.get("impersonatedUser", {}).get("username") == "mallory"
             and e.get("verb") == "list"
             and e.get("objectRef", {}).get("resource") == "secrets"
