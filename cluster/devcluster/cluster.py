@@ -564,12 +564,12 @@ def start_cluster(
     state = state_dir.resolve()
     nodes_path = nodes_file.resolve()
     nodes = load_nodes(nodes_path)  # bad input fails before anything starts
+    bins = bin_dir or build_bins()
     with contextlib.suppress(ClusterError):
         running = attach(state)
-        if running.nodes_file == nodes_path:
+        if running.nodes_file == nodes_path and running.bin_dir == bins:
             return running
-    stop_cluster(state)  # leftovers of a half-started or differently-configured cluster
-    bins = bin_dir or build_bins()
+    stop_cluster(state)  # leftovers of a half-started cluster, or one of other nodes or binaries
     for sub in ("logs", "pids"):
         (state / sub).mkdir(parents=True, exist_ok=True)
     shutil.rmtree(state / "etcd", ignore_errors=True)
