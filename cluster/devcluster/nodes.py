@@ -1,4 +1,5 @@
-"""The nodes file: a Kubernetes ``NodeList`` (YAML or JSON, the shape of ``kubectl get nodes -o json``).
+"""The nodes file: a Kubernetes ``NodeList`` (YAML or JSON, the shape of ``kubectl get nodes -o json``,
+which says ``kind: List``).
 
 Read once, checked, and turned into the Node objects the dev cluster creates. Fields that only a
 server sets (uid, resourceVersion, managedFields, creation time) and the status a kubelet reports
@@ -38,8 +39,9 @@ def load_nodes(path: Path) -> list[dict[str, Any]]:
         raise NodesFileError(
             f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {error}"
         ) from error
-    if not isinstance(document, Mapping) or document.get("kind") != "NodeList":
-        raise NodesFileError(f"{path}: expected a NodeList (kind: NodeList, items: [...])")
+    # kubectl prints a multi-object result as kind List (of Nodes); the API's own type is NodeList.
+    if not isinstance(document, Mapping) or document.get("kind") not in ("NodeList", "List"):
+        raise NodesFileError(f"{path}: expected a NodeList (kind: NodeList or List, items: [...])")
     items = document.get("items")
     if not isinstance(items, list) or not items:
         raise NodesFileError(f"{path}: the NodeList has no items")

@@ -51,7 +51,8 @@ def test_output_of_kubectl_get_nodes_is_accepted_and_server_and_kubelet_fields_d
         "spec": {"taints": []},
         "status": {"capacity": {"cpu": "4"}, "allocatable": {"cpu": "4"}, "conditions": [{"type": "Ready"}]},
     }
-    path = write(tmp_path, {"apiVersion": "v1", "kind": "NodeList", "items": [node]}, "nodes.json")
+    # kubectl get nodes -o json says kind: List
+    path = write(tmp_path, {"apiVersion": "v1", "kind": "List", "items": [node]}, "nodes.json")
     (created,) = load_nodes(path)
     assert created["metadata"] == {"name": "n1", "labels": {"a": "b"}}
     assert created["status"] == {"capacity": {"cpu": "4"}, "allocatable": {"cpu": "4"}}

@@ -240,3 +240,17 @@ def test_the_api_server_reports_the_pinned_kubernetes_release(kube_cluster: Clus
     assert versions["serverVersion"]["gitVersion"] == pinned
     assert versions["clientVersion"]["gitVersion"] == pinned
     assert versions["serverVersion"]["minor"] == pinned.split(".")[1]
+
+
+def test_kubectl_get_nodes_output_is_a_nodes_file(kube_cluster: Cluster, tmp_path: Path) -> None:
+    """What a real cluster prints can start the dev cluster: same nodes, labels, taints and resources."""
+    dumped = tmp_path / "nodes.json"
+    dumped.write_text(kube_cluster.kubectl("get", "nodes", "-o", "json"))
+    original = {n["metadata"]["name"]: n for n in load_nodes(kube_cluster.nodes_file)}
+    reloaded = {n["metadata"]["name"]: n for n in load_nodes(dumped)}
+    assert set(reloaded) == set(original)
+    for name, node in reloaded.items():
+        assert original[name]["metadata"]["labels"].items() <= node["metadata"]["labels"].items()
+        assert node["spec"].get("taints", []) == original[name]["spec"].get("taints", [])
+        assert node["status"]["allocatable"] == original[name]["status"]["allocatable"]
+        assert set(node["status"]) == {"capacity", "allocatable"}
