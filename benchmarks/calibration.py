@@ -55,21 +55,27 @@ SHAPES = {
 }
 
 
-def pct(rate: Rate) -> str:
+def pct(rate: Rate, replications: int | None = None) -> str:
+    """A rate in percent ± its Monte Carlo error; a rate of exactly 0 or 1 (sample error 0) gets
+    the rule-of-three 95% bound 3/R instead."""
+    if replications and rate.se == 0.0 and rate.value in (0.0, 1.0):
+        bound = 100 * 3.0 / replications
+        return f"{100 * rate.value:.1f} (≥ {100 - bound:.1f})" if rate.value else f"0.0 (≤ {bound:.1f})"
     return f"{100 * rate.value:.1f} ± {100 * rate.se:.1f}"
 
 
 def row(result: ShapeResult) -> str:
     levels = " | ".join(pct(r) for r in result.coverage_levels)
     power = " | ".join(
-        pct(measured) + ("" if math.isnan(predicted.value) else f" (report: {100 * predicted.value:.0f})")
+        pct(measured, result.replications)
+        + ("" if math.isnan(predicted.value) else f" (report: {100 * predicted.value:.0f})")
         for measured, predicted in zip(result.power, result.predicted_power, strict=True)
     )
     return (
         f"| {result.shape.name} ({result.shape.n_questions} q) | {result.replications} "
         f"| {pct(result.coverage_weighted)} | {pct(result.coverage_degradation)} | {levels} "
         f"| {pct(result.coverage_domains)} | {pct(result.false_separation)} | {power} "
-        f"| {result.variance_ratio:.2f} |"
+        f"| {result.variance_ratio:.2f} ± {result.variance_ratio * math.sqrt(2.0 / (result.replications - 1)):.2f} |"
     )
 
 
@@ -130,7 +136,8 @@ def main() -> int:
         "- ± is one Monte Carlo standard error over replications (each replication is one unit; its value",
         "  averages the models, levels or domains it covers).",
         "- Last column: mean bootstrap variance of the reference model's W ÷ the variance of its estimate",
-        "  across the replications (1 = the bootstrap's spread is the real one).",
+        "  across the replications (1 = the bootstrap's spread is the real one); its error is that of a sample",
+        "  variance, √(2/(R − 1)) relative.",
         f"- Shapes: 16 domains × 3 levels; unequal cells: {describe_cells(unequal[0]) if unequal else 'not run'}.",
         f"- Machine: {os.cpu_count()} CPUs, Python {platform.python_version()}; {elapsed:.0f} s in all.",
         "",
