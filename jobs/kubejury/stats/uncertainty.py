@@ -57,6 +57,10 @@ DIFFERENCE_RANGE = (-10.0, 10.0)
 POWER_DIFFERENCES = (0.2, 0.5)
 POWER_TARGET = 0.8
 
+# Differences and standard errors this small are rounding noise: two models with the same scores
+# on every question are tied, not separated by their last bit.
+TIE = 1e-9
+
 
 @dataclass(frozen=True)
 class Power:
@@ -274,11 +278,6 @@ def t_probability_positive(difference: FloatArray, se: FloatArray, df: float) ->
     sign = np.where(difference > TIE, 1.0, np.where(difference < -TIE, 0.0, 0.5))
     out = np.where(se > TIE * 1e-3, probability, sign)
     return np.asarray(np.where(np.isnan(difference) | np.isnan(se), np.nan, out), dtype=np.float64)
-
-
-# Differences and standard errors this small are rounding noise: two models with the same scores
-# on every question are tied, not separated by their last bit.
-TIE = 1e-9
 
 
 def detection_probability(delta: float, se: float, df: float, confidence: float) -> float:
