@@ -128,18 +128,9 @@ def _read_nodes_document(path: str) -> Any:
         raise InputError(path, "file not found") from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(path, f"cannot read: {exc}") from exc
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as json_error:
-        try:
-            data = yaml.safe_load(text)  # kubectl get nodes -o yaml works too
-        except yaml.YAMLError:
-            raise InputError(
-                path,
-                f"not valid JSON: {json_error.msg} (save it with `kubectl get nodes -o json`)",
-                location=f"line {json_error.lineno}, column {json_error.colno}",
-            ) from json_error
-    return data
+    from kubejury.placement.gpu_nodes import read_nodes_document
+
+    return read_nodes_document(text, path)  # bounded: no aliases, runaway nesting or digits
 
 
 MANIFESTS_ENTRY_POINT_GROUP = "kubejury.manifests"

@@ -49,6 +49,7 @@ from kubejury.config.spec_rules import normalize_quantization as normalize_quant
 from kubejury.config.spec_rules import spec_problems as spec_problems
 from kubejury.errors import InputError
 from kubejury.modelinfo import parse_parameters
+from kubejury.safe_input import load_yaml
 from kubejury.stats.scoring import DEFAULT_LEVEL_WEIGHTS, DEFAULT_TIERS, ScoringConfig, TierRule
 
 API_GROUP = "kubejury.io"
@@ -953,14 +954,7 @@ def _nearest_lines(problems: Sequence[FieldProblem], index: Mapping[str, int]) -
 
 def parse_evalrun_yaml(text: str, source: str = "<EvalRun>") -> EvalRun:
     """Parse and validate EvalRun YAML text; errors carry line numbers."""
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        location = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else None
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise InputError(source, f"not valid YAML: {problem}", location=location) from exc
+    data, node = load_yaml(text, source)  # no aliases, duplicate keys, runaway nesting or digits
     if data is None:
         raise InputError(source, "empty file: expected an EvalRun (apiVersion, kind, metadata, spec)")
     run, problems = evalrun_problems(data)

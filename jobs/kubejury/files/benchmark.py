@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kubejury.errors import InputError
+from kubejury.safe_input import MAX_INT_DIGITS, loads_json, split_lines
 
 log = logging.getLogger(__name__)
 
@@ -161,11 +162,11 @@ def _decode(data: bytes, source: str) -> str:
 
 
 def _jsonl_records(text: str, source: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in split_lines(text):
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = loads_json(line, source, f"line {number}")
         except json.JSONDecodeError as exc:
             raise InputError(
                 source, f"invalid JSON: {exc.msg} (column {exc.colno})", location=f"line {number}"
@@ -180,6 +181,8 @@ def _jsonl_records(text: str, source: str) -> Iterator[tuple[str, Mapping[str, A
 
 
 def _csv_records(text: str, source: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    # A field may be as long as the file, as in JSONL (the default cap is 128 KiB).
+    csv.field_size_limit(max(csv.field_size_limit(), len(text) + 1))
     reader = csv.reader(io.StringIO(text, newline=""))
     try:
         header = next(reader)
@@ -242,6 +245,10 @@ def _level(record: Mapping[str, Any], source: str, location: str, csv_mode: bool
     if value is None or (isinstance(value, str) and not value.strip()):
         raise InputError(source, "required field is missing or empty", location=location, field="level")
     if csv_mode and isinstance(value, str) and value.strip().isdigit():
+        if len(value.strip()) > MAX_INT_DIGITS:
+            raise InputError(
+                source, f"an integer of {len(value.strip())} digits", location=location, field="level"
+            )
         value = int(value.strip())
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InputError(
@@ -259,7 +266,7 @@ def _metadata(record: Mapping[str, Any], source: str, location: str, csv_mode: b
         return {}
     if csv_mode and isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = loads_json(value, source, location)
         except json.JSONDecodeError as exc:
             raise InputError(
                 source,

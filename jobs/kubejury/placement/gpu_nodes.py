@@ -10,10 +10,14 @@ releases say "undefined" on Blackwell). When a node lacks the compute-capability
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from kubejury.errors import InputError
+from kubejury.safe_input import load_yaml, loads_json
 
 GPU_RESOURCE = "nvidia.com/gpu"
 LABEL_PRODUCT = "nvidia.com/gpu.product"
@@ -146,13 +150,26 @@ def known_gpu(product: str | None) -> tuple[tuple[int, int], int] | None:
     return KNOWN_GPUS[max(matches, key=len)]
 
 
-def parse_node(obj: Mapping[str, Any]) -> NodeInfo:
-    """A :class:`NodeInfo` from a Node object (as ``kubectl get node -o json`` prints it)."""
-    metadata = obj.get("metadata") or {}
-    labels = {str(k): str(v) for k, v in (metadata.get("labels") or {}).items()}
-    status = obj.get("status") or {}
-    allocatable = status.get("allocatable") or {}
-    spec = obj.get("spec") or {}
+def _object(parent: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
+    """``parent[key]`` when it is an object (or absent: empty); else a ValueError naming it."""
+    value = parent.get(key) or {}
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{where}.{key} must be an object, got {type(value).__name__} {value!r:.40}")
+    return value
+
+
+def parse_node(obj: Mapping[str, Any], where: str = "node") -> NodeInfo:
+    """A :class:`NodeInfo` from a Node object (as ``kubectl get node -o json`` prints it).
+
+    A part of the wrong type (``status: "x"``) is a ValueError naming it (``where`` prefixes it).
+    """
+    metadata = _object(obj, "metadata", where)
+    labels = {str(k): str(v) for k, v in _object(metadata, "labels", f"{where}.metadata").items()}
+    status = _object(obj, "status", where)
+    allocatable = _object(status, "allocatable", f"{where}.status")
+    spec = _object(obj, "spec", where)
+    if not isinstance(spec.get("taints") or [], list):
+        raise ValueError(f"{where}.spec.taints must be a list")
     gpus_alloc = parse_quantity(allocatable.get(GPU_RESOURCE))
     gpus = int(gpus_alloc) if gpus_alloc is not None else 0
     product = labels.get(LABEL_PRODUCT)
@@ -193,8 +210,41 @@ def parse_node_list(data: object) -> list[NodeInfo]:
     for i, item in enumerate(items):
         if not isinstance(item, Mapping) or item.get("kind", "Node") != "Node":
             raise ValueError(f"items[{i}] is not a Node")
-        nodes.append(parse_node(item))
+        nodes.append(parse_node(item, f"items[{i}]"))
     return nodes
+
+
+class NodesFileError(InputError):
+    """A nodes file (``kubectl get nodes -o json|yaml``) that cannot be used."""
+
+
+def read_nodes_document(text: str, source: str) -> Any:
+    """A nodes file's text parsed as JSON, else YAML, within :mod:`kubejury.safe_input`'s limits."""
+    try:
+        return loads_json(text, source)
+    except json.JSONDecodeError as json_error:
+        try:
+            data, _ = load_yaml(text, source)  # kubectl get nodes -o yaml works too
+        except InputError as yaml_error:
+            if text.lstrip().startswith(("{", "[")):
+                raise NodesFileError(
+                    source,
+                    f"not valid JSON: {json_error.msg} (save it with `kubectl get nodes -o json`)",
+                    location=f"line {json_error.lineno}, column {json_error.colno}",
+                ) from None
+            raise NodesFileError(source, yaml_error.detail, location=yaml_error.location) from None
+        return data
+    except InputError as exc:
+        raise NodesFileError(source, exc.detail, location=exc.location) from None
+
+
+def load_nodes_text(text: str, source: str) -> list[NodeInfo]:
+    """The nodes of a nodes file's text (JSON or YAML); any problem is a :class:`NodesFileError`."""
+    data = read_nodes_document(text, source)
+    try:
+        return parse_node_list(data)
+    except ValueError as exc:
+        raise NodesFileError(source, str(exc)) from None
 
 
 def blocking_taints(node: NodeInfo) -> list[Mapping[str, Any]]:

@@ -22,6 +22,9 @@ from matplotlib.ticker import FuncFormatter
 from kubejury.report.view import SeriesView, as_list, as_mapping, fmt_parameters
 
 matplotlib.use("Agg")  # never a GUI backend, even when a display is around
+# Names are text: a "$" in a model or domain name must not start mathtext (which raised, and then
+# no report was written). Text objects read this when created, so it is set before any figure.
+matplotlib.rcParams["text.parse_math"] = False
 
 # Twenty distinguishable colours; beyond them a model also gets another marker and line style.
 PALETTE = (
