@@ -308,8 +308,8 @@ def _cross_reference(
         models = [m for m, keep in zip(cube.models, unrelated, strict=True) if keep]
         others = sorted(o for o in cube.judges if o != judge and any(m in relations_of[o] for m in models))
         notes.append(
-            f"no evaluated model is related to no judge, so judge {judge!r}'s baseline is the models it is not "
-            f"related to ({', '.join(models)}), which are related to judge(s) {', '.join(others)}: its difference "
+            f"no evaluated model is related to no judge, so the baseline of judge {judge!r} is the models it is "
+            f"not related to ({', '.join(models)}), which are related to judge(s) {', '.join(others)}: its difference "
             "includes their self-preference as well as its own (with two judges that are each one evaluated "
             "model, both differences estimate the sum of the two self-preferences)"
         )

@@ -74,12 +74,10 @@ def test_missing_benchmark_file(workdir: Path, capsys: pytest.CaptureFixture[str
 
 def test_filter_naming_unknown_domain(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = workdir / "quickstart.yaml"
-    spec.write_text(
-        QUICKSTART.replace(
-            "      domains: [law, general-internal-medicine]", "      domains: [law, astrology]"
-        ),
-        encoding="utf-8",
-    )
+    bad = QUICKSTART.replace("      domains: [law]", "      domains: [law, astrology]")
+    # Without this a changed quickstart would silently run the whole demo here.
+    assert bad != QUICKSTART, "the quickstart no longer has the domains line this test changes"
+    spec.write_text(bad, encoding="utf-8")
     out = workdir / "out"
     code, err = _run(["run", str(spec), "--out", str(out)], capsys)
     assert code == 2 and "spec.benchmark.filters.domains" in err and "astrology" in err

@@ -7,6 +7,7 @@ leave its llama.cpp server behind; and the prompt-injection set through the embe
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import signal
 import socket
@@ -96,6 +97,76 @@ def test_tiny_run_end_to_end_and_server_stopped(tmp_path: Path) -> None:
             assert (j["score"] is not None and 0 <= j["score"] <= 10) or (j["score"] is None and j["error"])
     assert (out / layout.report_prefix / "report.html").is_file()
     assert "gemma" in proc.stdout
+
+
+CROSS = f"""apiVersion: kubejury.io/v1alpha1
+kind: EvalRun
+metadata:
+  name: cross
+spec:
+  benchmark:
+    uri: {(REPO / "examples" / "benchmark-ru-sample.jsonl").as_uri()}
+    filters:
+      domains: [finance]
+      limitPerCell: 1
+  models:
+    - name: gemma
+      runtime: llamacpp
+      maxModelLen: 2048
+    - name: smol
+      runtime: llamacpp
+      source: embedded://smollm2-135m-instruct-q4_1
+      maxModelLen: 2048
+  judges:
+    - name: judge-gemma
+      runtime: llamacpp
+      sameAs: gemma
+      maxModelLen: 2048
+    - name: judge-smol
+      runtime: llamacpp
+      source: embedded://smollm2-135m-instruct-q4_1
+      sameAs: smol
+      maxModelLen: 2048
+  series:
+    - name: primary
+      temperature: 0
+      repetitionPenalty: 1.2
+      maxTokens: 32
+  judging:
+    maxTokens: 96
+  scoring:
+    bootstrapSamples: 100
+"""
+
+
+def test_two_embedded_models_answer_and_judge_each_other_on_their_own_servers(tmp_path: Path) -> None:
+    """The quickstart's shape, small: Gemma and SmolLM2 each answer, and each judges both."""
+    spec = tmp_path / "cross.yaml"
+    spec.write_text(CROSS, encoding="utf-8")
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "kubejury.cli", "run", str(spec), "--out", str(out), "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    ports = [int(p) for p in _URL.findall(proc.stderr)]
+    assert len(ports) == 2, "one server per model, shared with the judge that is that model"
+    assert "SmolLM2-135M-Instruct.Q4_1.gguf" in proc.stderr
+    assert not any(_port_open(port) for port in ports)
+
+    store, layout = LocalStorage(out), RunLayout("cross")
+    for model in ("gemma", "smol"):
+        answers = list(store.read_jsonl(layout.answers_prefix("primary", model)))
+        assert len(answers) == 3 and all(a["error"] is None and a["answer"] for a in answers)
+    for judge in ("judge-gemma", "judge-smol"):
+        judgments = list(store.read_jsonl(layout.judgments_prefix("primary", judge)))
+        assert len(judgments) == 6  # both models' answers
+        assert {j["model"] for j in judgments} == {"gemma", "smol"}
+    report = json.loads((out / layout.report_prefix / "report.json").read_text(encoding="utf-8"))
+    assert "Significance" in proc.stdout
+    assert report["series"]["primary"]["self_preference"], "each judge is an evaluated model"
 
 
 def test_killed_run_does_not_leave_its_server_behind(tmp_path: Path) -> None:
