@@ -224,6 +224,37 @@ def _check_endpoint(entry: Mapping[str, Any], path: str, problems: list[FieldPro
         )
 
 
+RESERVED_SERIES_NAMES: frozenset[str] = frozenset(("spec.json", "report", "progress", "spec-history"))
+"""Folders and files at a run's top level beside the series folders (see docs/storage.md)."""
+_SHARD_SUFFIX = re.compile(r"\.shard-\d+-of-\d+$")
+
+
+def _check_layout_names(spec: Mapping[str, Any], prefix: str, problems: list[FieldProblem]) -> None:
+    """Names that would share a storage path with something else of the run."""
+    for i, entry in _entries(spec, "series"):
+        name = entry.get("name")
+        if isinstance(name, str) and name in RESERVED_SERIES_NAMES:
+            problems.append(
+                FieldProblem(
+                    _join(prefix, f"series[{i}].name"),
+                    f"{name!r} is reserved for the run's own files "
+                    f"({', '.join(sorted(RESERVED_SERIES_NAMES))}); choose another series name",
+                )
+            )
+    for key in ("models", "judges"):
+        for i, entry in _entries(spec, key):
+            name = entry.get("name")
+            shard = _SHARD_SUFFIX.search(name) if isinstance(name, str) else None
+            if shard is not None:
+                problems.append(
+                    FieldProblem(
+                        _join(prefix, f"{key}[{i}].name"),
+                        f"{name!r} ends like a shard's progress file (.shard-<i>-of-<n>) and would read "
+                        f"as a shard of {str(name)[: shard.start()]!r}; choose another name",
+                    )
+                )
+
+
 def spec_problems(spec: Mapping[str, Any], *, prefix: str = "spec") -> list[FieldProblem]:
     """Every cross-field problem of an EvalRun ``spec`` mapping (camelCase or snake_case keys).
 
@@ -247,6 +278,7 @@ def spec_problems(spec: Mapping[str, Any], *, prefix: str = "spec") -> list[Fiel
         )
     for key, what in (("models", "model"), ("judges", "judge"), ("series", "series")):
         _check_unique(spec, key, prefix, what, problems)
+    _check_layout_names(spec, prefix, problems)
     model_names = {entry.get("name") for _, entry in _entries(spec, "models")}
     for key in ("models", "judges"):
         for i, entry in _entries(spec, key):
