@@ -139,5 +139,17 @@ cluster-down: $(STAMP)
 	-@$(MAKE) --no-print-directory operator-down
 	$(DEVCLUSTER) down
 
+# --- The chart and the operator on the dev cluster (tests/e2e/operator_up.py; docs/testing.md):
+# helm installs charts/kubejury into namespace kubejury (all namespaces watched), the operator runs
+# as a local process with a token of the chart's ServiceAccount, and the simulated kubelet for Job
+# pods plus the stub model servers start beside it. operator-down stops them (pid files only).
+.PHONY: operator-up operator-down
+
+operator-up: $(STAMP) $(HELM)
+	HELM=$(HELM) $(BIN)/python tests/e2e/operator_up.py up --state $(CLUSTER_STATE)
+
+operator-down:
+	@if [ -x $(BIN)/python ]; then $(BIN)/python tests/e2e/operator_up.py down --state $(CLUSTER_STATE); fi
+
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -1,72 +1,62 @@
-"""Fixtures for the operator e2e tests: KMock API server, simulated cluster, stub model server, kopf."""
+"""Fixtures for the e2e tests on the real control plane (docs/testing.md, "The e2e suite").
+
+One cluster per session (``kube_cluster``, devcluster), one helm release and operator process per
+session (``kube_operator``, :mod:`operator_up`) with the simulated kubelet and stub model servers
+beside it (:mod:`kubelet_runner` names every simulated part). Each test works in its own namespace.
+At the end of the session the API load per EvalRun, read from the audit log, is printed.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Callable
+import hashlib
+import os
+import shutil
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
-import kmock
 import pytest
-from e2e_cluster import SimulatedCluster, declare_resources
-from e2e_stub_openai import StubOpenAI
+from e2e_kube import API_LOAD, QUALITY, api_load_table
+from kubeapi import KubeApi, KubeConfig
+from operator_up import OperatorState, down, up
 
-RECONCILE_INTERVAL_S = 0.5
-OperatorFactory = Callable[[], contextlib.AbstractAsyncContextManager[None]]
+from devcluster import Cluster
+
+#: Seconds between two reconciles of one EvalRun (the chart's default is 15; tests want minutes).
+RECONCILE_INTERVAL_S = 2.0
+
+
+@pytest.fixture(scope="session")
+def kube_operator(kube_cluster: Cluster) -> Iterator[OperatorState]:
+    """helm install + the operator as the chart's ServiceAccount + the simulated kubelet."""
+    # Never under /tmp: every Job pod mounts an emptyDir over /tmp, and its volumes live here.
+    # One per cluster: a reused cluster (KUBEJURY_CLUSTER_STATE) keeps its volumes' host paths.
+    digest = hashlib.sha1(str(kube_cluster.state_dir.resolve()).encode()).hexdigest()[:10]
+    work = Path.home() / ".cache" / "kubejury" / "e2e" / f"work-{digest}"
+    state = asyncio.run(
+        up(kube_cluster.state_dir, work_dir=work, reconcile_interval=RECONCILE_INTERVAL_S, quality=QUALITY)
+    )
+    API_LOAD.audit_log = kube_cluster.audit_log
+    try:
+        yield state
+    finally:
+        down(work)
+        if not os.environ.get("KUBEJURY_E2E_KEEP") and not os.environ.get("KUBEJURY_CLUSTER_STATE"):
+            shutil.rmtree(work, ignore_errors=True)
 
 
 @pytest.fixture
-async def stub() -> AsyncIterator[StubOpenAI]:
-    # Model quality the stub's verdicts reflect: "alpha" answers best, so it must lead the ranking.
-    async with StubOpenAI(quality={"alpha": 9, "beta": 6, "judge-a": 5}) as server:
-        yield server
+async def api(kube_cluster: Cluster) -> AsyncIterator[KubeApi]:
+    """The API as the cluster admin (the tests' own view; the operator has only its token)."""
+    async with KubeApi(KubeConfig.load(kube_cluster.kubeconfig)) as client:
+        yield client
 
 
-@pytest.fixture
-async def cluster(stub: StubOpenAI, tmp_path: Path) -> AsyncIterator[SimulatedCluster]:
-    async with kmock.KubernetesEmulator() as k8s, kmock.Server(k8s) as server:
-        declare_resources(k8s)
-        simulated = SimulatedCluster(k8s, str(server.url), stub.url, tmp_path)
-        async with simulated.running():
-            yield simulated
-
-
-@pytest.fixture
-def operator(cluster: SimulatedCluster, monkeypatch: pytest.MonkeyPatch) -> OperatorFactory:
-    """``async with operator():`` runs the real kopf operator in-process until the block ends."""
-    monkeypatch.setenv("KUBEJURY_KUBE_SERVER", cluster.api)
-    import kopf
-
-    from kubejury_operator import handlers
-
-    # Its own registry with a short reconcile interval, so a whole run completes in about a minute.
-    registry = handlers.register(kopf.OperatorRegistry(), interval=RECONCILE_INTERVAL_S)
-
-    @contextlib.asynccontextmanager
-    async def running() -> AsyncIterator[None]:
-        stop = asyncio.Event()
-        ready = asyncio.Event()
-        task = asyncio.create_task(
-            kopf.operator(
-                clusterwide=True,
-                standalone=True,
-                memo=kopf.Memo(),
-                registry=registry,
-                stop_flag=stop,
-                ready_flag=ready,
-            )
-        )
-        try:
-            await asyncio.wait_for(ready.wait(), timeout=30)
-            yield
-        finally:
-            stop.set()
-            try:
-                await asyncio.wait_for(task, timeout=30)
-            except TimeoutError:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
-
-    return running
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Issue 8, test 8: API requests per minute per EvalRun, by verb and resource (a figure, no assert)."""
+    if API_LOAD.audit_log is None or not API_LOAD.runs:
+        return
+    terminalreporter.section("kubejury operator API load per EvalRun (audit log)")
+    for line in api_load_table(API_LOAD.audit_log, API_LOAD.runs):
+        terminalreporter.write_line(line)

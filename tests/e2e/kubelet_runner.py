@@ -83,8 +83,6 @@ def running_status(pod: Mapping[str, Any], started: str) -> dict[str, Any]:
     return {
         "phase": "Running",
         "startTime": started,
-        "hostIP": "127.0.0.1",
-        "podIP": "127.0.0.1",
         "conditions": [
             {"type": t, "status": "True", "lastTransitionTime": started}
             for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
