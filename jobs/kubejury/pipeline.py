@@ -10,6 +10,7 @@ storage untouched.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -130,7 +131,13 @@ def client_settings(concurrency: Concurrency) -> ClientSettings:
         max_in_flight=concurrency.requests_per_endpoint,
         request_timeout_s=concurrency.request_timeout_seconds,
         max_attempts=concurrency.max_attempts,
+        max_response_bytes=concurrency.max_response_bytes,
     )
+
+
+def stage_options(concurrency: Concurrency, options: StageOptions | None = None) -> StageOptions:
+    """The stage knobs given (or the defaults) with the spec's error threshold."""
+    return dataclasses.replace(options or StageOptions(), max_error_share=concurrency.max_error_share)
 
 
 def endpoint_of(entry: ModelSpec, local_urls: Mapping[str, str], override: str | None = None) -> str:
@@ -218,7 +225,7 @@ async def generate(
                     series=s,
                     questions=questions,
                     client=client,
-                    options=options,
+                    options=stage_options(inputs.evalrun.spec.concurrency, options),
                     view=view,
                     shard=shard,
                 )
@@ -272,7 +279,7 @@ async def judge(
                     client=client,
                     seed=spec.scoring.seed,
                     language=spec.benchmark.language,
-                    options=options,
+                    options=stage_options(spec.concurrency, options),
                     view=view,
                 )
 

@@ -625,6 +625,20 @@ class Concurrency(_Model):
     max_attempts: int = Field(
         default=6, ge=1, le=20, description="Attempts per request on 429/5xx/connection errors, with backoff."
     )
+    max_error_share: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description=(
+            "A generation or judging stage fails when more than this share of its requests failed "
+            "(after retries), naming the commonest error; 0 = any failed request fails the stage."
+        ),
+    )
+    max_response_bytes: int = Field(
+        default=32 * 1024 * 1024,
+        ge=1024,
+        description="Longest model-server reply read; a longer one fails its request.",
+    )
 
 
 class ModelCache(_Model):

@@ -56,6 +56,9 @@ class ClientSettings:
     backoff_max_s: float = 30.0
     retry_after_max_s: float = 120.0  # never sleep longer than this on one Retry-After
     keepalive_s: float = 60.0
+    # A reply longer than this fails its request (kind "malformed", not retried): a 4k-token answer
+    # is tens of KiB, and an endless 200 body was once buffered to 2.5 GB before a MemoryError.
+    max_response_bytes: int = 32 * 1024 * 1024
 
     def __post_init__(self) -> None:
         if self.max_in_flight < 1:
@@ -103,6 +106,15 @@ class ClientStats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     retry_reasons: dict[str, int] = field(default_factory=dict)
+
+
+class ResponseTooLarge(Exception):
+    """A reply longer than ``ClientSettings.max_response_bytes`` (reading stopped there)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"reply larger than {limit} bytes (spec.concurrency.maxResponseBytes); not read further"
+        )
 
 
 def chat_url(base_url: str) -> str:
@@ -336,6 +348,9 @@ class ChatClient:
                     "connection",
                     None,
                 )
+            except ResponseTooLarge as exc:
+                deadlines.pop(task, None)
+                return self._failure(None, str(exc), "malformed", attempt, t0, started)
             except aiohttp.ClientPayloadError as exc:
                 deadlines.pop(task, None)
                 error, kind, status = f"reply cut off: {exc}", "malformed", None
@@ -404,9 +419,18 @@ class ChatClient:
     async def _post(self, payload: bytes) -> tuple[int, bytes, str | None]:
         """One HTTP exchange: status, body, ``Retry-After``. Raises on transport trouble."""
         assert self._session is not None
+        limit = self.settings.max_response_bytes
         async with self._session.post(self._url, data=payload) as resp:
-            raw = await resp.read()
-            return resp.status, raw, resp.headers.get("Retry-After")
+            if (resp.content_length or 0) > limit:
+                raise ResponseTooLarge(limit)
+            chunks: list[bytes] = []
+            size = 0
+            async for chunk in resp.content.iter_chunked(1 << 16):
+                size += len(chunk)
+                if size > limit:
+                    raise ResponseTooLarge(limit)
+                chunks.append(chunk)
+            return resp.status, b"".join(chunks), resp.headers.get("Retry-After")
 
     def _was_timed_out(self, task: asyncio.Task[Any]) -> bool:
         """Whether the watchdog cancelled ``task``; if so, absorb that cancellation."""

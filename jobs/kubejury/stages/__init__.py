@@ -18,13 +18,14 @@ from __future__ import annotations
 from kubejury.stages.generate import read_answers, run_generation
 from kubejury.stages.judge import parse_failure_count, read_judgments, run_judging
 from kubejury.stages.progress import ProgressTracker, ProgressView, RichProgressView
-from kubejury.stages.runner import EndpointUnavailable, StageOptions, StageSummary, run_async
+from kubejury.stages.runner import EndpointUnavailable, StageFailed, StageOptions, StageSummary, run_async
 
 __all__ = [
     "EndpointUnavailable",
     "ProgressTracker",
     "ProgressView",
     "RichProgressView",
+    "StageFailed",
     "StageOptions",
     "StageSummary",
     "parse_failure_count",

@@ -9,7 +9,9 @@ request looks like. Everything around that is here, once:
    the end, so the operator can follow the stage.
 3. **Work.** :func:`~kubejury.stages.runner.pump` runs the stage's handler over the pending items
    and writes shards.
-4. **Verdict.** Every item stored: ``succeeded``. The server could not be reached: ``failed``, and
+4. **Verdict.** Every item stored and at most ``max_error_share`` of this attempt's requests
+   failed: ``succeeded``. More failed: ``failed`` naming the commonest error and the endpoint, and
+   :class:`~kubejury.stages.runner.StageFailed`. The server could not be reached: ``failed``, and
    :class:`~kubejury.stages.runner.EndpointUnavailable` (what was done is kept; a rerun resumes).
    Anything else raised (including cancellation by SIGTERM): ``failed`` with the error, re-raised.
 """
@@ -30,6 +32,7 @@ from kubejury.stages.runner import (
     EndpointUnavailable,
     Record,
     ShardWriter,
+    StageFailed,
     StageOptions,
     StageSummary,
     is_final,
@@ -126,10 +129,28 @@ async def run_stage(
         tracker.finish("failed", message)
         await write_progress()
         raise EndpointUnavailable(f"{target.activity} {target.name}/{target.series}: {message}")
+    failure = too_many_errors(summary, options.max_error_share, client.url, target.kept)
+    if failure is not None:
+        tracker.finish("failed", failure)
+        await write_progress()
+        raise StageFailed(f"{target.activity} {target.name}/{target.series}: {failure}")
     tracker.finish("succeeded")
     tracker.show()
     await write_progress()
     return summary
+
+
+def too_many_errors(summary: StageSummary, max_share: float, url: str, kept: str) -> str | None:
+    """Why the stage failed when more than ``max_share`` of this attempt's requests failed, else None."""
+    failed = sum(summary.error_reasons.values())
+    if not summary.written or failed / summary.written <= max_share:
+        return None
+    reason, count = max(summary.error_reasons.items(), key=lambda pair: pair[1])
+    return (
+        f"{failed} of {summary.written} requests failed (more than {max_share:.0%} allowed: "
+        f"spec.concurrency.maxErrorShare); most often ({count}×) {reason[:200]} from {url}; "
+        f"the {kept} stored are kept and a rerun retries the failed requests"
+    )
 
 
 async def after(first: asyncio.Task[None], then: Callable[[], Awaitable[None]]) -> None:

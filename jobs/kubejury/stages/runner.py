@@ -42,6 +42,11 @@ class EndpointUnavailable(KubejuryError):
     """The model server could not be reached; what was done is stored and a rerun resumes."""
 
 
+class StageFailed(KubejuryError):
+    """Too many of a stage's requests failed (``StageOptions.max_error_share``); what was stored is
+    kept and a rerun retries the failed requests."""
+
+
 @dataclass(frozen=True)
 class StageOptions:
     """Batching, progress and resumption knobs of a stage (defaults suit both laptops and Jobs)."""
@@ -51,6 +56,9 @@ class StageOptions:
     progress_interval_s: float = 2.0
     retry_errors: bool = True  # rerun items whose stored record carries a request error
     abort_after_unreachable: int = 8  # consecutive "server unreachable" failures before stopping
+    # A stage whose share of failed requests (this attempt, judge replies without a score not
+    # counted) is above this fails, naming the commonest error: 40 of 40 answered "401" is not done.
+    max_error_share: float = 0.5
 
 
 @dataclass
@@ -67,6 +75,7 @@ class StageSummary:
     parse_failures: int = 0
     unreachable: int = 0
     skipped: int = 0  # items that cannot be processed (e.g. judging an answer that failed)
+    error_reasons: dict[str, int] = field(default_factory=dict)  # request error → how often
     elapsed_s: float = 0.0
     shards: list[str] = field(default_factory=list)
 
@@ -199,6 +208,9 @@ async def pump(
             parse_failure = error and record.get("error_kind") == "parse"
             if error:
                 summary.errors += 1
+                if not parse_failure:
+                    reason = str(record.get("error"))
+                    summary.error_reasons[reason] = summary.error_reasons.get(reason, 0) + 1
             if parse_failure:
                 summary.parse_failures += 1
             advance(error=error, parse_failure=parse_failure)
