@@ -27,6 +27,7 @@ import contextlib
 import io
 import os
 import re
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -465,6 +466,34 @@ def open_storage(
     return LocalStorage(_file_path(uri))
 
 
+MAX_DOWNLOAD_BYTES = 256 * 1024 * 1024
+"""Largest input file fetched over http(s) (a benchmark of thousands of questions is a few MiB)."""
+
+
+def _read_bounded(response: Any, uri: str, timeout_s: float, max_bytes: int) -> bytes:
+    """The body of an HTTP response, within ``timeout_s`` in total and ``max_bytes``.
+
+    The socket timeout only bounds each read (a server sending a byte at a time restarts it), so
+    the whole download is also held to a deadline, checked between reads of at most 64 KiB.
+    """
+    deadline = time.monotonic() + timeout_s
+    declared = response.headers.get("Content-Length")
+    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+        raise InputError(uri, f"download larger than {max_bytes} bytes ({declared} declared)")
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        if time.monotonic() > deadline:
+            raise InputError(uri, f"download not complete within {timeout_s:g} s ({size} bytes so far)")
+        chunk = response.read1(65536)
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > max_bytes:
+            raise InputError(uri, f"download larger than {max_bytes} bytes; not read further")
+        chunks.append(chunk)
+
+
 def read_uri(
     uri: str,
     *,
@@ -473,6 +502,7 @@ def read_uri(
     credentials: S3Credentials | None = None,
     timeout_s: float = 60.0,
     base_dir: Path | None = None,
+    max_bytes: int = MAX_DOWNLOAD_BYTES,
 ) -> bytes:
     """The bytes of an input file at ``file://…``, a plain path, ``s3://bucket/key`` or ``http(s)://…``.
 
@@ -511,8 +541,7 @@ def read_uri(
         request = urllib.request.Request(uri, headers={"User-Agent": "kubejury"})
         try:
             with urllib.request.urlopen(request, timeout=timeout_s) as response:
-                body: bytes = response.read()
-                return body
+                return _read_bounded(response, uri, timeout_s, max_bytes)
         except urllib.error.HTTPError as exc:
             raise InputError(uri, f"HTTP {exc.code} {exc.reason}") from exc
         except (urllib.error.URLError, TimeoutError, OSError) as exc:
