@@ -47,6 +47,30 @@ from kubejury.testing.calibration import (
 )
 
 RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def use_normal_quantile() -> None:
+    """Ablation: keep the rescaled replicates but give every statistic infinite degrees of freedom
+    (estimate ± z·SE instead of ± t·SE), to measure what the t quantile contributes."""
+    import numpy as np
+
+    from kubejury.stats import uncertainty
+    from kubejury.stats.strata import DesignDegrees
+
+    design_degrees = getattr(uncertainty, "degrees_of_freedom")  # noqa: B009 (patched below)
+
+    def infinite(*args: Any, **kwargs: Any) -> DesignDegrees:
+        found = design_degrees(*args, **kwargs)
+        return DesignDegrees(
+            weighted=float("inf"),
+            levels=np.full_like(found.levels, np.inf),
+            degradation=float("inf"),
+            domain_weighted=np.full_like(found.domain_weighted, np.inf),
+        )
+
+    setattr(uncertainty, "degrees_of_freedom", infinite)  # noqa: B010 (an ablation patches the module)
+
+
 SHAPES = {
     "2": lambda: equal_shape(2),
     "6": lambda: equal_shape(6),
@@ -93,7 +117,14 @@ def main() -> int:
     parser.add_argument("--shape", choices=sorted(SHAPES), action="append")
     parser.add_argument("--samples", type=int, default=ScoringConfig().bootstrap_samples)
     parser.add_argument("--out", type=Path, default=RESULTS / "calibration.md")
+    parser.add_argument(
+        "--normal-quantile",
+        action="store_true",
+        help="ablation: ± z·SE instead of ± t·SE (write it elsewhere with --out)",
+    )
     args = parser.parse_args()
+    if args.normal_quantile:
+        use_normal_quantile()
 
     config = ScoringConfig(bootstrap_samples=args.samples)
     names = args.shape or ["2", "6", "30", "unequal"]
@@ -115,10 +146,11 @@ def main() -> int:
         + " | ".join(f"ΔW = {d} separated" for d in BETTER.values())
         + " | bootstrap var ÷ true var of W |"
     )
+    ablation = " --normal-quantile" if args.normal_quantile else ""
     text = [
-        "# Interval calibration",
+        "# Interval calibration" + (" — ablation: normal quantile instead of t" if ablation else ""),
         "",
-        f"Measured by `python benchmarks/calibration.py --replications {args.replications}` (seeds"
+        f"Measured by `python benchmarks/calibration.py --replications {args.replications}{ablation}` (seeds"
         f" {args.seed} + r for replication r of every shape; {args.samples} bootstrap samples per report).",
         "Every replication draws a fresh benchmark from a population with known W, D, Score and per-domain W",
         "(`kubejury.testing.calibration`: domain and level effects, question difficulty shared by the models,",
@@ -147,7 +179,7 @@ def main() -> int:
         "",
     ]
     document: dict[str, Any] = {
-        "command": f"python benchmarks/calibration.py --replications {args.replications}",
+        "command": f"python benchmarks/calibration.py --replications {args.replications}{ablation}",
         "seed": args.seed,
         "bootstrap_samples": args.samples,
         "equal_pairs": [list(p) for p in equal_pairs()],
