@@ -40,3 +40,7 @@ class InputError(KubejuryError):
 
 class ConfigError(KubejuryError):
     """A scoring or run configuration that cannot be applied to the data (e.g. a level without a weight)."""
+
+
+class SpecChanged(ConfigError):
+    """The spec changed in a way that makes a stage's stored records stale; nothing was written."""

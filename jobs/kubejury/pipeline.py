@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import os
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,10 +19,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kubejury.config.spec import Concurrency, EvalRun, ModelSpec, Series, StorageSpec, load_evalrun
-from kubejury.errors import ConfigError, InputError, KubejuryError
+from kubejury.errors import ConfigError, InputError, KubejuryError, SpecChanged
 from kubejury.files.benchmark import Benchmark, Format, parse_benchmark
 from kubejury.files.storage import RunLayout, Storage, open_storage, read_uri
 from kubejury.inference.client import ClientSettings, EndpointPool
+from kubejury.records.fingerprint import StageFingerprint
 from kubejury.stages import (
     ProgressView,
     StageOptions,
@@ -50,6 +52,18 @@ class LoadedRun:
     @property
     def name(self) -> str:
         return self.evalrun.name
+
+    @functools.cached_property
+    def fingerprints(self) -> list[StageFingerprint]:
+        """Every stage's fingerprint under this spec and benchmark (see :mod:`kubejury.provenance`)."""
+        from kubejury.provenance import run_fingerprints
+
+        return run_fingerprints(self.evalrun, self.benchmark)
+
+    def fingerprint(self, stage: str, series: str, name: str) -> StageFingerprint:
+        from kubejury.provenance import find
+
+        return find(self.fingerprints, stage, series, name)
 
     @property
     def question_ids(self) -> list[str]:
@@ -115,15 +129,70 @@ def load_inputs(spec_path: str, *, out: str | None = None) -> LoadedRun:
     return LoadedRun(evalrun, spec_path, benchmark, storage, RunLayout(evalrun.name))
 
 
+def _spec_digest(document: Any) -> str:
+    import hashlib
+
+    import orjson
+
+    return hashlib.sha256(orjson.dumps(document, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
+
 def record_spec(inputs: LoadedRun) -> bool:
-    """Store the spec next to the results; returns False when a *different* spec was stored before."""
+    """Store the spec next to the results; returns False when a *different* spec was stored before.
+
+    ``spec.json`` is the latest spec; every spec ever used for the run is also kept, never
+    overwritten, as ``spec-history/<digest>.json`` (content-addressed), so an earlier spec is not lost.
+    """
     key = inputs.layout.spec_key
     document = inputs.evalrun.model_dump(mode="json", by_alias=True, exclude_none=True)
     previous = inputs.storage.read_json_or_none(key)
+    for kept in (previous, document):
+        if kept is None:
+            continue
+        history_key = f"{inputs.layout.run}/spec-history/{_spec_digest(kept)}.json"
+        if inputs.storage.read_json_or_none(history_key) is None:
+            inputs.storage.write_json(history_key, kept)
     if previous == document:
         return True
     inputs.storage.write_json(key, document)
     return previous is None
+
+
+def spec_changes(inputs: LoadedRun) -> list[str]:
+    """Stages whose stored records were made under another spec, each with what changed.
+
+    Empty when the run folder is new or every stored stage fingerprint matches this spec.
+    """
+    changes: list[str] = []
+    for fp in inputs.fingerprints:
+        stored = inputs.storage.read_json_or_none(inputs.layout.fingerprint_key(fp.series, fp.stage, fp.name))
+        if stored is None:
+            continue
+        before = StageFingerprint.from_json(stored)
+        if before.digest != fp.digest:
+            what = "; ".join(fp.changes_from(before)) or "fingerprint differs"
+            changes.append(f"{fp.stage} {fp.name}/{fp.series}: {what}")
+    return changes
+
+
+def spec_changed_error(inputs: LoadedRun, changes: Sequence[str]) -> SpecChanged:
+    shown = list(changes[:6]) + ([f"… and {len(changes) - 6} more"] if len(changes) > 6 else [])
+    return SpecChanged(
+        f"run {inputs.name!r} in {inputs.storage.uri_for(inputs.layout.run)} holds records of a different "
+        f"spec ({' | '.join(shown)}). Nothing was written. Stored records are never mixed with new ones: "
+        "rerun with --new-version to write a new version beside this one, or give the EvalRun a new "
+        "metadata.name"
+    )
+
+
+def new_version(inputs: LoadedRun, limit: int = 1000) -> LoadedRun:
+    """The same run under the first free version name ``<run>.v<N>`` (N ≥ 2) whose stored records,
+    if any, match this spec: the old version stays as it is, beside it."""
+    for n in range(2, limit):
+        candidate = dataclasses.replace(inputs, layout=RunLayout(f"{inputs.name}.v{n}"))
+        if not spec_changes(candidate):
+            return candidate
+    raise ConfigError(f"run {inputs.name!r} has {limit} versions already; give the EvalRun a new name")
 
 
 def client_settings(concurrency: Concurrency) -> ClientSettings:
@@ -228,6 +297,7 @@ async def generate(
                     options=stage_options(inputs.evalrun.spec.concurrency, options),
                     view=view,
                     shard=shard,
+                    fingerprint=inputs.fingerprint("generate", s.name, model.name),
                 )
             )
     return await _gather_stage(coros)
@@ -281,6 +351,7 @@ async def judge(
                     language=spec.benchmark.language,
                     options=stage_options(spec.concurrency, options),
                     view=view,
+                    fingerprint=inputs.fingerprint("judge", s.name, j.name),
                 )
 
             url = endpoints[j.name]
@@ -381,7 +452,7 @@ def _aggregate(inputs: LoadedRun, work_dir: Path | None) -> tuple[Any, dict[str,
             judge_relations=relations,
             config=spec.scoring_config(),
             inputs={
-                "run": inputs.name,
+                "run": inputs.layout.run,
                 "spec": inputs.spec_source,
                 "storage": inputs.storage.uri_for(inputs.layout.run),
                 "judgments": inputs.storage.uri_for(f"{inputs.layout.run}/<series>/judgments/"),

@@ -38,6 +38,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
         help="output root (a directory or s3://bucket/prefix) instead of spec.storage.uri (default ./runs)",
     )
     parser.add_argument(
+        "--new-version",
+        action="store_true",
+        help=(
+            "when the run folder holds records of a different spec, write a new version of the run "
+            "beside it (<run>.v2, .v3, …) instead of stopping; old records are never overwritten or mixed"
+        ),
+    )
+    parser.add_argument(
         "--no-progress",
         action="store_true",
         help="no progress output (default: bars on a terminal, else a line per stage every 10 s)",
@@ -180,6 +188,15 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     inputs = pipeline.load_inputs(args.evalrun, out=args.out)  # raises before anything is written
     _check_endpoints(inputs)
+    changes = pipeline.spec_changes(inputs)
+    if changes:
+        if not args.new_version:
+            raise pipeline.spec_changed_error(inputs, changes)
+        old = inputs.name
+        inputs = pipeline.new_version(inputs)
+        _say(
+            f"the spec changed since run {old!r} was stored: writing version {inputs.layout.run!r} beside it"
+        )
     spec = inputs.evalrun.spec
     n_q = len(inputs.benchmark.questions)
     _say(

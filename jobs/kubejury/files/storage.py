@@ -599,6 +599,10 @@ class RunLayout:
         file = progress_file_name(safe_name(stage, "stage"), safe_name(name), shard)
         return f"{self.series_prefix(series)}/progress/{file}"
 
+    def fingerprint_key(self, series: str, stage: str, name: str) -> str:
+        """``…/fingerprints/<stage>-<name>.json``: what determined the stage's records."""
+        return f"{self.series_prefix(series)}/fingerprints/{safe_name(stage, 'stage')}-{safe_name(name)}.json"
+
     def progress_prefix(self, series: str) -> str:
         return f"{self.series_prefix(series)}/progress/"
 

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from kubejury.files.storage import RunLayout, Storage
 from kubejury.inference.client import ChatClient
 from kubejury.inference.sampling import SamplingParams, request_fields
+from kubejury.records.fingerprint import StageFingerprint
 from kubejury.stages.lifecycle import Handler, StageTarget, run_stage
 from kubejury.stages.progress import ProgressTracker, ProgressView
 from kubejury.stages.runner import UNREACHABLE, Record, StageOptions, StageSummary, latest_by_key
@@ -86,6 +87,7 @@ async def run_generation(
     options: StageOptions | None = None,
     view: ProgressView | None = None,
     shard: tuple[int, int] | None = None,
+    fingerprint: StageFingerprint | None = None,
 ) -> StageSummary:
     """Ask ``model`` every question not yet answered in ``series``; store answers in shards.
 
@@ -125,6 +127,8 @@ async def run_generation(
         record_key=_key,
         not_done="questions not answered",
         kept="answers",
+        fingerprint=fingerprint,
+        fingerprint_key=layout.fingerprint_key(series.name, STAGE, model.name),
     )
     return await run_stage(
         target,

@@ -28,6 +28,7 @@ from kubejury.inference.client import ChatClient, ChatResult, build_body, json_s
 from kubejury.inference.sampling import SamplingParams, request_fields
 from kubejury.judging.anonymize import Scrubber, mapping_document, opaque_ids, shuffled
 from kubejury.judging.judge_prompt import SCORE_SCHEMA, JudgePrompt, Verdict, parse_verdict
+from kubejury.records.fingerprint import StageFingerprint
 from kubejury.stages.generate import QuestionLike, read_answers
 from kubejury.stages.lifecycle import Handler, StageTarget, run_stage
 from kubejury.stages.progress import ProgressTracker, ProgressView
@@ -143,6 +144,7 @@ async def run_judging(
     language: str = "ru",
     options: StageOptions | None = None,
     view: ProgressView | None = None,
+    fingerprint: StageFingerprint | None = None,
 ) -> StageSummary:
     """Have ``judge`` score every stored answer of ``models`` in ``series`` not yet judged."""
     started = time.monotonic()
@@ -215,6 +217,8 @@ async def run_judging(
         record_key=_key,
         not_done="answers not judged",
         kept="judgments",
+        fingerprint=fingerprint,
+        fingerprint_key=layout.fingerprint_key(series, STAGE, judge.name),
     )
     return await run_stage(
         target,

@@ -25,10 +25,13 @@ from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from kubejury.errors import SpecChanged
 from kubejury.files.storage import Storage
 from kubejury.inference.client import ChatClient
+from kubejury.records.fingerprint import StageFingerprint
 from kubejury.stages.progress import ProgressTracker, ProgressView
 from kubejury.stages.runner import (
+    UNREACHABLE,
     EndpointUnavailable,
     Record,
     ShardWriter,
@@ -60,6 +63,8 @@ class StageTarget:
     record_key: Callable[[Record], Hashable]  # one stored record per key counts (the latest final one)
     not_done: str  # "questions not answered"
     kept: str  # "answers"
+    fingerprint: StageFingerprint | None = None  # what determines the records (stored with each)
+    fingerprint_key: str = ""  # where the fingerprint document goes
 
 
 async def run_stage(
@@ -83,6 +88,9 @@ async def run_stage(
     """
     started = time.monotonic() if started is None else started
     existing, next_seq = await read_existing(storage, target.prefix)
+    if target.fingerprint is not None:
+        await asyncio.to_thread(check_fingerprint, storage, target, existing)
+        handler = _tagging(handler, target.fingerprint.digest)
     stored = latest_by_key(existing, target.record_key)
     done = {key for key, record in stored.items() if is_final(record) or not options.retry_errors}
     pending = [(i, item) for i, item in enumerate(items) if item_key(item) not in done]
@@ -138,6 +146,49 @@ async def run_stage(
     tracker.show()
     await write_progress()
     return summary
+
+
+def check_fingerprint(storage: Storage, target: StageTarget, existing: Sequence[Record]) -> None:
+    """Raise :class:`SpecChanged` when the stage's stored records were made under another spec;
+    store the fingerprint document when there is none yet."""
+    current = target.fingerprint
+    assert current is not None
+    stored = storage.read_json_or_none(target.fingerprint_key)
+    changes: list[str] = []
+    if stored is not None:
+        before = StageFingerprint.from_json(stored)
+        if before.digest != current.digest:
+            changes = current.changes_from(before) or ["(fingerprint differs)"]
+    elif any(record.get("fingerprint") != current.digest for record in existing):
+        changes = ["records stored without this stage's fingerprint (an older kubejury or another spec)"]
+    if changes:
+        raise SpecChanged(
+            f"{target.activity} {target.name}/{target.series}: the spec changed since its {target.kept} "
+            f"were stored ({'; '.join(changes)}). Stored records are never mixed with new ones: rerun with "
+            "--new-version to write a new version of the run beside this one, or give the EvalRun a new "
+            "metadata.name"
+        )
+    if stored is None:
+        storage.write_json(target.fingerprint_key, current.to_json())
+
+
+def _tagging(
+    handler: Callable[[ProgressTracker], Handler[T]], digest: str
+) -> Callable[[ProgressTracker], Handler[T]]:
+    """The handler, with every record it returns carrying the stage's fingerprint digest."""
+
+    def make(tracker: ProgressTracker) -> Handler[T]:
+        inner = handler(tracker)
+
+        async def handle(item: T) -> Record:
+            record = await inner(item)
+            if record is not UNREACHABLE:
+                record["fingerprint"] = digest
+            return record
+
+        return handle
+
+    return make
 
 
 def too_many_errors(summary: StageSummary, max_share: float, url: str, kept: str) -> str | None:

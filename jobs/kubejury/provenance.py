@@ -1,0 +1,122 @@
+"""What determined each stage's records, computed from the spec and the benchmark (issue 12 §3).
+
+Why this module exists: the fingerprint parts must be the same wherever they are computed (the
+local ``kubejury run``, a generation Job, the aggregation Job), so one function per stage builds
+them. A part changes exactly when the stored records would no longer be what the spec asks for:
+
+- generation: the benchmark's content hash (questions after the filters); the model's source,
+  checkpoint, quantization, runtime and served name; every field of the series;
+- judging: the benchmark's content hash; the judge's model fields as above; the judging section
+  (prompt template hash, language/variant, sampling, retries, output format); and the generation
+  digests of every model whose answers it judges (new answers need new judgments).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kubejury.config.spec import EvalRun, JudgeSpec, Judging, ModelSpec, Series
+from kubejury.files.benchmark import Benchmark
+from kubejury.judging.judge_prompt import DEFAULT_TEMPLATES
+from kubejury.records.fingerprint import StageFingerprint
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def benchmark_hash(benchmark: Benchmark) -> str:
+    """SHA-256 of the questions asked (id, domain, level, question, reference), in order."""
+    digest = hashlib.sha256()
+    for q in benchmark.questions:
+        digest.update(json.dumps([q.id, q.domain, q.level, q.question, q.reference]).encode("utf-8"))
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def _model_parts(entry: ModelSpec, prefix: str) -> dict[str, str]:
+    return {
+        f"{prefix}.source": _text(entry.source),
+        f"{prefix}.checkpoint": _text(entry.checkpoint),
+        f"{prefix}.quantization": _text(entry.quantization),
+        f"{prefix}.runtime": _text(entry.runtime),
+        f"{prefix}.servedName": _text(entry.request_model),
+    }
+
+
+def judge_template(judging: Judging, language: str) -> str:
+    """The judging prompt template in force (the spec's, else the built-in one of the language)."""
+    if judging.prompt_template:
+        return judging.prompt_template
+    lang = (judging.language or language or "ru").lower()
+    return DEFAULT_TEMPLATES.get(lang, DEFAULT_TEMPLATES["ru"])
+
+
+def generation_fingerprint(bench_hash: str, model: ModelSpec, series: Series) -> StageFingerprint:
+    parts = {"benchmark.sha256": bench_hash, **_model_parts(model, "model")}
+    for key, value in series.model_dump(mode="json", by_alias=True).items():
+        parts[f"series.{key}"] = _text(value)
+    return StageFingerprint("generate", series.name, model.name, parts)
+
+
+def judging_fingerprint(
+    bench_hash: str,
+    judge: JudgeSpec,
+    judging: Judging,
+    language: str,
+    series: str,
+    answers: Mapping[str, str],
+    seed: int = 0,
+) -> StageFingerprint:
+    """``answers``: model name → generation digest of the answers judged."""
+    parts = {"benchmark.sha256": bench_hash, **_model_parts(judge, "judge")}
+    parts["judge.promptVariant"] = _text(getattr(judge, "prompt_variant", None))
+    parts["judge.seed"] = _text(judge.seed)
+    parts["scoring.seed"] = _text(seed)  # the anonymization order and the default judge seed
+    settings = judging.model_dump(mode="json", by_alias=True, exclude={"prompt_template"})
+    for key, value in settings.items():
+        if key != "promptTemplate":
+            parts[f"judging.{key}"] = _text(value)
+    parts["judging.language"] = _text(judging.language or language)
+    parts["judging.promptTemplate.sha256"] = sha256_text(judge_template(judging, language))
+    for model, digest in sorted(answers.items()):
+        parts[f"answers.{model}"] = digest
+    return StageFingerprint("judge", series, judge.name, parts)
+
+
+def run_fingerprints(evalrun: EvalRun, benchmark: Benchmark) -> list[StageFingerprint]:
+    """Every stage's fingerprint of a run: generation per (series, model), judging per (series, judge)."""
+    spec = evalrun.spec
+    bench_hash = benchmark_hash(benchmark)
+    out: list[StageFingerprint] = []
+    for series in spec.series:
+        generated = {m.name: generation_fingerprint(bench_hash, m, series) for m in spec.models}
+        out.extend(generated.values())
+        answers = {name: fp.digest for name, fp in generated.items()}
+        for judge in spec.judges:
+            out.append(
+                judging_fingerprint(
+                    bench_hash,
+                    judge,
+                    spec.judging,
+                    spec.benchmark.language,
+                    series.name,
+                    answers,
+                    spec.scoring.seed,
+                )
+            )
+    return out
+
+
+def find(fingerprints: Sequence[StageFingerprint], stage: str, series: str, name: str) -> StageFingerprint:
+    for fp in fingerprints:
+        if (fp.stage, fp.series, fp.name) == (stage, series, name):
+            return fp
+    raise KeyError(f"{stage}/{series}/{name}")

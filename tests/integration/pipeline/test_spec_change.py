@@ -1,0 +1,122 @@
+"""A changed spec never reuses stale answers (issue 12 §3).
+
+Reproduces the finding: a run at temperature 0, then the same run and series at 0.5. Before, no
+new answer was written, spec.json was overwritten and the report showed the temperature-0 answers
+as 0.5. Now the rerun stops with an error naming what changed, or, asked for a new version, writes
+it beside the old one. A real loopback server plays the model.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kubejury import pipeline
+from kubejury.errors import SpecChanged
+from kubejury.inference.client import ClientSettings, EndpointPool
+from kubejury.testing.fault_server import FaultServer
+
+pytestmark = pytest.mark.integration
+
+SPEC = """\
+apiVersion: kubejury.io/v1alpha1
+kind: EvalRun
+metadata:
+  name: demo
+spec:
+  benchmark:
+    uri: bench.jsonl
+  models:
+    - name: m1
+      runtime: openai
+      source: {url}
+  judges:
+    - name: j1
+      runtime: openai
+      source: {url}
+  series:
+    - name: t
+      temperature: {temperature}
+  storage:
+    uri: {out}
+"""
+
+
+def _write(tmp_path: Path, url: str, temperature: float) -> str:
+    bench = tmp_path / "bench.jsonl"
+    bench.write_text(
+        "".join(
+            json.dumps({"id": f"q{i}", "domain": "d", "level": 1, "question": f"q{i}?", "reference": "r"})
+            + "\n"
+            for i in range(3)
+        )
+    )
+    spec = tmp_path / f"spec-{temperature}.yaml"
+    spec.write_text(SPEC.format(url=url, temperature=temperature, out=tmp_path / "out"))
+    return str(spec)
+
+
+async def _generate(spec_path: str, *, new_version: bool = False) -> pipeline.LoadedRun:
+    inputs = pipeline.load_inputs(spec_path)
+    changes = pipeline.spec_changes(inputs)  # what `kubejury run` checks first
+    if changes and not new_version:
+        raise pipeline.spec_changed_error(inputs, changes)
+    if changes:
+        inputs = pipeline.new_version(inputs)
+    pipeline.record_spec(inputs)
+    spec = inputs.evalrun.spec
+    async with EndpointPool(ClientSettings(max_attempts=1)) as pool:
+        endpoints = {m.name: m.source or "" for m in spec.all_endpoints()}
+        await pipeline.generate(inputs, pool, endpoints, models=spec.models, series=spec.series)
+    return inputs
+
+
+async def test_a_rerun_at_another_temperature_stops_naming_the_change_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    async with FaultServer() as server:
+        first = await _generate(_write(tmp_path, server.base_url, 0.0))
+        asked = len(server.requests)
+        stored = sorted(p.name for p in (tmp_path / "out" / "demo" / "t" / "answers" / "m1").iterdir())
+        changed = pipeline.load_inputs(_write(tmp_path, server.base_url, 0.5))
+        assert pipeline.spec_changes(changed) == ["generate m1/t: series.temperature: 0.0 → 0.5"] + [
+            c for c in pipeline.spec_changes(changed) if c.startswith("judge")
+        ]
+        with pytest.raises(SpecChanged, match=r"series.temperature: 0.0 → 0.5.*--new-version"):
+            await _generate(_write(tmp_path, server.base_url, 0.5))
+        assert len(server.requests) == asked  # nothing asked
+        assert (
+            sorted(p.name for p in (tmp_path / "out" / "demo" / "t" / "answers" / "m1").iterdir()) == stored
+        )
+        assert first.storage.read_json("demo/spec.json")["spec"]["series"][0]["temperature"] == 0.0
+
+
+async def test_a_new_version_is_written_beside_the_old_one_and_both_specs_are_kept(tmp_path: Path) -> None:
+    async with FaultServer() as server:
+        first = await _generate(_write(tmp_path, server.base_url, 0.0))
+        second = await _generate(_write(tmp_path, server.base_url, 0.5), new_version=True)
+        assert second.layout.run == "demo.v2"
+        old = pipeline.stored_records(first)[0]
+        new = pipeline.stored_records(second)[0]
+        assert len(old) == len(new) == 3
+        assert {a["fingerprint"] for a in old}.isdisjoint({a["fingerprint"] for a in new})
+        assert [r["temperature"] for r in server.requests] == [0.0] * 3 + [0.5] * 3
+        history = list((tmp_path / "out" / "demo" / "spec-history").iterdir())
+        assert len(history) == 1 and (tmp_path / "out" / "demo.v2" / "spec-history").is_dir()
+
+
+async def test_a_stage_job_meeting_records_of_another_spec_fails_before_asking(tmp_path: Path) -> None:
+    # The operator's generation Job does not go through `kubejury run`'s pre-flight check: the stage
+    # itself refuses, so even a Job never mixes records.
+    async with FaultServer() as server:
+        await _generate(_write(tmp_path, server.base_url, 0.0))
+        inputs = pipeline.load_inputs(_write(tmp_path, server.base_url, 0.5))
+        spec = inputs.evalrun.spec
+        async with EndpointPool(ClientSettings(max_attempts=1)) as pool:
+            with pytest.raises(SpecChanged, match="temperature"):
+                await pipeline.generate(
+                    inputs, pool, {"m1": server.base_url}, models=spec.models, series=spec.series
+                )
+        assert len(server.requests) == 3
