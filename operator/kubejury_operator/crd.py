@@ -188,6 +188,21 @@ def spec_schema(*, keep_defaults: bool = False) -> dict[str, Any]:
     return structural(schema, defs, "spec", keep_defaults=keep_defaults)
 
 
+# The spec is immutable once the run has started (``status.startedAt`` is set when it leaves
+# Pending): the API server itself refuses the update, with or without the operator's webhook.
+# While Pending, or after an InvalidSpec failure (which never starts), the spec may be edited.
+# docs/operator.md ("Changing a run") tells how to extend a started run instead.
+SPEC_IMMUTABLE_ONCE_STARTED: dict[str, Any] = {
+    "rule": "!has(oldSelf.status) || !has(oldSelf.status.startedAt) || self.spec == oldSelf.spec",
+    "message": (
+        "spec is immutable once the run has started (status.startedAt is set); to change or extend "
+        "the run, create a new EvalRun (docs/operator.md, Changing a run)"
+    ),
+    "reason": "FieldValueForbidden",
+    "fieldPath": ".spec",
+}
+
+
 def crd() -> dict[str, Any]:
     """The full CustomResourceDefinition object."""
     open_api = {
@@ -209,8 +224,13 @@ def crd() -> dict[str, Any]:
                     "aggregated summary (ranking, W, D, σ, CI, tiers, report URI)."
                 ),
                 "x-kubernetes-preserve-unknown-fields": True,
+                "properties": {
+                    "phase": {"type": "string"},
+                    "startedAt": {"type": "string", "description": "When the run left Pending."},
+                },
             },
         },
+        "x-kubernetes-validations": [copy.deepcopy(SPEC_IMMUTABLE_ONCE_STARTED)],
     }
     return {
         "apiVersion": "apiextensions.k8s.io/v1",

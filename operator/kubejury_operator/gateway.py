@@ -54,11 +54,28 @@ RESOURCES: dict[str, Resource] = {
 
 
 class GatewayError(Exception):
-    """An API call that failed; ``status`` is the HTTP status (0 when no answer)."""
+    """An API call that failed; ``status`` is the HTTP status (0 when no answer), ``api_message``
+    the API server's own ``Status.message`` (or the transport's error), ``reason`` its CamelCase
+    ``Status.reason`` (``Forbidden``, ``Invalid``, …; ``Unreachable`` when there was no answer)."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, *, api_message: str = "", reason: str = "") -> None:
         self.status = status
+        self.api_message = api_message or message
+        self.reason = reason or ("Unreachable" if status == 0 else "ApiError")
         super().__init__(f"Kubernetes API error {status}: {message}")
+
+
+def _status_fields(text: str) -> tuple[str, str]:
+    """(message, reason) of a ``metav1.Status`` body; the raw text when it is not one."""
+    import json
+
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return text.strip()[:500], ""
+    if not isinstance(body, dict):
+        return text.strip()[:500], ""
+    return str(body.get("message") or text.strip()[:500]), str(body.get("reason") or "")
 
 
 @dataclass(frozen=True)
@@ -197,11 +214,19 @@ class KubeGateway:
                     return None
                 if response.status >= 400:
                     text = await response.text()
-                    raise GatewayError(response.status, f"{method} {url}: {text[:500]}")
+                    api_message, reason = _status_fields(text)
+                    raise GatewayError(
+                        response.status,
+                        f"{method} {url}: {text[:500]}",
+                        api_message=api_message,
+                        reason=reason,
+                    )
                 data = await response.json(content_type=None)
                 return data if isinstance(data, dict) else {}
         except aiohttp.ClientError as exc:
-            raise GatewayError(0, f"{method} {url}: {exc}") from exc
+            raise GatewayError(
+                0, f"{method} {url}: {exc}", api_message=str(exc) or type(exc).__name__
+            ) from exc
 
     # ------------------------------------------------------------------------------ verbs
 

@@ -38,6 +38,7 @@ from kubejury.config import spec as specmod
 from kubejury.placement.decision import Placement
 from kubejury_operator import manifests as mf
 from kubejury_operator import metrics, run_storage
+from kubejury_operator import status as st
 from kubejury_operator.cluster_run import cluster_run
 from kubejury_operator.gateway import ApiCredentials, GatewayError, KubeGateway
 from kubejury_operator.observed import Observed, deployment_state, job_state, pod_scheduling_problems
@@ -280,9 +281,14 @@ async def _observe_storage(
 async def _apply(
     gw: KubeGateway, obj: Mapping[str, Any], decided: Plan, previous: Mapping[str, Any], logger: Any
 ) -> None:
-    """Carry out a plan: its actions, the status patch (only when it changed), its Events."""
+    """Carry out a plan: its actions, the status patch (only when it changed), its Events.
+
+    An action the API server refuses (anything but 409, which means "already there": a quota's 403,
+    a 422, …) does not stop the others or the status patch: it lands in the ``ApplyFailed``
+    condition naming the object and the API's message, and the next reconcile tries again."""
     meta = obj.get("metadata") or {}
     name, namespace = str(meta["name"]), str(meta.get("namespace") or "default")
+    failures: list[st.ApplyFailure] = []
     for action in decided.actions:
         try:
             if action.verb == "create" and action.manifest is not None:
@@ -293,9 +299,11 @@ async def _apply(
                 await gw.delete(action.kind, namespace, action.name)
             logger.info("%s", action.describe())
         except GatewayError as exc:
-            raise kopf.TemporaryError(f"{action.describe()} failed: {exc}", delay=10) from exc
-    if {k: v for k, v in previous.items() if k in decided.status} != decided.status:
-        await gw.patch_status("EvalRun", namespace, name, decided.status)
+            logger.warning("%s failed: %s", action.describe(), exc)
+            failures.append(st.ApplyFailure(action.describe(), exc.reason, exc.api_message))
+    status = st.with_apply_result(decided.status, failures, previous, _now())
+    if st.status_changed(previous, status):
+        await gw.patch_status("EvalRun", namespace, name, status)
     for event in decided.events:
         try:
             await gw.post_event(obj, event.type, event.reason, event.message)

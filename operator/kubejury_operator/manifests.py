@@ -217,7 +217,11 @@ class Endpoint:
 _INVALID = re.compile(r"[^a-z0-9-]+")
 
 
-def dns_label(*parts: str, limit: int = 63) -> str:
+DNS_LABEL_LIMIT = 63  # RFC 1123 label: Service names, Pod hostnames
+LABEL_VALUE_LIMIT = 63
+
+
+def dns_label(*parts: str, limit: int = DNS_LABEL_LIMIT) -> str:
     """A deterministic DNS-1123 label from ``parts`` (lower case, ``-``-joined, ≤ ``limit``).
 
     Over-long names are cut and suffixed with a short hash of the full name, so two long names
@@ -235,9 +239,30 @@ def dns_label(*parts: str, limit: int = 63) -> str:
 
 
 def label_value(text: str) -> str:
-    """A valid label value for ``text`` (≤ 63, alphanumeric at both ends)."""
-    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", text)[:63].strip("-._")
-    return cleaned or "x"
+    """A valid label value for ``text`` (≤ 63, alphanumeric at both ends).
+
+    A value that had to be changed (too long, or characters a label may not hold) ends in a short
+    hash of the whole text, so two run names sharing their first 63 characters get different
+    ``kubejury.io/run`` labels and never select each other's children.
+    """
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-._")
+    if cleaned == text and len(cleaned) <= LABEL_VALUE_LIMIT:
+        return cleaned or "x"
+    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+    head = cleaned[: LABEL_VALUE_LIMIT - 9].rstrip("-._")
+    return f"{head}-{digest}" if head else digest
+
+
+# Name budget of Jobs. The API server rejects an Indexed Job unless ``<name>-<completions-1>`` (the
+# hostname of its last Pod) is a DNS label, so every Job name leaves room for ``-`` and the digits of
+# the largest index ``spec.jobs.generationShards`` allows (64 shards: index 63).
+MAX_JOB_INDEX = 63
+JOB_NAME_LIMIT = DNS_LABEL_LIMIT - len(f"-{MAX_JOB_INDEX}")
+
+
+def job_name(*parts: str) -> str:
+    """A Job name within :data:`JOB_NAME_LIMIT` (room for the Indexed Pods' ``-<index>``)."""
+    return dns_label(*parts, limit=JOB_NAME_LIMIT)
 
 
 def spec_configmap_name(run: str) -> str:
@@ -259,16 +284,16 @@ def workload_name(run: str, key: str) -> str:
 
 
 def generation_job_name(run: str, model: str, series: str) -> str:
-    return dns_label("kj", run, "gen", model, series)
+    return job_name("kj", run, "gen", model, series)
 
 
 def judge_job_name(run: str, judge: str, series: str, round_: int = 1) -> str:
     """Judging of (judge, series) runs in rounds: round N judges every answer stored when it starts."""
-    return dns_label("kj", run, "judge", judge, series, str(round_))
+    return job_name("kj", run, "judge", judge, series, str(round_))
 
 
 def aggregation_job_name(run: str) -> str:
-    return dns_label("kj", run, "aggregate")
+    return job_name("kj", run, "aggregate")
 
 
 def service_url(run: RunRef, key: str) -> str:

@@ -314,3 +314,63 @@ def summary_from_report(report: Mapping[str, Any], report_uri: str | None) -> di
         summary["leader"] = ranking[0]["model"]
         summary["leaderWeighted"] = ranking[0]["weighted"]
     return summary
+
+
+# ------------------------------------------------------------------------- applying the plan
+
+
+APPLY_FAILED = "ApplyFailed"
+
+
+@dataclass(frozen=True)
+class ApplyFailure:
+    """A change the API server refused (anything but 409): which object, and the API's answer."""
+
+    action: str  # e.g. "create Job/kj-r-gen-qwen-primary"
+    reason: str  # the API's CamelCase Status.reason: Forbidden, Invalid, …
+    message: str  # the API's Status.message
+
+
+def with_apply_result(
+    status: Mapping[str, Any], failures: Sequence[ApplyFailure], previous: Mapping[str, Any], now: str
+) -> dict[str, Any]:
+    """``status`` with the ``ApplyFailed`` condition: ``True`` naming each refused object and the
+    API server's message (a quota's 403 included), ``False`` when every change was accepted. The
+    status is still written, so a refusal is visible in ``kubectl describe`` instead of lost in a log."""
+    before: Sequence[Mapping[str, Any]] = list(previous.get("conditions") or [])
+    generation = int(status.get("observedGeneration") or 1)
+    if failures:
+        reasons = {f.reason for f in failures}
+        state = condition(
+            before,
+            APPLY_FAILED,
+            True,
+            reasons.pop() if len(reasons) == 1 else "ApiError",
+            "The API server refused " + "; ".join(f"{f.action}: {f.message.rstrip('.')}" for f in failures),
+            generation,
+            now,
+        )
+    else:
+        state = condition(
+            before, APPLY_FAILED, False, "Applied", "The API server accepted every change", generation, now
+        )
+    kept = [c for c in status.get("conditions") or [] if c.get("type") != APPLY_FAILED]
+    return {**status, "conditions": [*kept, state]}
+
+
+def _without_nulls(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list | tuple):
+        return [_without_nulls(v) for v in value]
+    return value
+
+
+def status_changed(previous: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether patching ``new`` would change the stored status. A merge patch deletes the keys it
+    sets to ``None`` (they never come back as ``None``) and keeps the keys it leaves out, so both
+    sides are compared on ``new``'s keys with ``None`` values dropped."""
+    changed: bool = _without_nulls({k: v for k, v in previous.items() if k in new}) != _without_nulls(
+        dict(new)
+    )
+    return changed
