@@ -435,6 +435,18 @@ def _aggregate(inputs: LoadedRun, work_dir: Path | None) -> tuple[Any, dict[str,
         for m in spec.models
     }
     relations = {j.name: JudgeRelation(same_as=j.same_as, family=j.family) for j in spec.judges}
+    from kubejury.provenance import report_provenance, stale_records
+
+    stale = stale_records(inputs.fingerprints, answers, "generate", "model") + stale_records(
+        inputs.fingerprints, judgments, "judge", "judge"
+    )
+    if stale:
+        raise SpecChanged(
+            f"run {inputs.layout.run!r}: stored records of {', '.join(stale)} were made under a different "
+            "spec; a report would present them as this spec's. Rerun with the spec that made them, or "
+            "run this spec with --new-version"
+        )
+    provenance = report_provenance(inputs.fingerprints, inputs.evalrun, answers)
     with tempfile.TemporaryDirectory(prefix="kubejury-aggregate-", dir=work_dir) as scratch:
         judgments_file = Path(scratch) / "judgments.jsonl"
         answers_file = Path(scratch) / "answers.jsonl"
@@ -459,5 +471,7 @@ def _aggregate(inputs: LoadedRun, work_dir: Path | None) -> tuple[Any, dict[str,
                 "answers": inputs.storage.uri_for(f"{inputs.layout.run}/<series>/answers/"),
             },
         )
-    written = write_reports(analysis, inputs.storage, prefix=inputs.layout.report_prefix + "/")
+    written = write_reports(
+        analysis, inputs.storage, prefix=inputs.layout.report_prefix + "/", provenance=provenance
+    )
     return analysis, written

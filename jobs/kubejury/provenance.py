@@ -120,3 +120,64 @@ def find(fingerprints: Sequence[StageFingerprint], stage: str, series: str, name
         if (fp.stage, fp.series, fp.name) == (stage, series, name):
             return fp
     raise KeyError(f"{stage}/{series}/{name}")
+
+
+def report_provenance(
+    fingerprints: Sequence[StageFingerprint],
+    evalrun: EvalRun,
+    answers: Sequence[Mapping[str, Any]],
+) -> dict[str, Any]:
+    """The ``provenance`` section of report.json: how each number can be traced to what made it.
+
+    ``truncated`` counts, per series and model, the answers the runtime reported as cut at the
+    token limit (``finish_reason: length``): such an answer is scored as the model's answer, but
+    it is not the whole of it.
+    """
+    from kubejury import __version__
+
+    spec = evalrun.spec
+    truncated: dict[str, dict[str, int]] = {s.name: {m.name: 0 for m in spec.models} for s in spec.series}
+    rows = []
+    for record in answers:
+        series, model = str(record.get("series")), str(record.get("model"))
+        raw_usage = record.get("usage")
+        usage: Mapping[str, Any] = raw_usage if isinstance(raw_usage, Mapping) else {}
+        if record.get("finish_reason") == "length":
+            truncated.setdefault(series, {}).setdefault(model, 0)
+            truncated[series][model] += 1
+        rows.append(
+            {
+                "series": series,
+                "model": model,
+                "question_id": str(record.get("question_id")),
+                "finish_reason": record.get("finish_reason"),
+                "prompt_tokens": usage.get("prompt_tokens"),
+                "completion_tokens": usage.get("completion_tokens"),
+                "fingerprint": record.get("fingerprint"),
+            }
+        )
+    return {
+        "kubejury_version": __version__,
+        "fingerprints": {f"{fp.stage}/{fp.series}/{fp.name}": fp.digest for fp in fingerprints},
+        "judge_prompt_template_sha256": sha256_text(judge_template(spec.judging, spec.benchmark.language)),
+        "servers": {
+            e.name: {"runtime": e.runtime, "served_name": e.request_model, "source": e.source}
+            for e in spec.all_endpoints()
+        },
+        "truncated": truncated,
+        "answers": rows,
+    }
+
+
+def stale_records(
+    fingerprints: Sequence[StageFingerprint], records: Sequence[Mapping[str, Any]], stage: str, key: str
+) -> list[str]:
+    """Stages (``stage series/name``) whose records carry a fingerprint other than this spec's."""
+    expected = {(fp.series, fp.name): fp.digest for fp in fingerprints if fp.stage == stage}
+    stale = set()
+    for record in records:
+        digest = record.get("fingerprint")
+        who = (str(record.get("series")), str(record.get(key)))
+        if digest is not None and who in expected and digest != expected[who]:
+            stale.add(f"{stage} {who[1]}/{who[0]}")
+    return sorted(stale)

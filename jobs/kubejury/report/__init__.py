@@ -32,12 +32,21 @@ def render_document(document: dict[str, Any]) -> dict[str, bytes]:
     }
 
 
-def render_all(analysis: Analysis) -> dict[str, bytes]:
-    """The three report files of ``analysis``, keyed by file name."""
-    return render_document(build_report(analysis))
+def render_all(analysis: Analysis, provenance: dict[str, Any] | None = None) -> dict[str, bytes]:
+    """The three report files of ``analysis``, keyed by file name (``provenance``: see
+    :func:`kubejury.provenance.report_provenance`; stored as report.json's ``provenance``)."""
+    document = build_report(analysis)
+    if provenance is not None:
+        document["provenance"] = provenance
+    return render_document(document)
 
 
-def write_reports(analysis: Analysis, out_dir: str | Path | Storage, prefix: str = "") -> dict[str, str]:
+def write_reports(
+    analysis: Analysis,
+    out_dir: str | Path | Storage,
+    prefix: str = "",
+    provenance: dict[str, Any] | None = None,
+) -> dict[str, str]:
     """Write report.json, report.md and report.html under ``out_dir`` (a directory or a
     :class:`~kubejury.files.storage.Storage`), each atomically (temp file + rename, or one S3 put).
 
@@ -46,7 +55,7 @@ def write_reports(analysis: Analysis, out_dir: str | Path | Storage, prefix: str
     """
     storage = out_dir if isinstance(out_dir, Storage) else LocalStorage(Path(out_dir))
     written: dict[str, str] = {}
-    for name, data in render_all(analysis).items():
+    for name, data in render_all(analysis, provenance).items():
         key = f"{prefix}{name}"
         storage.write_bytes(key, data)
         written[name] = storage.uri_for(key)

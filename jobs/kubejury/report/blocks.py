@@ -692,7 +692,30 @@ def report_blocks(document: Report) -> tuple[ReportView, list[Block]]:
     for view in report.series:
         blocks += series_blocks(view, report)
     blocks += [Heading(2, "Series effects", "series-effects"), *_comparison(report)]
+    provenance = document.get("provenance") if isinstance(document, Mapping) else None
+    if isinstance(provenance, Mapping):
+        blocks += [Heading(2, "Provenance", "provenance"), *_provenance(provenance)]
     return report, blocks
+
+
+def _provenance(section: Mapping[str, Any]) -> list[Block]:
+    """Truncated answers per model and series, and the digests that identify what was run."""
+    truncated = as_mapping(section.get("truncated"))
+    series = list(truncated)
+    models = list(dict.fromkeys(m for s in series for m in as_mapping(truncated[s])))
+    rows = [[m, *[str(as_mapping(truncated[s]).get(m, 0)) for s in series]] for m in models]
+    fingerprints = as_mapping(section.get("fingerprints"))
+    return [
+        para(
+            "Truncated answers: the model server reported the answer cut at the token limit "
+            "(finish_reason: length). They are judged as they are; many of them make a score a floor."
+        ),
+        table(["model", *[f"truncated ({s})" for s in series]], rows),
+        para(
+            f"Judge prompt template SHA-256 {section.get('judge_prompt_template_sha256')}; "
+            f"{len(fingerprints)} stage fingerprints (report.json → provenance.fingerprints)."
+        ),
+    ]
 
 
 def _summary(report: ReportView) -> list[Block]:

@@ -174,12 +174,15 @@ class FaultServer:
 def completion(content: str, body: dict[str, Any]) -> dict[str, Any]:
     """An OpenAI chat-completion object carrying ``content``."""
     prompt_chars = sum(len(str(m.get("content", ""))) for m in body.get("messages", []))
+    limit, finish = body.get("max_tokens"), "stop"
+    if isinstance(limit, int) and len(content) // 4 > limit:  # ~4 characters a token, as below
+        content, finish = content[: limit * 4], "length"  # what a server does at max_tokens
     return {
         "id": "chatcmpl-fault",
         "object": "chat.completion",
         "model": body.get("model", ""),
         "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+            {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}
         ],
         "usage": {
             "prompt_tokens": max(1, prompt_chars // 4),

@@ -120,3 +120,49 @@ async def test_a_stage_job_meeting_records_of_another_spec_fails_before_asking(t
                     inputs, pool, {"m1": server.base_url}, models=spec.models, series=spec.series
                 )
         assert len(server.requests) == 3
+
+
+async def test_the_report_carries_provenance_and_counts_truncated_answers_per_model(tmp_path: Path) -> None:
+    import jsonschema
+
+    from kubejury.report.json_report import load_schema
+
+    long_answers = {"q0?", "q2?"}  # these two run past the series' max_tokens: finish_reason length
+
+    def responder(body: dict[str, object]) -> str:
+        messages = body.get("messages") or [{}]
+        last = str(messages[-1].get("content", ""))  # type: ignore[index, union-attr]
+        if last in long_answers:
+            return "word " * 400
+        return "[[7]]" if "[[" in last or len(last) > 200 else "short answer"
+
+    spec_path = _write(tmp_path, "URL", 0.0)
+    async with FaultServer(responder=responder) as server:
+        Path(spec_path).write_text(
+            Path(spec_path)
+            .read_text()
+            .replace("URL", server.base_url)
+            .replace("temperature: 0.0", "temperature: 0.0\n      maxTokens: 64")
+        )
+        inputs = pipeline.load_inputs(spec_path)
+        spec = inputs.evalrun.spec
+        async with EndpointPool(ClientSettings(max_attempts=1)) as pool:
+            endpoints = {e.name: server.base_url for e in spec.all_endpoints()}
+            await pipeline.generate(inputs, pool, endpoints, models=spec.models, series=spec.series)
+            await pipeline.judge(inputs, pool, endpoints, judges=spec.judges, series=spec.series)
+    _, written = pipeline.aggregate_run(inputs)
+    document = json.loads(inputs.storage.read_bytes("demo/report/report.json"))
+    jsonschema.validate(document, load_schema(), cls=jsonschema.Draft202012Validator)
+    provenance = document["provenance"]
+    assert provenance["truncated"] == {"t": {"m1": 2}}
+    assert {(a["question_id"], a["finish_reason"]) for a in provenance["answers"]} == {
+        ("q0", "length"),
+        ("q1", "stop"),
+        ("q2", "length"),
+    }
+    assert all(a["completion_tokens"] for a in provenance["answers"])
+    assert set(provenance["fingerprints"]) == {"generate/t/m1", "judge/t/j1"}
+    assert len(provenance["judge_prompt_template_sha256"]) == 64
+    markdown = inputs.storage.read_bytes("demo/report/report.md").decode()
+    assert "## Provenance" in markdown and "| m1 | 2 |" in markdown
+    assert "report.html" in written
