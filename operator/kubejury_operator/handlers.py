@@ -43,6 +43,7 @@ from kubejury_operator.cluster_run import cluster_run
 from kubejury_operator.gateway import ApiCredentials, GatewayError, KubeGateway
 from kubejury_operator.observed import Observed, deployment_state, job_state, pod_scheduling_problems
 from kubejury_operator.reconcile import Plan, plan, plan_invalid_spec
+from kubejury_operator.tenancy import TenantPolicy, policy_problems
 
 GROUP = mf.API_GROUP
 VERSION = mf.API_VERSION
@@ -58,6 +59,7 @@ class OperatorRuntime:
 
     settings: mf.WorkloadSettings
     credentials: ApiCredentials | None = None
+    policy: TenantPolicy = field(default_factory=TenantPolicy)  # the chart's allow-lists
     closed: bool = False
     _gateway: KubeGateway | None = field(default=None, repr=False)
 
@@ -108,7 +110,9 @@ def configure(
     interval: float,
 ) -> None:
     """kopf's settings and the process-wide runtime, from the environment ``register`` was given."""
-    memo.kubejury = OperatorRuntime(settings=mf.WorkloadSettings.from_env(env))
+    memo.kubejury = OperatorRuntime(
+        settings=mf.WorkloadSettings.from_env(env), policy=TenantPolicy.from_env(env)
+    )
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="kubejury.io")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
@@ -245,8 +249,7 @@ async def _observe_storage(
     gw: KubeGateway,
     evalrun: specmod.EvalRun,
     observed: Observed,
-    namespace: str,
-    name: str,
+    ref: mf.RunRef,
     series: tuple[str, ...],
     previous: Mapping[str, Any],
     logger: logging.Logger | Any,
@@ -258,13 +261,14 @@ async def _observe_storage(
     )
     if finished:
         return observed
+    namespace, name = ref.namespace, ref.name
     aggregation = observed.jobs.get(mf.aggregation_job_name(name))
     secret = await _storage_secret(gw, namespace, evalrun)
     try:
         progress, summary = await asyncio.to_thread(
             run_storage.read_progress_and_summary,
             evalrun,
-            name,
+            ref,
             series,
             secret,
             bool(aggregation and aggregation.succeeded),
@@ -317,10 +321,15 @@ async def reconcile(runtime: OperatorRuntime, body: Mapping[str, Any], logger: l
     meta = obj.get("metadata") or {}
     name, namespace = str(meta["name"]), str(meta.get("namespace") or "default")
     previous: dict[str, Any] = {k: v for k, v in (obj.get("status") or {}).items() if k != "kopf"}
+    if st.settled(previous, int(meta.get("generation") or 1)):
+        return str(previous["phase"])  # finished and written: costs nothing from now on
     gw = runtime.gateway()
 
     evalrun, problems = specmod.evalrun_problems({k: v for k, v in obj.items() if k != "status"})
-    if evalrun is None:
+    # The chart's allow-lists hold here too: the webhook may be off or have failed open.
+    beyond = policy_problems(obj, runtime.policy) if evalrun is not None else []
+    if evalrun is None or beyond:
+        problems = [*problems, *beyond]
         invalid = plan_invalid_spec(
             [str(p) for p in problems], int(meta.get("generation") or 1), previous, _now()
         )
@@ -334,7 +343,7 @@ async def reconcile(runtime: OperatorRuntime, body: Mapping[str, Any], logger: l
         placements = compute_placements(evalrun, await gw.list_nodes())
     run = cluster_run(obj, evalrun, placements, runtime.settings)
     observed = await _observe_cluster(gw, namespace, name, evalrun)
-    observed = await _observe_storage(gw, evalrun, observed, namespace, name, run.series, previous, logger)
+    observed = await _observe_storage(gw, evalrun, observed, run.ref, run.series, previous, logger)
     decided = plan(run, observed, previous, _now())
     await _apply(gw, obj, decided, previous, logger)
     metrics.observe_run(metrics.observation(namespace, name, decided.status, observed.progress))
@@ -362,11 +371,13 @@ async def on_delete(body: kopf.Body, memo: Any, logger: kopf.Logger, **_: Any) -
                     continue  # not ours (a newer run of the same name)
                 await gw.delete(kind, namespace, child["metadata"]["name"])
         if (obj.get("spec") or {}).get("cleanupPolicy") == "Delete":
-            await _delete_stored_results(gw, obj, logger)
+            await _delete_stored_results(gw, obj, _runtime(memo).policy, logger)
         metrics.forget_run(namespace, name)
 
 
-async def _delete_stored_results(gw: KubeGateway, obj: Mapping[str, Any], logger: Any) -> None:
+async def _delete_stored_results(
+    gw: KubeGateway, obj: Mapping[str, Any], policy: TenantPolicy, logger: Any
+) -> None:
     """``cleanupPolicy: Delete``: remove the run's stored results, with the run's own credentials."""
     meta = obj.get("metadata") or {}
     name, namespace = str(meta["name"]), str(meta.get("namespace") or "default")
@@ -374,9 +385,16 @@ async def _delete_stored_results(gw: KubeGateway, obj: Mapping[str, Any], logger
     if evalrun is None:
         logger.warning("spec is invalid; stored results of %s are kept", name)
         return
+    if policy_problems(obj, policy):
+        logger.warning("storage of %s/%s is outside what the chart allows; nothing deleted", namespace, name)
+        return
+    ref = mf.RunRef(name=name, namespace=namespace, uid=str(meta.get("uid") or ""))
     try:
         secret = await _storage_secret(gw, namespace, evalrun)
-        deleted = await asyncio.to_thread(run_storage.delete_results, evalrun, name, secret)
+        deleted = await asyncio.to_thread(run_storage.delete_results, evalrun, ref, secret)
+    except run_storage.ResultsKept as kept:
+        logger.warning("%s/%s: %s", namespace, name, kept)
+        return
     except Exception as exc:
         raise kopf.TemporaryError(f"cannot delete stored results: {exc}", delay=30) from exc
     logger.info("cleanupPolicy Delete: removed %d stored objects of run %s", deleted, name)
@@ -386,30 +404,16 @@ async def _delete_stored_results(gw: KubeGateway, obj: Mapping[str, Any], logger
 
 
 async def validate(body: kopf.Body, memo: Any, **_: Any) -> None:
+    """Admission: the spec's own rules and the chart's allow-lists, nothing read from the cluster.
+
+    It never looks up the Secrets a spec names: an answer that depended on them would tell a user
+    who may not read Secrets whether Secret X with key Y exists (issue 11, finding 6). A missing
+    Secret is reported in the run's own status (``SecretsMissing``), which only its readers see."""
     from kubejury_operator.validation import admission_message, validate_evalrun
 
-    obj = _plain(body)
-    namespace = str((obj.get("metadata") or {}).get("namespace") or "default")
-    names: set[str] = set()
-    raw_spec = obj.get("spec")
-    spec: Mapping[str, Any] = raw_spec if isinstance(raw_spec, Mapping) else {}
-    for key in ("models", "judges"):
-        for entry in spec.get(key) or []:
-            ref = entry.get("apiKeySecretRef") if isinstance(entry, Mapping) else None
-            if isinstance(ref, Mapping) and isinstance(ref.get("name"), str):
-                names.add(ref["name"])
-    for ref in (spec.get("hfTokenSecretRef"), (spec.get("storage") or {}).get("credentialsSecretRef")):
-        if isinstance(ref, Mapping) and isinstance(ref.get("name"), str):
-            names.add(ref["name"])
-    known: dict[str, frozenset[str] | None] = {}
     runtime = getattr(memo, "kubejury", None)
-    if isinstance(runtime, OperatorRuntime) and runtime.credentials is not None and names:
-        gw = runtime.gateway()
-        for secret in sorted(names):
-            known[secret] = await gw.secret_keys(namespace, secret)
-        problems = validate_evalrun(obj, secrets_present=lambda n, k: k in (known.get(n) or frozenset()))
-    else:
-        problems = validate_evalrun(obj)
+    policy = runtime.policy if isinstance(runtime, OperatorRuntime) else TenantPolicy()
+    problems = validate_evalrun(_plain(body), policy=policy)
     if problems:
         raise kopf.AdmissionError(admission_message(problems), code=422)
 

@@ -374,3 +374,16 @@ def status_changed(previous: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
         dict(new)
     )
     return changed
+
+
+def settled(previous: Mapping[str, Any], generation: int) -> bool:
+    """Whether the stored status is the run's last word: a terminal phase written for this
+    generation, with the summary when it succeeded, and no refused change pending. A settled run
+    is not observed again (no API request, no storage read) until its spec changes."""
+    if previous.get("phase") not in TERMINAL_PHASES or previous.get("observedGeneration") != generation:
+        return False
+    if previous.get("phase") == "Succeeded" and previous.get("summary") is None:
+        return False
+    return not any(
+        c.get("type") == APPLY_FAILED and c.get("status") == "True" for c in previous.get("conditions") or []
+    )
