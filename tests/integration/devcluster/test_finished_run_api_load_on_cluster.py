@@ -119,8 +119,13 @@ def test_a_finished_run_makes_no_api_request_over_many_reconcile_intervals(
         )  # fmt: skip
         wait_for(  # kopf has seen the run: its finalizer is on
             "the operator's finalizer",
-            lambda: handlers.FINALIZER
-            in (kube_cluster.get_json("evalrun", "done", "-n", namespace)["metadata"].get("finalizers") or []),
+            lambda: (
+                handlers.FINALIZER
+                in (
+                    kube_cluster.get_json("evalrun", "done", "-n", namespace)["metadata"].get("finalizers")
+                    or []
+                )
+            ),
         )
         time.sleep(2.0)
         since = time.time()
