@@ -17,6 +17,7 @@ from typing import Any
 from kubejury.placement.decision import Placement
 from kubejury_operator import manifests as mf
 from kubejury_operator.manifests import Endpoint, RunRef, WorkloadSettings
+from kubejury_operator.tenancy import run_storage_uri
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,8 @@ class ClusterRun:
 
     ref: RunRef
     generation: int
-    body: Mapping[str, Any]  # the EvalRun object (for the spec ConfigMap)
+    # The EvalRun object for the Jobs' spec ConfigMap, its storage.uri set to the run's own prefix.
+    body: Mapping[str, Any]
     models: tuple[Endpoint, ...]
     judges: tuple[Endpoint, ...]
     series: tuple[str, ...]
@@ -141,19 +143,28 @@ def cluster_run(
             key = mf.endpoint_key("judge", j.name)
             placement = placements.get(f"{j.name} (judge)") or placements.get(j.name)
         judges.append(_endpoint(j, key, placement))
-    storage_uri = spec.storage.uri
+    # The Jobs store under the run's own prefix, <root>/<namespace>/<name>-<uid prefix>: the spec
+    # they read (the ConfigMap) names that prefix as their storage root.
+    storage_uri = run_storage_uri(spec.storage.uri, ref.namespace, ref.name, ref.uid)
     secret = spec.storage.credentials_secret_ref
+    raw_spec: Mapping[str, Any] = body.get("spec") or {}
+    job_body = {
+        **body,
+        "spec": {**raw_spec, "storage": {**(raw_spec.get("storage") or {}), "uri": storage_uri}},
+    }
     return ClusterRun(
         ref=ref,
         generation=int(meta.get("generation") or 1),
-        body=body,
+        body=job_body,
         models=models,
         judges=tuple(judges),
         series=tuple(s.name for s in spec.series),
         max_concurrent_models=int(spec.max_concurrent_models),
         settings=run_settings(base, spec),
         storage=mf.JobStorage(
-            uri=storage_uri, credentials_secret=secret.name if secret is not None else None
+            uri=storage_uri,
+            credentials_secret=secret.name if secret is not None else None,
+            root=spec.storage.uri,
         ),
         generation_shards=int(spec.jobs.generation_shards),
         report_uri=storage_uri.rstrip("/") + f"/{ref.name}/report/",

@@ -815,8 +815,9 @@ def job_service_account(run: RunRef) -> Manifest:
 class JobStorage:
     """How Job pods reach the run's storage."""
 
-    uri: str
+    uri: str  # the run's own prefix (<root>/<namespace>/<name>-<uid prefix>)
     credentials_secret: str | None = None  # envFrom: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, ...
+    root: str | None = None  # spec.storage.uri: where a file:// results claim is mounted
 
 
 def _stage_container(
@@ -846,11 +847,10 @@ def _stage_container(
         {"name": "spec", "mountPath": SPEC_MOUNT_DIR, "readOnly": True},
         {"name": "tmp", "mountPath": "/tmp"},
     ]
-    if storage.uri.startswith("file://") and settings.results_pvc:
+    mount_uri = storage.root or storage.uri
+    if mount_uri.startswith("file://") and settings.results_pvc:
         volumes.append({"name": "results", "persistentVolumeClaim": {"claimName": settings.results_pvc}})
-        mounts.append(
-            {"name": "results", "mountPath": storage.uri.removeprefix("file://").rstrip("/") or "/"}
-        )
+        mounts.append({"name": "results", "mountPath": mount_uri.removeprefix("file://").rstrip("/") or "/"})
     args = list(stage_args)
     if shards > 1:
         env.append(

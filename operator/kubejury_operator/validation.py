@@ -3,9 +3,12 @@
 The CRD's structural schema checks shapes and enums. This module adds what needs more than one
 field or a look at the cluster: unique model/judge/series names, at least one judge, a weight for
 every level asked, explicit quantization compatible with runtime and checkpoint (all shared with
-``kubejury validate`` through :func:`kubejury.config.spec.evalrun_problems`), and referenced Secrets
-(and their keys) present. It is pure: the cluster lookup is a callable the caller passes in, so
-the kopf webhook (thin, in the handlers) and the tests use the same code.
+``kubejury validate`` through :func:`kubejury.config.spec.evalrun_problems`), and the chart's
+allow-lists (:mod:`kubejury_operator.tenancy`: storage roots, Job images, claims, server flags).
+
+The webhook does not check that referenced Secrets exist: its answer would tell a user who may
+not read Secrets whether one exists (issue 11, finding 6). ``secrets_present`` remains for callers
+that may read them (``kubejury validate`` against a cluster as its own user, tests).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from kubejury.config.spec import FieldProblem, evalrun_problems
+from kubejury_operator.tenancy import TenantPolicy, policy_problems
 
 __all__ = ["STORAGE_SECRET_KEYS", "FieldProblem", "SecretsPresent", "admission_message", "validate_evalrun"]
 
@@ -64,7 +68,10 @@ def _secret_problems(spec: Mapping[str, Any], secrets_present: SecretsPresent) -
 
 
 def validate_evalrun(
-    body: Mapping[str, Any], *, secrets_present: SecretsPresent | None = None
+    body: Mapping[str, Any],
+    *,
+    secrets_present: SecretsPresent | None = None,
+    policy: TenantPolicy | None = None,
 ) -> list[FieldProblem]:
     """Every problem of an EvalRun object (as the API server sends it), each naming its field.
 
@@ -72,6 +79,8 @@ def validate_evalrun(
     (e.g. a dry run without cluster access). An empty list means the EvalRun is admissible.
     """
     _, problems = evalrun_problems(body)
+    if policy is not None:
+        problems.extend(p for p in policy_problems(body, policy) if p not in problems)
     spec = body.get("spec")
     if secrets_present is not None and isinstance(spec, Mapping):
         problems.extend(p for p in _secret_problems(spec, secrets_present) if p not in problems)

@@ -158,7 +158,9 @@ def test_cleanup_deletes_results_with_the_runs_own_storage_credentials(
         key = iam.create_access_key(UserName="tenant")["AccessKey"]
         s3 = boto3.client("s3", region_name="us-east-1")
         s3.create_bucket(Bucket="results")
-        s3.put_object(Bucket="results", Key="runs/r/primary/answers/qwen/part-0.jsonl", Body=b"{}\n")
+        s3.put_object(
+            Bucket="results", Key="runs/evals/r-u-1/r/primary/answers/qwen/part-0.jsonl", Body=b"{}\n"
+        )
         secret = {"AWS_ACCESS_KEY_ID": key["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"]}
         runtime = handlers.OperatorRuntime(settings=WorkloadSettings(), credentials="api")  # type: ignore[arg-type]
         runtime._gateway = SecretsOnlyApi("api", {"s3": secret})  # type: ignore[assignment]
@@ -174,6 +176,69 @@ def test_cleanup_deletes_results_with_the_runs_own_storage_credentials(
         return int(tenant.list_objects_v2(Bucket="results")["KeyCount"])
 
     assert scenario() == 0
+
+
+def test_cleanup_deletes_only_the_runs_own_prefix_never_another_namespace_or_the_root(tmp_path: Path) -> None:
+    """Issue 11, finding 1: a run named like a folder of the root, with cleanupPolicy Delete,
+    removes <root>/<namespace>/<name>-<uid prefix>/ only — not a same-named run of another
+    namespace, not an older run of the same name (another uid), not the root's other files."""
+    from kubejury_operator.manifests import WorkloadSettings
+
+    root = tmp_path / "root"
+    own = root / "team-a" / "results-u-1aaaaa" / "results" / "primary" / "answers" / "m" / "part-0.jsonl"
+    others = [
+        root / "team-b" / "results-u-2bbbbb" / "results" / "primary" / "answers" / "m" / "part-0.jsonl",
+        root / "team-a" / "results-u-3ccccc" / "results" / "spec.json",
+        root / "results" / "spec.json",
+        root / "other-run" / "report" / "report.json",
+    ]
+    for path in (own, *others):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("{}")
+    run = build_evalrun("results", namespace="team-a", storage={"uri": root.as_uri()}, cleanupPolicy="Delete")
+    run["metadata"]["uid"] = "u-1aaaaa-0000"
+    runtime = handlers.OperatorRuntime(settings=WorkloadSettings(), credentials="api")  # type: ignore[arg-type]
+    runtime._gateway = SecretsOnlyApi("api", {})  # type: ignore[assignment]
+    asyncio.run(
+        handlers.on_delete(body=run, memo=SimpleNamespace(kubejury=runtime), logger=logging.getLogger("t"))
+    )  # type: ignore[arg-type]
+    assert not own.exists()
+    assert all(p.exists() for p in others)
+
+
+def test_cleanup_outside_the_charts_storage_roots_deletes_nothing(tmp_path: Path) -> None:
+    from kubejury_operator.manifests import WorkloadSettings
+    from kubejury_operator.tenancy import TenantPolicy
+
+    victim = tmp_path / "elsewhere" / "team-a" / "r-u-1" / "r" / "spec.json"
+    victim.parent.mkdir(parents=True)
+    victim.write_text("{}")
+    run = build_evalrun(
+        "r", namespace="team-a", storage={"uri": (tmp_path / "elsewhere").as_uri()}, cleanupPolicy="Delete"
+    )
+    run["metadata"]["uid"] = "u-1"
+    runtime = handlers.OperatorRuntime(
+        settings=WorkloadSettings(),
+        credentials="api",  # type: ignore[arg-type]
+        policy=TenantPolicy(storage_roots=((tmp_path / "allowed").as_uri(),)),
+    )
+    runtime._gateway = SecretsOnlyApi("api", {})  # type: ignore[assignment]
+    asyncio.run(
+        handlers.on_delete(body=run, memo=SimpleNamespace(kubejury=runtime), logger=logging.getLogger("t"))
+    )  # type: ignore[arg-type]
+    assert victim.exists()
+
+
+def test_cleanup_on_s3_without_the_runs_own_credentials_keeps_the_results(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The operator's chart-wide S3 credentials never delete: they may reach what the tenant cannot."""
+    from kubejury_operator import run_storage
+    from kubejury_operator.manifests import RunRef
+
+    evalrun = parse_evalrun(build_evalrun(storage={"uri": "s3://results/runs"}))
+    with pytest.raises(run_storage.ResultsKept, match="credentialsSecretRef"):
+        run_storage.delete_results(evalrun, RunRef("r", "evals", "u-1"), None)
 
 
 def test_handlers_are_registered_only_on_the_registry_given() -> None:
