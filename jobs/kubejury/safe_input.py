@@ -95,7 +95,10 @@ def load_yaml(text: str, source: str) -> tuple[Any, Node | None]:
     Raises :class:`InputError` for invalid YAML, aliases, duplicate keys, nesting deeper than
     :data:`MAX_DEPTH` and integers longer than :data:`MAX_INT_DIGITS` digits.
     """
-    loader = _BoundedLoader(text)
+    try:
+        loader = _BoundedLoader(text)  # the reader already refuses control characters here
+    except yaml.YAMLError as exc:
+        raise InputError(source, f"not valid YAML: {exc}") from None
     try:
         node = loader.get_single_node()
         data = loader.construct_document(node) if node is not None else None

@@ -279,7 +279,9 @@ def spec_problems(spec: Mapping[str, Any], *, prefix: str = "spec") -> list[Fiel
     for key, what in (("models", "model"), ("judges", "judge"), ("series", "series")):
         _check_unique(spec, key, prefix, what, problems)
     _check_layout_names(spec, prefix, problems)
-    model_names = {entry.get("name") for _, entry in _entries(spec, "models")}
+    model_names = {
+        name for _, entry in _entries(spec, "models") if isinstance(name := entry.get("name"), str)
+    }
     for key in ("models", "judges"):
         for i, entry in _entries(spec, key):
             _check_endpoint(entry, _join(prefix, f"{key}[{i}]"), problems)
