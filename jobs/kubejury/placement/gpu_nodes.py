@@ -20,6 +20,11 @@ from kubejury.errors import InputError
 from kubejury.safe_input import load_yaml, loads_json
 
 GPU_RESOURCE = "nvidia.com/gpu"
+LABEL_REPLICAS = "nvidia.com/gpu.replicas"  # GFD: > 1 when each GPU is advertised as several (sharing)
+LABEL_SHARING = "nvidia.com/gpu.sharing-strategy"  # GFD: none | time-slicing | mps
+LABEL_MIG_STRATEGY = "nvidia.com/mig.strategy"  # GFD: none | single | mixed
+SHARED_SUFFIX = "-SHARED"  # GFD renames the product of shared GPUs (time-slicing, MPS)
+_MIG_PRODUCT = re.compile(r"-MIG-(\d+)g\.(\d+)gb", re.IGNORECASE)  # GFD, mig.strategy single
 LABEL_PRODUCT = "nvidia.com/gpu.product"
 LABEL_MEMORY = "nvidia.com/gpu.memory"
 LABEL_COUNT = "nvidia.com/gpu.count"
@@ -75,6 +80,14 @@ class NodeInfo:
     memory_bytes: int | None = None  # allocatable memory
     taints: tuple[Mapping[str, Any], ...] = ()
     unschedulable: bool = False
+    # How one allocatable nvidia.com/gpu maps to hardware: None (a whole GPU), "time-slicing" or
+    # "mps" (a replica of a shared GPU: several Pods on one GPU), "mig" (a MIG slice).
+    gpu_sharing: str | None = None
+
+    @property
+    def undescribed_gpus(self) -> bool:
+        """Allocatable GPUs but no product or memory per GPU: GFD (or the user's labels) missing."""
+        return self.gpus > 0 and not self.gpu_memory_mib
 
 
 @dataclass(frozen=True)
@@ -86,6 +99,7 @@ class GpuPool:
     gpus_per_node: int
     compute_capability: tuple[int, int] | None
     nodes: tuple[NodeInfo, ...]
+    sharing: str | None = None  # NodeInfo.gpu_sharing of every node in the pool
 
     @property
     def memory_gib(self) -> float:
@@ -96,8 +110,17 @@ class GpuPool:
         cc = self.compute_capability
         return f"{cc[0]}.{cc[1]}" if cc else "unknown"
 
+    @property
+    def whole_gpus(self) -> bool:
+        """Whether each allocatable GPU is a whole physical GPU (tensor parallelism needs that)."""
+        return self.sharing is None
+
     def describe(self) -> str:
-        return f"{self.gpus_per_node} × {self.product} ({self.memory_gib:.1f} GiB, CC {self.cc_text})"
+        shared = {"mig": ", MIG slices", "mps": ", shared by MPS", "time-slicing": ", time-sliced"}
+        return (
+            f"{self.gpus_per_node} × {self.product} ({self.memory_gib:.1f} GiB, CC {self.cc_text}"
+            f"{shared.get(self.sharing or '', '')})"
+        )
 
 
 _QUANTITY = re.compile(r"^([0-9.]+)([a-zA-Z]*)$")
@@ -182,10 +205,17 @@ def parse_node(obj: Mapping[str, Any], where: str = "node") -> NodeInfo:
             cc = (major, minor or 0)
             break
     memory_mib = _int_label(labels, LABEL_MEMORY)
+    sharing = gpu_sharing(labels, product)
+    mig = _MIG_PRODUCT.search(product or "")
+    if mig and memory_mib is None:
+        memory_mib = int(mig[2]) * 1000  # the profile's "<n>gb", a little under n GiB
     known = known_gpu(product)
     if known is not None:
         cc = cc or known[0]
-        memory_mib = memory_mib or known[1]
+        memory_mib = memory_mib or known[1]  # a MIG slice's memory never comes from here: set above
+    replicas = _int_label(labels, LABEL_REPLICAS) or 1
+    if sharing in ("time-slicing", "mps") and memory_mib and replicas > 1:
+        memory_mib //= replicas  # replicas share one GPU's memory: each can count on its share only
     memory = parse_quantity(allocatable.get("memory"))
     taints = tuple(t for t in (spec.get("taints") or []) if isinstance(t, Mapping))
     return NodeInfo(
@@ -198,7 +228,23 @@ def parse_node(obj: Mapping[str, Any], where: str = "node") -> NodeInfo:
         memory_bytes=int(memory) if memory is not None else None,
         taints=taints,
         unschedulable=bool(spec.get("unschedulable", False)),
+        gpu_sharing=sharing if gpus else None,
     )
+
+
+def gpu_sharing(labels: Mapping[str, str], product: str | None) -> str | None:
+    """How the node's allocatable ``nvidia.com/gpu`` maps to hardware, from GFD's labels:
+    ``"mig"`` (product ``…-MIG-<profile>``, MIG strategy single), ``"time-slicing"`` or ``"mps"``
+    (``nvidia.com/gpu.sharing-strategy``, ``nvidia.com/gpu.replicas`` > 1 or a ``-SHARED``
+    product), ``None`` for whole GPUs."""
+    if product and _MIG_PRODUCT.search(product):
+        return "mig"
+    strategy = labels.get(LABEL_SHARING, "").lower()
+    if strategy in ("time-slicing", "mps"):
+        return strategy
+    if (_int_label(labels, LABEL_REPLICAS) or 1) > 1 or (product or "").upper().endswith(SHARED_SUFFIX):
+        return "time-slicing"
+    return None
 
 
 def parse_node_list(data: object) -> list[NodeInfo]:
@@ -253,18 +299,35 @@ def blocking_taints(node: NodeInfo) -> list[Mapping[str, Any]]:
 
 def gpu_pools(nodes: Iterable[NodeInfo]) -> list[GpuPool]:
     """Schedulable GPU nodes grouped by (product, memory, GPUs per node), largest GPUs first."""
-    groups: dict[tuple[str, int, int], list[NodeInfo]] = {}
+    groups: dict[tuple[str, int, int, str], list[NodeInfo]] = {}
     for node in nodes:
         if node.unschedulable or node.gpus <= 0 or not node.gpu_memory_mib:
             continue
-        key = (node.gpu_product or "unknown-gpu", node.gpu_memory_mib, node.gpus)
+        key = (node.gpu_product or "unknown-gpu", node.gpu_memory_mib, node.gpus, node.gpu_sharing or "")
         groups.setdefault(key, []).append(node)
     pools = []
-    for (product, memory, count), members in groups.items():
+    for (product, memory, count, sharing), members in groups.items():
         ccs = {n.compute_capability for n in members if n.compute_capability}
         cc = min(ccs) if ccs else None
-        pools.append(GpuPool(product, memory, count, cc, tuple(sorted(members, key=lambda n: n.name))))
+        ordered = tuple(sorted(members, key=lambda n: n.name))
+        pools.append(GpuPool(product, memory, count, cc, ordered, sharing or None))
     return sorted(pools, key=lambda p: (-p.memory_mib, -p.gpus_per_node, p.product))
+
+
+def undescribed_gpu_text(nodes: Iterable[NodeInfo]) -> str:
+    """A sentence naming nodes with GPUs placement cannot use because nothing describes them
+    (no NVIDIA GPU Feature Discovery), and how to describe them; empty when there are none."""
+    names = sorted(n.name for n in nodes if n.undescribed_gpus and not n.unschedulable)
+    if not names:
+        return ""
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return (
+        f" Node(s) {shown} have allocatable {GPU_RESOURCE} but no {LABEL_PRODUCT} and {LABEL_MEMORY} "
+        "labels (NVIDIA GPU Feature Discovery is not running there), so placement cannot use them; "
+        "install GPU Feature Discovery, or describe the GPUs with those labels yourself, e.g. "
+        f"`kubectl label node {names[0]} {LABEL_PRODUCT}=NVIDIA-L4 {LABEL_MEMORY}=23034` "
+        "(MiB per GPU; see docs/placement.md)."
+    )
 
 
 def cpu_nodes(nodes: Iterable[NodeInfo]) -> list[NodeInfo]:
@@ -275,7 +338,8 @@ def cpu_nodes(nodes: Iterable[NodeInfo]) -> list[NodeInfo]:
 def pool_node_selector(pool: GpuPool, pools: Sequence[GpuPool]) -> dict[str, str]:
     selector = {LABEL_PRODUCT: pool.product}
     if sum(1 for p in pools if p.product == pool.product) > 1:
-        selector[LABEL_MEMORY] = str(pool.memory_mib)
+        # the label as the nodes carry it (a shared pool's memory_mib is a replica's share)
+        selector[LABEL_MEMORY] = pool.nodes[0].labels.get(LABEL_MEMORY, str(pool.memory_mib))
         if sum(1 for p in pools if (p.product, p.memory_mib) == (pool.product, pool.memory_mib)) > 1:
             selector[LABEL_COUNT] = str(pool.gpus_per_node)
     return selector

@@ -79,6 +79,7 @@ from kubejury.placement.gpu_nodes import (
     matches_selector,
     pool_node_selector,
     tolerations_for,
+    undescribed_gpu_text,
 )
 from kubejury.placement.gpu_nodes import GPU_RESOURCE as GPU_RESOURCE
 from kubejury.placement.gpu_nodes import KNOWN_GPUS as KNOWN_GPUS
@@ -270,10 +271,19 @@ def _vllm_options(model: ModelSpec, cc: tuple[int, int]) -> tuple[list[_Option],
     ], None
 
 
-def _tp_sizes(model: ModelSpec, gpus_per_node: int) -> list[int]:
+def _tp_sizes(model: ModelSpec, pool: GpuPool) -> list[int]:
+    """GPU counts to try on one node of ``pool``. Shared GPUs (time-slicing, MPS) and MIG slices
+    get 1 only: tensor parallelism across replicas of one GPU or across slices fails."""
+    most = pool.gpus_per_node if pool.whole_gpus else 1
     if model.resources.gpus is not None:
-        return [model.resources.gpus] if model.resources.gpus <= gpus_per_node else []
-    return [tp for tp in TP_SIZES if tp <= gpus_per_node]
+        return [model.resources.gpus] if model.resources.gpus <= most else []
+    return [tp for tp in TP_SIZES if tp <= most]
+
+
+def _too_few_gpus(model: ModelSpec, pool: GpuPool) -> str:
+    if not pool.whole_gpus:
+        return f"{pool.product}: {pool.describe()} are not whole GPUs, so only 1 per model server (no tensor parallelism)"
+    return f"{pool.product}: {pool.gpus_per_node} GPU(s) per node < resources.gpus"
 
 
 @dataclass(frozen=True)
@@ -323,7 +333,8 @@ def _place_vllm(model: ModelSpec, nodes: Sequence[NodeInfo]) -> Placement:
             "vllm",
             first_quant,
             f"model {model.name!r} (runtime vllm) needs NVIDIA GPUs, and there are no schedulable GPU nodes{where}."
-            f"{need_text} On CPU-only clusters use runtime llamacpp with a GGUF quantization (e.g. q4_k_m).",
+            f"{need_text} On CPU-only clusters use runtime llamacpp with a GGUF quantization (e.g. q4_k_m)."
+            + undescribed_gpu_text(nodes),
             need,
         )
     candidates: list[_Candidate] = []
@@ -338,9 +349,9 @@ def _place_vllm(model: ModelSpec, nodes: Sequence[NodeInfo]) -> Placement:
         if why_not:
             rejections.append(f"{pool.product}: {why_not}")
             continue
-        sizes = _tp_sizes(model, pool.gpus_per_node)
+        sizes = _tp_sizes(model, pool)
         if not sizes:
-            rejections.append(f"{pool.product}: {pool.gpus_per_node} GPU(s) per node < resources.gpus")
+            rejections.append(_too_few_gpus(model, pool))
             continue
         placed = False
         for option in options:
@@ -365,6 +376,7 @@ def _place_vllm(model: ModelSpec, nodes: Sequence[NodeInfo]) -> Placement:
             rejections.append(
                 f"{pool.product}: needs {estimate.text(top, option.quantization)}, "
                 f"usable {model.gpu_memory_utilization * pool.memory_gib * top:.1f} GiB on {top} GPU(s)"
+                + ("" if pool.whole_gpus else " (not whole GPUs, so no tensor parallelism)")
             )
     if not candidates:
         need_text = f"about {best_need:.0f} GiB of GPU memory" if best_need else "GPUs it cannot get"
@@ -373,7 +385,8 @@ def _place_vllm(model: ModelSpec, nodes: Sequence[NodeInfo]) -> Placement:
             "vllm",
             first_quant,
             f"model {model.name!r} needs {need_text} on one node, and {_largest_text(pools)}. Tried: "
-            + "; ".join(rejections),
+            + "; ".join(rejections)
+            + undescribed_gpu_text(nodes),
             best_need,
         )
     if unknown_size:
@@ -489,7 +502,7 @@ def _place_gguf(model: ModelSpec, nodes: Sequence[NodeInfo]) -> Placement:
     candidates: list[_Candidate] = []
     for pool in pools:
         done = False
-        for gpus in _tp_sizes(model, pool.gpus_per_node):
+        for gpus in _tp_sizes(model, pool):
             for gguf in gpu_types:
                 estimate = _estimate(model, gguf, vllm=False)
                 need = estimate.need(gpus) if estimate else None
@@ -548,7 +561,8 @@ def _place_gguf(model: ModelSpec, nodes: Sequence[NodeInfo]) -> Placement:
         model,
         runtime,
         (cpu_types or gpu_types)[-1],
-        f"model {model.name!r} (GGUF, runtime {runtime}) needs {need_text}; {_largest_text(pools)} and {cpu_text}",
+        f"model {model.name!r} (GGUF, runtime {runtime}) needs {need_text}; {_largest_text(pools)} and {cpu_text}."
+        + undescribed_gpu_text(nodes),
         best_need,
     )
 
