@@ -316,11 +316,6 @@ async def test_a_model_needing_8_gpus_on_4_gpu_nodes_gets_a_condition_naming_it_
 # ------------------------------------------------------------------------------------ 7. names
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 10 finding 6: a 50-character run name with generationShards: 4 is admitted, then the "
-    "API server rejects its Indexed generation Jobs and the run stalls without a condition",
-)
 async def test_a_50_character_run_name_with_4_generation_shards_runs_or_is_rejected_at_admission(
     api: KubeApi, kube_operator: OperatorState, hosted_judge: StubOpenAI
 ) -> None:
@@ -528,11 +523,6 @@ async def test_with_the_webhook_off_an_invalid_run_gets_invalid_spec_and_unwatch
 # ------------------------------------------------------------------------- 8. API load (finding)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 10 findings 8 and 14: a finished run is still reconciled every interval, each time "
-    "listing six kinds of children and patching status",
-)
 async def test_a_finished_run_makes_no_api_requests_after_its_last_status_write(
     kube_cluster: Cluster,
 ) -> None:
