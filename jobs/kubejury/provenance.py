@@ -137,9 +137,12 @@ def report_provenance(
 
     spec = evalrun.spec
     truncated: dict[str, dict[str, int]] = {s.name: {m.name: 0 for m in spec.models} for s in spec.series}
+    versions: dict[str, set[str]] = {}
     rows = []
     for record in answers:
         series, model = str(record.get("series")), str(record.get("model"))
+        if isinstance(record.get("server_version"), str):
+            versions.setdefault(model, set()).add(record["server_version"])
         raw_usage = record.get("usage")
         usage: Mapping[str, Any] = raw_usage if isinstance(raw_usage, Mapping) else {}
         if record.get("finish_reason") == "length":
@@ -161,7 +164,12 @@ def report_provenance(
         "fingerprints": {f"{fp.stage}/{fp.series}/{fp.name}": fp.digest for fp in fingerprints},
         "judge_prompt_template_sha256": sha256_text(judge_template(spec.judging, spec.benchmark.language)),
         "servers": {
-            e.name: {"runtime": e.runtime, "served_name": e.request_model, "source": e.source}
+            e.name: {
+                "runtime": e.runtime,
+                "served_name": e.request_model,
+                "source": e.source,
+                "reported_versions": sorted(versions.get(e.name, ())),
+            }
             for e in spec.all_endpoints()
         },
         "truncated": truncated,

@@ -89,6 +89,7 @@ class ChatResult:
     error: str | None = None
     error_kind: ErrorKind | None = None
     raw_message: dict[str, Any] | None = None
+    server_version: str | None = None  # the reply's system_fingerprint (llama.cpp: its build), if any
 
     @property
     def ok(self) -> bool:
@@ -197,6 +198,15 @@ def parse_completion(raw: bytes) -> tuple[str | None, str | None, int | None, in
         completion_tokens = ct if isinstance(ct, int) else None
     finish = choice.get("finish_reason")
     return content, finish if isinstance(finish, str) else None, prompt_tokens, completion_tokens, message
+
+
+def server_version(raw: bytes) -> str | None:
+    """The ``system_fingerprint`` of a completion (the server's build or configuration, where the
+    runtime reports one: llama.cpp does, vLLM does not); parsed again only when it is there."""
+    if b'"system_fingerprint"' not in raw:
+        return None
+    value = orjson.loads(raw).get("system_fingerprint")
+    return value if isinstance(value, str) else None
 
 
 def _snippet(raw: bytes) -> str:
@@ -371,6 +381,7 @@ class ChatClient:
                         if ct is not None:
                             stats.completion_tokens += ct
                         return ChatResult(
+                            server_version=server_version(raw),
                             content=content,
                             finish_reason=finish,
                             prompt_tokens=pt,

@@ -73,6 +73,7 @@ def answer_record(
         "attempts": result.attempts,
         "error": result.error,
         "error_kind": result.error_kind,
+        "server_version": result.server_version,
     }
 
 

@@ -181,6 +181,7 @@ def completion(content: str, body: dict[str, Any]) -> dict[str, Any]:
         "id": "chatcmpl-fault",
         "object": "chat.completion",
         "model": body.get("model", ""),
+        "system_fingerprint": "fault-server-1",
         "choices": [
             {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}
         ],

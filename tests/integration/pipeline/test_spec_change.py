@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -129,9 +130,9 @@ async def test_the_report_carries_provenance_and_counts_truncated_answers_per_mo
 
     long_answers = {"q0?", "q2?"}  # these two run past the series' max_tokens: finish_reason length
 
-    def responder(body: dict[str, object]) -> str:
+    def responder(body: dict[str, Any]) -> str:  # the request's JSON as the fault server parsed it
         messages = body.get("messages") or [{}]
-        last = str(messages[-1].get("content", ""))  # type: ignore[index, union-attr]
+        last = str(messages[-1].get("content", ""))
         if last in long_answers:
             return "word " * 400
         return "[[7]]" if "[[" in last or len(last) > 200 else "short answer"
@@ -163,6 +164,7 @@ async def test_the_report_carries_provenance_and_counts_truncated_answers_per_mo
     assert all(a["completion_tokens"] for a in provenance["answers"])
     assert set(provenance["fingerprints"]) == {"generate/t/m1", "judge/t/j1"}
     assert len(provenance["judge_prompt_template_sha256"]) == 64
+    assert provenance["servers"]["m1"]["reported_versions"] == ["fault-server-1"]  # system_fingerprint
     markdown = inputs.storage.read_bytes("demo/report/report.md").decode()
     assert "## Provenance" in markdown and "| m1 | 2 |" in markdown
     assert "report.html" in written
