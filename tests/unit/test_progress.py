@@ -48,6 +48,7 @@ def test_counts_and_record_fields() -> None:
         "message",
         "started_at",
         "updated_at",
+        "fingerprint",
     }
     tracker.finish("failed", "server gone")
     assert tracker.record()["state"] == "failed" and tracker.record()["message"] == "server gone"

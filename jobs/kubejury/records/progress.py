@@ -12,7 +12,8 @@ found from an earlier attempt), ``resumed`` (of which found at start), ``errors`
 with an error, this attempt), ``parse_failures`` (judging: replies without a valid score after
 re-asking), ``retries`` (HTTP retries), ``rate_per_s`` (this attempt's completions per second),
 ``state`` (``running``, ``succeeded``, ``failed``), ``message``, ``started_at``, ``updated_at``
-(ISO-8601 UTC).
+(ISO-8601 UTC), ``fingerprint`` (digest of what determined the stage's records, see
+:mod:`kubejury.records.fingerprint`; empty from older Jobs).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class ProgressRecord:
     message: str = ""
     started_at: str = ""
     updated_at: str = ""
+    fingerprint: str = ""
 
     @property
     def complete(self) -> bool:
@@ -125,6 +127,7 @@ def merge_shards(parts: Sequence[ProgressRecord], shard_count: int) -> ProgressR
         message="; ".join(p.message for p in parts if p.message),
         started_at=min((p.started_at for p in parts if p.started_at), default=""),
         updated_at=max((p.updated_at for p in parts if p.updated_at), default=""),
+        fingerprint=first.fingerprint,
     )
 
 

@@ -102,6 +102,7 @@ async def run_stage(
     tracker = ProgressTracker(
         target.stage, target.series, target.name, total=len(items), resumed=resumed, view=view
     )
+    tracker.fingerprint = target.fingerprint.digest if target.fingerprint is not None else ""
     tracker.parse_failures = sum(1 for key in done if stored[key].get("error_kind") == "parse")
 
     async def write_progress() -> None:

@@ -46,6 +46,7 @@ class ProgressTracker:
     state: ProgressState = "running"
     message: str = ""
     started_at: str = field(default_factory=_now_iso)
+    fingerprint: str = ""  # the stage's fingerprint digest, when it has one
     _t0: float = field(default_factory=time.monotonic, repr=False)
     view: ProgressView | None = field(default=None, repr=False)
 
@@ -86,6 +87,7 @@ class ProgressTracker:
             message=self.message,
             started_at=self.started_at,
             updated_at=_now_iso(),
+            fingerprint=self.fingerprint,
         )
 
     def record(self) -> dict[str, Any]:

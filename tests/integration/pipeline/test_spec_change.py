@@ -92,6 +92,8 @@ async def test_a_rerun_at_another_temperature_stops_naming_the_change_and_writes
             sorted(p.name for p in (tmp_path / "out" / "demo" / "t" / "answers" / "m1").iterdir()) == stored
         )
         assert first.storage.read_json("demo/spec.json")["spec"]["series"][0]["temperature"] == 0.0
+        progress = first.storage.read_json(first.layout.progress_key("t", "generate", "m1"))
+        assert progress["fingerprint"] == first.fingerprint("generate", "t", "m1").digest
 
 
 async def test_a_new_version_is_written_beside_the_old_one_and_both_specs_are_kept(tmp_path: Path) -> None:
