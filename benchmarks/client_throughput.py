@@ -70,7 +70,7 @@ def child_kubejury(url: str, n: int, concurrency: int) -> dict[str, Any]:
     from kubejury.stages import StageOptions, read_answers, run_async, run_generation
 
     questions = [Question(f"q{i:05d}", "law", 1 + i % 3, f"{QUESTION} ({i})", "Три года.") for i in range(n)]
-    model = ModelSpec(name="stub", runtime="vllm", source=url, servedModel="stub-model")
+    model = ModelSpec(name="stub", runtime="vllm", source=url, served_model="stub-model")
     series = Series(name="primary", temperature=0.0, repetition_penalty=1.2, max_tokens=256, seed=1)
     layout = RunLayout("bench")
     with tempfile.TemporaryDirectory(prefix="kubejury-bench-") as tmp:

@@ -23,7 +23,7 @@ import ssl
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 import aiohttp
 
@@ -153,7 +153,7 @@ class KubeGateway:
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._session: aiohttp.ClientSession | None = None
 
-    async def __aenter__(self) -> KubeGateway:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

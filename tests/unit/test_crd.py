@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import jsonschema  # type: ignore[import-untyped]  # via kubernetes-validate
+import jsonschema  # via kubernetes-validate
 import kubernetes_validate
 import pytest
 import yaml

@@ -148,7 +148,7 @@ def test_cluster_examples_fit_the_crd_schema(name: str) -> None:
     """What the API server checks on `kubectl apply`: the CRD's structural schema (OpenAPI 3.0,
     whose boolean exclusiveMinimum/Maximum are draft-4 semantics). Unknown fields are the spec's
     business (checked above); here types, enums, patterns and required fields."""
-    import jsonschema  # type: ignore[import-untyped]
+    import jsonschema
 
     crd = yaml.safe_load((ROOT / "crds" / "evalruns.kubejury.io.yaml").read_text())
     (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1alpha1"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,8 +19,8 @@ def _fake_resolve(entry: ModelSpec) -> Path:
 def test_same_embedded_model_shares_one_server() -> None:
     entries = [
         ModelSpec(name="gemma", runtime="llamacpp"),
-        JudgeSpec(name="judge-a", runtime="llamacpp", promptVariant="strict", seed=1),
-        JudgeSpec(name="judge-b", runtime="llamacpp", promptVariant="lenient", seed=2),
+        JudgeSpec(name="judge-a", runtime="llamacpp", prompt_variant="strict", seed=1),
+        JudgeSpec(name="judge-b", runtime="llamacpp", prompt_variant="lenient", seed=2),
         ModelSpec(name="remote", runtime="openai", source="https://api.example.com/v1"),
     ]
     plans, of_entry = plan_servers(entries, resolve=_fake_resolve)
@@ -31,8 +32,8 @@ def test_same_embedded_model_shares_one_server() -> None:
 def test_different_files_or_context_get_their_own_server() -> None:
     entries = [
         ModelSpec(name="a", runtime="llamacpp"),
-        ModelSpec(name="b", runtime="llamacpp", maxModelLen=4096),
-        ModelSpec(name="c", runtime="llamacpp", ggufPath="/models/other.gguf", chatFormat="chatml"),
+        ModelSpec(name="b", runtime="llamacpp", max_model_len=4096),
+        ModelSpec(name="c", runtime="llamacpp", gguf_path="/models/other.gguf", chat_format="chatml"),
     ]
     plans, of_entry = plan_servers(entries, resolve=_fake_resolve)
     assert len(plans) == 3
@@ -46,10 +47,10 @@ def test_two_embedded_models_get_one_server_each_shared_with_their_judges() -> N
         return Path("/cache/smol.gguf" if entry.source == smol else "/cache/gemma.gguf")
 
     entries = [
-        ModelSpec(name="gemma", runtime="llamacpp", maxModelLen=2048),
-        ModelSpec(name="smol", runtime="llamacpp", source=smol, maxModelLen=2048),
-        JudgeSpec(name="judge-gemma", runtime="llamacpp", sameAs="gemma", maxModelLen=2048),
-        JudgeSpec(name="judge-smol", runtime="llamacpp", source=smol, sameAs="smol", maxModelLen=2048),
+        ModelSpec(name="gemma", runtime="llamacpp", max_model_len=2048),
+        ModelSpec(name="smol", runtime="llamacpp", source=smol, max_model_len=2048),
+        JudgeSpec(name="judge-gemma", runtime="llamacpp", same_as="gemma", max_model_len=2048),
+        JudgeSpec(name="judge-smol", runtime="llamacpp", source=smol, same_as="smol", max_model_len=2048),
     ]
     plans, of_entry = plan_servers(entries, resolve=resolve)
     assert [p.model_path.name for p in plans] == ["gemma.gguf", "smol.gguf"]
@@ -90,17 +91,17 @@ def test_resolve_rejects_downloads_and_missing_files(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="GGUF files only"):
         resolve_gguf(ModelSpec(name="x", runtime="llamacpp", source="hf://org/repo"))
     with pytest.raises(ConfigError, match="not found"):
-        resolve_gguf(ModelSpec(name="x", runtime="llamacpp", ggufPath=str(tmp_path / "none.gguf")))
+        resolve_gguf(ModelSpec(name="x", runtime="llamacpp", gguf_path=str(tmp_path / "none.gguf")))
     real = tmp_path / "m.gguf"
     real.write_bytes(b"GGUF")
-    assert resolve_gguf(ModelSpec(name="x", runtime="llamacpp", ggufPath=str(real))) == real
+    assert resolve_gguf(ModelSpec(name="x", runtime="llamacpp", gguf_path=str(real))) == real
 
 
 def test_openai_json_schema_is_translated_for_llama_cpp_python() -> None:
     from kubejury.local.llama_entry import translate_response_format
 
     schema = {"type": "object", "properties": {"score": {"type": "integer"}}}
-    body = {
+    body: dict[str, Any] = {
         "response_format": {
             "type": "json_schema",
             "json_schema": {"name": "v", "strict": True, "schema": schema},
@@ -108,7 +109,10 @@ def test_openai_json_schema_is_translated_for_llama_cpp_python() -> None:
     }
     assert translate_response_format(body)
     assert body["response_format"] == {"type": "json_object", "schema": schema}
-    bounded = {"type": "object", "properties": {"score": {"type": "integer", "minimum": 0, "maximum": 10}}}
+    bounded: dict[str, Any] = {
+        "type": "object",
+        "properties": {"score": {"type": "integer", "minimum": 0, "maximum": 10}},
+    }
     body = {"response_format": {"type": "json_schema", "json_schema": {"schema": bounded}}}
     assert translate_response_format(body)
     assert body["response_format"]["schema"]["properties"]["score"] == {"enum": list(range(11))}

@@ -349,7 +349,7 @@ def discrepancies(ref: RefReport, doc: Mapping[str, Any]) -> list[str]:
     for series in ref.series:
         if series == ref.primary:
             continue
-        deltas = [row[series][1] for row in ref.comparison.values() if row[series][1] is not None]
+        deltas = [delta for row in ref.comparison.values() if (delta := row[series][1]) is not None]
         expected_mean = _mean(deltas) if deltas else None
         check(
             f"series_comparison.mean_delta.{series}",

@@ -30,7 +30,7 @@ def test_endpoint_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_api_key_from_named_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    entry = ModelSpec(name="r", runtime="openai", source="https://api.example.com/v1", apiKeyEnv="MY_KEY")
+    entry = ModelSpec(name="r", runtime="openai", source="https://api.example.com/v1", api_key_env="MY_KEY")
     monkeypatch.delenv("MY_KEY", raising=False)
     with pytest.raises(ConfigError, match="MY_KEY"):
         pipeline.api_key_of(entry)

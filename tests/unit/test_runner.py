@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 
 from kubejury.files.storage import LocalStorage
-from kubejury.stages.runner import ShardWriter, StageOptions, is_final, latest_by_key
+from kubejury.stages.runner import Record, ShardWriter, StageOptions, is_final, latest_by_key
 
 
 def test_is_final() -> None:
@@ -16,7 +16,7 @@ def test_is_final() -> None:
 
 
 def test_latest_final_record_wins() -> None:
-    records = [
+    records: list[Record] = [
         {"q": "a", "error": "HTTP 500", "error_kind": "http", "n": 1},
         {"q": "b", "error": None, "n": 2},
         {"q": "a", "error": None, "n": 3},

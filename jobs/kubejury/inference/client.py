@@ -26,6 +26,7 @@ import logging
 import random
 import re
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -260,7 +261,8 @@ class ChatClient:
         self._expired: set[asyncio.Task[Any]] = set()
         self._watchdog: asyncio.Task[None] | None = None
         self._rng = random.Random()
-        self.sleep = asyncio.sleep  # replaceable in tests to observe backoff without waiting
+        # replaceable in tests to observe backoff without waiting
+        self.sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:

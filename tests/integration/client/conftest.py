@@ -49,7 +49,7 @@ def layout() -> RunLayout:
 @pytest.fixture
 def model() -> ModelSpec:
     return ModelSpec(
-        name="qwen-test", runtime="vllm", source="http://127.0.0.1:1/v1", servedModel="Qwen/Qwen3-8B"
+        name="qwen-test", runtime="vllm", source="http://127.0.0.1:1/v1", served_model="Qwen/Qwen3-8B"
     )
 
 

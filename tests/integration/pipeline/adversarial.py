@@ -120,7 +120,7 @@ async def judge_cases(
             storage=store,
             layout=layout,
             judge=judge,
-            judging=Judging(maxTokens=max_tokens),
+            judging=Judging(max_tokens=max_tokens),
             series=series,
             models=list(CASES),
             questions=qs,
@@ -174,7 +174,7 @@ def main() -> None:
         else:
             from kubejury.local.server import local_servers
 
-            judge = JudgeSpec(name="embedded-judge", runtime="llamacpp", maxModelLen=2048)
+            judge = JudgeSpec(name="embedded-judge", runtime="llamacpp", max_model_len=2048)
             with local_servers([judge]) as urls:
                 results = asyncio.run(judge_cases(store, urls[judge.name], judge=judge))
                 probed = asyncio.run(probe(urls[judge.name]))

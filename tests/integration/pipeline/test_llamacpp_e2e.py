@@ -215,7 +215,7 @@ def test_prompt_injection_set_through_embedded_judge(tmp_path: Path) -> None:
 
     from kubejury.local.server import local_servers
 
-    judge = JudgeSpec(name="embedded-judge", runtime="llamacpp", maxModelLen=2048)
+    judge = JudgeSpec(name="embedded-judge", runtime="llamacpp", max_model_len=2048)
     with local_servers([judge]) as urls:
         results = asyncio.run(adversarial.judge_cases(LocalStorage(tmp_path), urls[judge.name], judge=judge))
     print("\n" + adversarial.markdown(results))
