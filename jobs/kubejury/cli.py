@@ -29,6 +29,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("kubejury.commands.report", "compute report.json/.md/.html from benchmark and judgment files"),
     "plan": ("kubejury.commands.plan", "dry run of GPU placement: what the operator would deploy, per model"),
     "validate": ("kubejury.commands.validate", "check an EvalRun file and print what is wrong, by field"),
+    "status": (
+        "kubejury.commands.status",
+        "show an EvalRun's phase, conditions, progress, placement and ranking from the cluster",
+    ),
     "anonymize": (
         "kubejury.commands.anonymize",
         "print an answer (stdin) as a judge would see it; replaced spans on stderr",

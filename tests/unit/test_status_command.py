@@ -1,0 +1,172 @@
+"""``kubejury status`` renders an EvalRun's story from its status (pure; no cluster here —
+``tests/integration/devcluster/test_status_command_on_cluster.py`` reads it from a real API server)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubejury.cli import build_parser
+from kubejury.commands.status import render
+from kubejury.placement.decision import Placement
+from kubejury.records.run_status import RunStatus
+from kubejury_operator.status import condition
+
+
+def _evalrun(status: dict[str, Any] | None, generation: int = 1) -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        "metadata": {"name": "law-run", "namespace": "team-a", "generation": generation},
+        "spec": {
+            "models": [{"name": "qwen"}, {"name": "gemma"}],
+            "judges": [{"name": "gemma"}, {"name": "gpt"}],
+        },
+    }
+    if status is not None:
+        obj["status"] = status
+    return obj
+
+
+def _placements() -> dict[str, Any]:
+    gpu = Placement(
+        runtime="vllm",
+        quantization="awq",
+        tensor_parallel_size=2,
+        gpu_product="NVIDIA-L4",
+        reason="fits 2 L4 at AWQ",
+    )
+    cpu = Placement(
+        runtime="llamacpp", quantization="q4_k_m", tensor_parallel_size=0, reason="small model on CPU"
+    )
+    external = {
+        "schedulable": True,
+        "runtime": "openai",
+        "quantization": "",
+        "tensorParallelSize": 0,
+        "gpuProduct": None,
+        "nodeSelector": {},
+        "reason": "existing OpenAI-compatible endpoint: nothing to deploy",
+    }
+    return {"qwen": gpu.to_json(), "gemma": cpu.to_json(), "gpt": external}
+
+
+def _judging_status() -> dict[str, Any]:
+    now = "2026-11-30T20:00:00Z"
+    return {
+        "phase": "Judging",
+        "observedGeneration": 1,
+        "progress": "30/48",
+        "startedAt": "2026-11-30T19:50:00Z",
+        "stages": {
+            "generation": {"done": 24, "total": 24, "jobsDone": 2, "jobs": 2},
+            "judging": {"done": 6, "total": 24, "jobsDone": 0, "jobs": 2},
+            "aggregation": {"done": 0, "total": 1},
+        },
+        "placement": _placements(),
+        "conditions": [
+            condition(
+                [], "GenerationComplete", True, "AllAnswersGenerated", "Generation jobs done 2/2", 1, now
+            ),
+            condition([], "JudgingComplete", False, "Judging", "Judge jobs done 0/2, judgments 6/24", 1, now),
+        ],
+    }
+
+
+def test_a_run_in_progress_shows_phase_stages_placement_and_conditions() -> None:
+    text = render(_evalrun(_judging_status()))
+    assert text.startswith("EvalRun team-a/law-run   phase: Judging   progress: 30/48")
+    assert "generation   24/24  100.0%  2/2" in text
+    assert "judging      6/24    25.0%  0/2" in text
+    assert "aggregation  0/1      0.0%" in text
+    qwen = next(line for line in text.splitlines() if line.strip().startswith("qwen"))
+    assert qwen.split()[:6] == ["qwen", "model", "vllm", "awq", "2×", "NVIDIA-L4"]
+    gemma = next(line for line in text.splitlines() if line.strip().startswith("gemma "))
+    assert "model+judge" in gemma and "CPU" in gemma
+    gpt = next(line for line in text.splitlines() if line.strip().startswith("gpt "))
+    assert "judge" in gpt and "external" in gpt
+    assert "JudgingComplete     False   Judging" in text
+    assert "Ranking" not in text
+
+
+def test_a_succeeded_run_shows_the_ranking_with_intervals_and_the_report() -> None:
+    status = _judging_status() | {
+        "phase": "Succeeded",
+        "completedAt": "2026-11-30T20:10:00Z",
+        "summary": {
+            "primarySeries": "primary",
+            "reportUri": "s3://bucket/runs/law-run/report.html",
+            "leader": "qwen",
+            "ranking": [
+                {
+                    "rank": 1,
+                    "model": "qwen",
+                    "weighted": 4.1234,
+                    "weightedCI": [3.9, 4.3],
+                    "degradation": 0.12,
+                    "sigma": 0.4,
+                    "tier": "A",
+                },
+                {
+                    "rank": 2,
+                    "model": "gemma",
+                    "weighted": 3.2,
+                    "weightedCI": [None, None],
+                    "degradation": None,
+                    "sigma": 0.5,
+                    "tier": None,
+                },
+            ],
+            "domainLeaders": {"law": "qwen"},
+        },
+    }
+    text = render(_evalrun(status))
+    assert "completed 2026-11-30T20:10:00Z" in text
+    assert "Ranking (series primary)" in text
+    rows = [line.split() for line in text.splitlines() if line.strip().startswith(("1 ", "2 "))]
+    assert rows[0] == ["1", "qwen", "4.123", "[3.900,", "4.300]", "0.120", "0.400", "A"]
+    assert rows[1] == ["2", "gemma", "3.200", "[—,", "—]", "—", "0.500", "—"]
+    assert "domain leaders: law: qwen" in text
+    assert "report: s3://bucket/runs/law-run/report.html" in text
+
+
+def test_a_failed_run_says_why_and_an_unreconciled_run_asks_about_the_operator() -> None:
+    failed = {
+        "phase": "Failed",
+        "conditions": [
+            condition(
+                [], "Failed", True, "StageFailed", "generate qwen failed: 9 of 12 requests timed out", 1, "t"
+            )
+        ],
+    }
+    assert "Failed: generate qwen failed: 9 of 12 requests timed out." in render(_evalrun(failed))
+    fresh = render(_evalrun(None))
+    assert "phase: Pending" in fresh
+    assert "not reconciled yet" in fresh and "none reported yet" in fresh and "not placed yet" in fresh
+
+
+def test_a_status_of_an_older_generation_is_called_stale() -> None:
+    assert "status is of generation 1, spec is at 2" in render(_evalrun(_judging_status(), generation=2))
+
+
+def test_the_record_reads_the_operator_placement_back_and_tolerates_foreign_shapes() -> None:
+    record = RunStatus.from_json(_judging_status())
+    assert [p.name for p in record.placement] == ["qwen", "gemma", "gpt"]
+    assert record.placement[0].gpu_product == "NVIDIA-L4" and record.placement[0].tensor_parallel_size == 2
+    assert not record.finished
+    odd = RunStatus.from_json(
+        {
+            "phase": "Succeeded",
+            "stages": {"generation": "??", "extra": {"done": "x"}},
+            "conditions": ["bad", {"type": "Ready"}],
+            "summary": {"ranking": [{"weighted": "n/a"}]},
+        }
+    )
+    assert odd.finished
+    assert [s.stage for s in odd.stages] == ["extra"] and odd.stages[0].done == 0
+    assert [c.type for c in odd.conditions] == ["Ready"]
+    assert odd.summary is not None and odd.summary.ranking[0].weighted is None
+
+
+def test_the_cli_knows_status_with_namespace_watch_and_kubeconfig() -> None:
+    args = build_parser(only="status").parse_args(
+        ["status", "law-run", "-n", "team-a", "--watch", "--kubeconfig", "/tmp/kc"]
+    )
+    assert (args.name, args.namespace, args.watch, args.kubeconfig) == ("law-run", "team-a", True, "/tmp/kc")
