@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
+import kopf
 import yaml
 
 API_VERSION = "kubejury.io/v1alpha1"
@@ -75,3 +76,8 @@ def build_evalrun_yaml(name: str = "r", **fields: Any) -> str:
     """The same EvalRun as a YAML file (no namespace unless given)."""
     fields.setdefault("namespace", None)
     return yaml.safe_dump(build_evalrun(name, **fields), sort_keys=False)
+
+
+def as_kopf_body(obj: dict[str, Any]) -> kopf.Body:
+    """An object as kopf hands it to a handler: a read-only view over the raw JSON."""
+    return kopf.Body(cast(kopf.RawBody, obj))  # RawBody is a TypedDict of the same JSON object

@@ -13,7 +13,7 @@ from typing import Any
 import kopf
 import pytest
 
-from factories import build_evalrun
+from factories import as_kopf_body, build_evalrun
 from kubejury.config.spec import parse_evalrun
 from kubejury_operator import handlers
 
@@ -21,13 +21,13 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 async def test_admission_accepts_a_valid_run() -> None:
-    await handlers.validate(body=build_evalrun(), memo=SimpleNamespace())  # type: ignore[arg-type]
+    await handlers.validate(body=as_kopf_body(build_evalrun()), memo=SimpleNamespace())
 
 
 async def test_admission_rejects_with_the_field_named() -> None:
     bad = build_evalrun(judges=[])
     with pytest.raises(kopf.AdmissionError) as caught:
-        await handlers.validate(body=bad, memo=SimpleNamespace())  # type: ignore[arg-type]
+        await handlers.validate(body=as_kopf_body(bad), memo=SimpleNamespace())
     assert "spec.judges" in str(caught.value)
 
 
@@ -165,7 +165,7 @@ def test_cleanup_deletes_results_with_the_runs_own_storage_credentials(
         runtime = handlers.OperatorRuntime(settings=WorkloadSettings(), credentials="api")  # type: ignore[arg-type]
         runtime._gateway = SecretsOnlyApi("api", {"s3": secret})  # type: ignore[assignment]
         memo = SimpleNamespace(kubejury=runtime)
-        deleting = handlers.on_delete(body=run, memo=memo, logger=logging.getLogger("t"))  # type: ignore[arg-type]
+        deleting = handlers.on_delete(body=as_kopf_body(run), memo=memo, logger=logging.getLogger("t"))
         asyncio.run(deleting)
         tenant = boto3.client(
             "s3",
@@ -200,8 +200,10 @@ def test_cleanup_deletes_only_the_runs_own_prefix_never_another_namespace_or_the
     runtime = handlers.OperatorRuntime(settings=WorkloadSettings(), credentials="api")  # type: ignore[arg-type]
     runtime._gateway = SecretsOnlyApi("api", {})  # type: ignore[assignment]
     asyncio.run(
-        handlers.on_delete(body=run, memo=SimpleNamespace(kubejury=runtime), logger=logging.getLogger("t"))
-    )  # type: ignore[arg-type]
+        handlers.on_delete(
+            body=as_kopf_body(run), memo=SimpleNamespace(kubejury=runtime), logger=logging.getLogger("t")
+        )
+    )
     assert not own.exists()
     assert all(p.exists() for p in others)
 
@@ -224,8 +226,10 @@ def test_cleanup_outside_the_charts_storage_roots_deletes_nothing(tmp_path: Path
     )
     runtime._gateway = SecretsOnlyApi("api", {})  # type: ignore[assignment]
     asyncio.run(
-        handlers.on_delete(body=run, memo=SimpleNamespace(kubejury=runtime), logger=logging.getLogger("t"))
-    )  # type: ignore[arg-type]
+        handlers.on_delete(
+            body=as_kopf_body(run), memo=SimpleNamespace(kubejury=runtime), logger=logging.getLogger("t")
+        )
+    )
     assert victim.exists()
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import kopf
 import pytest
 
-from factories import build_evalrun, model_entry
+from factories import as_kopf_body, build_evalrun, model_entry
 from kubejury.config.spec import parse_evalrun
 from kubejury_operator import handlers
 from kubejury_operator.cluster_run import cluster_run
@@ -166,7 +166,7 @@ def test_the_webhook_answers_the_same_whether_a_referenced_secret_exists_or_not(
         judge["apiKeySecretRef"] = {"name": secret, "key": "api-key"}
         body = build_evalrun(judges=[judge])
         try:
-            asyncio.run(handlers.validate(body=body, memo=SimpleNamespace(kubejury=runtime)))
+            asyncio.run(handlers.validate(body=as_kopf_body(body), memo=SimpleNamespace(kubejury=runtime)))
             outcomes.append("admitted")
         except kopf.AdmissionError as exc:
             outcomes.append(str(exc))
