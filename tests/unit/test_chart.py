@@ -30,6 +30,12 @@ CHART = ROOT / "charts" / "kubejury"
 OLDEST = "1.29.0"
 NEWEST = kubernetes_validate.latest_version()
 
+# Rendered only for Kubernetes 1.30+ (templates/tenancy.yaml checks the version): not in 1.29's schemas.
+FROM_1_30 = {
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"),
+}
+
 # Custom resources of other projects: kubernetes-validate carries only the built-in Kubernetes
 # schemas, so these are checked structurally below instead of against an OpenAPI schema.
 NOT_IN_KUBERNETES_SCHEMAS = {
@@ -190,6 +196,8 @@ def test_every_object_validates_against_kubernetes_schemas(
     for obj in objects:
         if (obj["apiVersion"], obj["kind"]) in NOT_IN_KUBERNETES_SCHEMAS:
             continue
+        if version == OLDEST and (obj["apiVersion"], obj["kind"]) in FROM_1_30:
+            continue
         try:
             kubernetes_validate.validate(obj, version, strict=True)
         except kubernetes_validate.ValidationError as error:
@@ -290,11 +298,21 @@ def test_schema_validation_is_not_vacuous(default_objects: list[dict[str, Any]])
 # --------------------------------------------------------------------------------------- RBAC
 
 
+def is_user_role(obj: dict[str, Any]) -> bool:
+    """The evalrun-editor/-viewer ClusterRoles the chart ships for people (aggregated into edit/view)."""
+    return any(k.startswith("rbac.authorization.k8s.io/aggregate-to-") for k in obj["metadata"]["labels"])
+
+
+def operator_roles(objects: Iterable[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [o for o in of_kind(objects, kind) if not is_user_role(o)]
+
+
 def rbac_rules(objects: Iterable[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """The operator's rules (not the user-facing roles)."""
     return [
         (f"{o['kind']}/{o['metadata'].get('namespace', '')}/{o['metadata']['name']}", rule)
         for o in objects
-        if o["kind"] in ("Role", "ClusterRole")
+        if o["kind"] in ("Role", "ClusterRole") and not is_user_role(o)
         for rule in o.get("rules", [])
     ]
 
@@ -335,7 +353,7 @@ def test_every_rbac_rule_in_the_template_has_a_comment() -> None:
 
 def test_cluster_wide_mode_uses_a_cluster_role(default_objects: list[dict[str, Any]]) -> None:
     assert not of_kind(default_objects, "Role")
-    names = {o["metadata"]["name"] for o in of_kind(default_objects, "ClusterRole")}
+    names = {o["metadata"]["name"] for o in operator_roles(default_objects, "ClusterRole")}
     assert names == {"kj-kubejury", "kj-kubejury-cluster"}
     bindings = of_kind(default_objects, "ClusterRoleBinding")
     assert {b["roleRef"]["name"] for b in bindings} == names
@@ -353,7 +371,7 @@ def test_watch_namespaces_switches_to_roles(all_on_objects: list[dict[str, Any]]
         "team-b",
     ]
     # the only ClusterRole left holds cluster-scoped needs
-    (cluster_role,) = of_kind(all_on_objects, "ClusterRole")
+    (cluster_role,) = operator_roles(all_on_objects, "ClusterRole")
     resources = {r for rule in cluster_role["rules"] for r in rule["resources"]}
     assert resources == {"nodes", "customresourcedefinitions", "namespaces"}
     for rule in cluster_role["rules"]:
@@ -649,7 +667,8 @@ def test_model_cache_claims_and_network_policies_per_namespace(all_on_objects: l
     assert all(c["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep" for c in claims)
     policies = of_kind(all_on_objects, "NetworkPolicy")
     inference = [p for p in policies if p["metadata"]["name"].endswith("-inference")]
-    assert sorted(p["metadata"]["namespace"] for p in inference) == ["kubejury", "team-a", "team-b"]
+    # every namespace where runs may live, as for the Jobs' ServiceAccount (issue 11, finding 7)
+    assert sorted(p["metadata"]["namespace"] for p in inference) == ["kubejury", "team-a", "team-b", "team-c"]
     (operator_policy,) = [p for p in policies if p["metadata"]["name"].endswith("-operator")]
     ports = [port["port"] for rule in operator_policy["spec"]["ingress"] for port in rule["ports"]]
     assert set(ports) == {"webhook", "metrics", "health"}
@@ -657,10 +676,10 @@ def test_model_cache_claims_and_network_policies_per_namespace(all_on_objects: l
 
 def test_optional_features_are_off_by_default(default_objects: list[dict[str, Any]]) -> None:
     kinds = {o["kind"] for o in default_objects}
+    assert "NetworkPolicy" in kinds  # on by default (issue 11, finding 7)
     for optional in (
         "ServiceMonitor",
         "PodMonitor",
-        "NetworkPolicy",
         "PersistentVolumeClaim",
         "Certificate",
         "Issuer",
@@ -674,6 +693,8 @@ def test_every_object_is_labelled_and_namespaced(all_on_objects: list[dict[str, 
         "ClusterRole",
         "ClusterRoleBinding",
         "ValidatingWebhookConfiguration",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
         "CustomResourceDefinition",
     }
     for obj in all_on_objects:
