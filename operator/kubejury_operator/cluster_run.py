@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubejury.placement.decision import Placement
+from kubejury.placement.estimate import bringup_plan
 from kubejury_operator import manifests as mf
 from kubejury_operator.manifests import Endpoint, RunRef, WorkloadSettings
 from kubejury_operator.tenancy import run_storage_uri
@@ -36,6 +37,15 @@ class ClusterRun:
     storage: mf.JobStorage
     generation_shards: int = 1
     report_uri: str | None = None
+    # Evaluated models' names in the order their servers take the maxConcurrentModels slots
+    # (kubejury.placement.estimate.bringup_plan: longest first unless that ends the run later);
+    # empty: spec order.
+    bringup_order: tuple[str, ...] = ()
+
+    def models_in_bringup_order(self) -> list[Endpoint]:
+        """The evaluated models in bring-up order; any not named keep spec order after the others."""
+        position = {name: i for i, name in enumerate(self.bringup_order)}
+        return sorted(self.models, key=lambda m: position.get(m.name, len(position)))
 
 
 def with_settings(run: ClusterRun, **changes: Any) -> ClusterRun:
@@ -160,6 +170,9 @@ def cluster_run(
         judges=tuple(judges),
         series=tuple(s.name for s in spec.series),
         max_concurrent_models=int(spec.max_concurrent_models),
+        # A pure function of the spec and the placements, which are pinned once the run leaves
+        # Pending (and read back with the same figures): the order is the same on every pass.
+        bringup_order=tuple(bringup_plan(spec, placements)[1]),
         settings=run_settings(base, spec),
         storage=mf.JobStorage(
             uri=storage_uri,

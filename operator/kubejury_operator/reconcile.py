@@ -90,7 +90,8 @@ class Plan:
 def desired_servers(run: ClusterRun, facts: Facts) -> dict[str, int]:
     """Step 2: replicas wanted per server key (absent: zero).
 
-    Models that still have series to generate, in spec order, up to ``maxConcurrentModels`` (a
+    Models that still have series to generate, in bring-up order (``ClusterRun.bringup_order``:
+    longest first when that ends the run sooner, else spec order), up to ``maxConcurrentModels`` (a
     model that also serves a judge is kept up by that role and not counted); every judge's
     server until all judge Jobs using it are done. Nothing while the run is blocked or finished.
     """
@@ -99,7 +100,7 @@ def desired_servers(run: ClusterRun, facts: Facts) -> dict[str, int]:
         return desired
     judge_keys = {j.key for j in run.judges if j.in_cluster}
     budget = max(1, run.max_concurrent_models)
-    for model in run.models:
+    for model in run.models_in_bringup_order():
         if not model.in_cluster or model.key in judge_keys:
             continue
         if all((model.name, s) in facts.generated for s in run.series):
