@@ -158,3 +158,20 @@ def test_the_study_run_is_estimated_on_every_sample_node_list(
         assert stage["requests"] > 0 and stage["output_tokens"] > 0
         assert (stage["hours"] is None) == (stage["gpu_hours"] is None)
         assert stage["hours"] is not None or stage["note"]  # no time without a reason
+
+
+def test_the_default_order_is_the_operators(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from kubejury.config.spec import load_evalrun
+    from kubejury.placement.estimate import bringup_plan
+    from kubejury.placement.gpu_nodes import parse_node_list
+    from kubejury.placement.planner import plan_placements
+
+    study = NODES.parents[1] / "evalrun-study.yaml"
+    args = ["plan", "--evalrun", str(study), "--nodes", str(NODES), "--format", "json", "--estimate"]
+    # the operator orders by a nominal 1,000-question run with the default lengths
+    assert main([*args, "--questions", "1000"]) == 0
+    estimate = json.loads(capsys.readouterr().out)["estimate"]
+    spec = load_evalrun(study).spec
+    rule, order = bringup_plan(spec, plan_placements(spec, parse_node_list(json.loads(NODES.read_text()))))
+    assert estimate["assumptions"]["bringup_order"] == rule
+    assert estimate["bringup_order"] == [name for name in order if name in estimate["bringup_order"]]

@@ -67,9 +67,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
     )
     parser.add_argument(
         "--order",
-        choices=("spec", "longest-first"),
-        default="spec",
-        help="with --estimate: bring-up order of models under maxConcurrentModels (default: spec)",
+        choices=("operator", "spec", "longest-first"),
+        default="operator",
+        help=(
+            "with --estimate: bring-up order of models under maxConcurrentModels (default: operator, "
+            "the operator's rule: longest first unless the run ends sooner in spec order)"
+        ),
     )
     parser.add_argument(
         "--manifests",
@@ -262,9 +265,10 @@ def _workload(args: argparse.Namespace, evalrun: Any) -> Any:
 
 
 def _estimate(args: argparse.Namespace, evalrun: Any, plans: dict[str, Any]) -> Any:
-    from kubejury.placement.estimate import estimate_run
+    from kubejury.placement.estimate import bringup_plan, estimate_run
 
-    return estimate_run(evalrun.spec, plans, _workload(args, evalrun), order=args.order)
+    order = bringup_plan(evalrun.spec, plans)[0] if args.order == "operator" else args.order
+    return estimate_run(evalrun.spec, plans, _workload(args, evalrun), order=order)
 
 
 def _hours(value: float | None) -> str:
