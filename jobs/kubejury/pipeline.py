@@ -227,13 +227,8 @@ def endpoint_of(entry: ModelSpec, local_urls: Mapping[str, str], override: str |
 
 
 def api_key_of(entry: ModelSpec) -> str | None:
-    if entry.api_key_env:
-        value = os.environ.get(entry.api_key_env)
-        if not value:
-            raise ConfigError(
-                f"{entry.name!r}: environment variable {entry.api_key_env} (apiKeyEnv) is not set"
-            )
-        return value
+    """The API key of an entry with ``apiKeySecretRef``: ``$KUBEJURY_API_KEY`` (the operator puts
+    that Secret key there, in that entry's Job only). No other variable is ever read as a key."""
     return os.environ.get("KUBEJURY_API_KEY") if entry.api_key_secret_ref is not None else None
 
 

@@ -106,7 +106,6 @@ def _endpoint(entry: Any, key: str, placement: Placement | None) -> Endpoint:
         placement=placement if entry.runtime != "openai" else None,
         api_key_secret=secret.name if secret is not None else None,
         api_key_key=secret.key if secret is not None else "api-key",
-        api_key_env=entry.api_key_env or mf.API_KEY_ENV,
         max_model_len=entry.max_model_len,
         gpu_memory_utilization=entry.gpu_memory_utilization,
         cpu=entry.resources.cpu,

@@ -199,7 +199,6 @@ class Endpoint:
     placement: Placement | None = None
     api_key_secret: str | None = None  # Secret name; key below
     api_key_key: str = "api-key"
-    api_key_env: str = API_KEY_ENV  # env variable the Job pod gets the key in
     max_model_len: int | None = None
     gpu_memory_utilization: float | None = None
     cpu: str | None = None
@@ -464,6 +463,30 @@ def _weights_s3_env(endpoint: Endpoint, settings: WorkloadSettings) -> list[dict
     return env
 
 
+#: The keys of a storage Secret a pod may receive (issue 11, finding 2): never the whole Secret
+#: through ``envFrom``, so a key an admin keeps beside them reaches no pod.
+STORAGE_SECRET_ENV: tuple[str, ...] = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_ENDPOINT_URL",
+)
+
+
+def storage_secret_env(secret: str, env: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``env`` plus the S3 keys of ``secret`` as single variables (optional: a Secret may lack the
+    last two); a variable ``env`` already sets (the chart's endpoint) is not overridden."""
+    present = {e["name"] for e in env}
+    return [
+        *env,
+        *(
+            {"name": key, "valueFrom": {"secretKeyRef": {"name": secret, "key": key, "optional": True}}}
+            for key in STORAGE_SECRET_ENV
+            if key not in present
+        ),
+    ]
+
+
 def _storage_env(settings: WorkloadSettings) -> list[dict[str, Any]]:
     """The chart's S3 settings for a Job: the same store the operator reads progress from."""
     env: list[dict[str, Any]] = []
@@ -716,7 +739,7 @@ def _server_container(
     if serving.command is not None:
         container["command"] = serving.command
     if endpoint.source.startswith("s3://") and settings.storage_secret:
-        container["envFrom"] = [{"secretRef": {"name": settings.storage_secret}}]
+        container["env"] = storage_secret_env(settings.storage_secret, container["env"])
     if endpoint.runtime == "ollama":
         container["readinessProbe"] = {
             "exec": {"command": ["/bin/sh", "-c", 'ollama show "$KUBEJURY_OLLAMA_MODEL" >/dev/null']},
@@ -875,9 +898,10 @@ def _stage_container(
         "resources": {k: dict(v) for k, v in settings.job_resources.items()},
         "securityContext": restricted_container_security(),
     }
+    # Only a Job that stores on S3 holds the storage credentials (a file:// run needs none).
     storage_secret = storage.credentials_secret or settings.storage_secret
-    if storage_secret:
-        container["envFrom"] = [{"secretRef": {"name": storage_secret}}]
+    if storage_secret and storage.uri.startswith("s3://"):
+        container["env"] = storage_secret_env(storage_secret, env)
     return container, volumes
 
 
@@ -929,7 +953,7 @@ def _job(
 def _api_key(endpoint: Endpoint) -> tuple[str, str, str] | None:
     if not endpoint.api_key_secret:
         return None
-    return (endpoint.api_key_env, endpoint.api_key_secret, endpoint.api_key_key)
+    return (API_KEY_ENV, endpoint.api_key_secret, endpoint.api_key_key)
 
 
 def generation_args(run: RunRef, model: Endpoint, series: str) -> list[str]:

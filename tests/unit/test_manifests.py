@@ -255,7 +255,11 @@ def test_job_commands() -> None:
         "--endpoint",
         "http://kj-study-m-qwen3-27b.evals.svc:8000/v1",
     ]
-    assert gen["envFrom"] == [{"secretRef": {"name": "s3-creds"}}]
+    # Only the storage Secret's S3 keys, one by one (issue 11, finding 2): never envFrom.
+    assert "envFrom" not in gen
+    secret_env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in gen["env"] if "valueFrom" in e}
+    assert set(secret_env) == set(m.STORAGE_SECRET_ENV)
+    assert {ref["name"] for ref in secret_env.values()} == {"s3-creds"}
     judge = _container(m.judge_job(RUN, HOSTED, "primary", SETTINGS, STORAGE))
     assert judge["args"][:2] == ["judge", "--evalrun"]
     assert _flag(judge["args"], "--endpoint") == "https://api.deepseek.com/v1"
@@ -263,6 +267,21 @@ def test_job_commands() -> None:
     assert key["valueFrom"]["secretKeyRef"] == {"name": "deepseek-key", "key": "api-key"}
     agg = _container(m.aggregation_job(RUN, SETTINGS, STORAGE))
     assert agg["args"] == ["aggregate", "--evalrun", "/etc/kubejury/evalrun.yaml"]
+
+
+def test_a_job_storing_on_file_holds_no_storage_secret_and_only_its_own_api_key() -> None:
+    """Issue 11, finding 2: Job pods hold only the secrets they use."""
+    on_file = m.JobStorage(uri="file:///var/lib/kubejury/results/evals/study-1")
+    for job in (
+        m.generation_job(RUN, VLLM, "primary", SETTINGS, on_file),
+        m.aggregation_job(RUN, SETTINGS, on_file),
+    ):
+        container = _container(job)
+        assert "envFrom" not in container
+        assert not [e for e in container["env"] if "valueFrom" in e and "secretKeyRef" in e["valueFrom"]]
+    judge = _container(m.judge_job(RUN, HOSTED, "primary", SETTINGS, on_file))
+    refs = [e["valueFrom"]["secretKeyRef"] for e in judge["env"] if "secretKeyRef" in e.get("valueFrom", {})]
+    assert refs == [{"name": "deepseek-key", "key": "api-key"}]
 
 
 def test_sharded_generation_is_an_indexed_job() -> None:

@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from kubejury import pipeline
 from kubejury.config.spec import ModelSpec
@@ -29,13 +30,26 @@ def test_endpoint_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
     assert pipeline.endpoint_of(vllm, urls) == "http://svc:8000/v1"
 
 
-def test_api_key_from_named_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    entry = ModelSpec(name="r", runtime="openai", source="https://api.example.com/v1", api_key_env="MY_KEY")
-    monkeypatch.delenv("MY_KEY", raising=False)
-    with pytest.raises(ConfigError, match="MY_KEY"):
-        pipeline.api_key_of(entry)
-    monkeypatch.setenv("MY_KEY", "sekret")
-    assert pipeline.api_key_of(entry) == "sekret"
+def test_the_api_key_comes_only_from_the_secret_ref_never_from_a_named_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 11, finding 2: apiKeyEnv: AWS_SECRET_ACCESS_KEY sent the storage secret as the key."""
+    with pytest.raises(ValidationError, match="apiKeyEnv"):
+        ModelSpec.model_validate(
+            {"name": "r", "runtime": "openai", "source": "https://x/v1", "apiKeyEnv": "AWS_SECRET_ACCESS_KEY"}
+        )
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "storage-secret")
+    monkeypatch.setenv("KUBEJURY_API_KEY", "sekret")
+    hosted = ModelSpec.model_validate(
+        {
+            "name": "r",
+            "runtime": "openai",
+            "source": "https://x/v1",
+            "apiKeySecretRef": {"name": "k", "key": "t"},
+        }
+    )
+    assert pipeline.api_key_of(hosted) == "sekret"
+    assert pipeline.api_key_of(ModelSpec(name="r", runtime="openai", source="https://x/v1")) is None
     assert pipeline.api_key_of(ModelSpec(name="g", runtime="llamacpp")) is None
 
 

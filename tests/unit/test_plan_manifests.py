@@ -312,10 +312,18 @@ def test_s3_settings_reach_every_job_and_s3_weight_servers(
     s3_env = {e["name"]: e.get("value") for e in s3_server["env"]}
     assert s3_env["AWS_ENDPOINT_URL"] == "http://minio.minio:9000"
     assert s3_env["AWS_REGION"] == "eu-central-1"
-    assert s3_server["envFrom"] == [{"secretRef": {"name": "kubejury-s3"}}]
+    assert "envFrom" not in s3_server  # the Secret's S3 keys one by one, never the whole Secret
+    s3_refs = {
+        e["name"]: e["valueFrom"]["secretKeyRef"]["name"]
+        for e in s3_server["env"]
+        if e["name"].startswith("AWS_") and "valueFrom" in e
+    }
+    assert s3_refs == {k: "kubejury-s3" for k in mf.STORAGE_SECRET_ENV if k != "AWS_ENDPOINT_URL"}
     assert "--load-format" in s3_server["args"]
     hf_server = servers[mf.workload_name("r", "m-from-hf")]
-    assert "envFrom" not in hf_server  # storage credentials only where weights come from S3
+    assert not [
+        e for e in hf_server["env"] if "valueFrom" in e and "kubejury-s3" in str(e)
+    ]  # only S3 weights
 
 
 @pytest.mark.parametrize("runtime", ["llamacpp", "ollama"])

@@ -266,16 +266,14 @@ class ModelSpec(_Model):
             "Case-insensitive. For runtime openai it is informational only."
         ),
     )
+    # There is no apiKeyEnv (issue 11, finding 2): naming any variable of the Job's environment
+    # let a spec send the storage credentials to a URL of its choice as the API key.
     api_key_secret_ref: SecretKeyRef | None = Field(
         default=None,
-        description="Secret key holding the API key sent as a Bearer token (mainly for runtime openai).",
-    )
-    api_key_env: str | None = Field(
-        default=None,
-        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
         description=(
-            "Environment variable holding the API key. Local mode reads it directly; in the cluster the "
-            "operator fills it from apiKeySecretRef."
+            "Secret key holding the API key sent as a Bearer token (mainly for runtime openai). In the "
+            "cluster only the Job of this model or judge receives it, as KUBEJURY_API_KEY; local mode "
+            "reads KUBEJURY_API_KEY."
         ),
     )
     resources: ResourceHints = Field(
