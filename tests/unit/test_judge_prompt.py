@@ -24,8 +24,8 @@ REFERENCE = "Три года (ст. 196 ГК РФ)."
 BLOCK = re.compile(r"<<<ОТВЕТ МОДЕЛИ>>>\n(.*?)\n<<<КОНЕЦ: ОТВЕТ МОДЕЛИ>>>", re.S)
 
 
-def render(answer: str, **kwargs: object) -> str:
-    return JudgePrompt.create(**kwargs).render(QUESTION, REFERENCE, answer)  # type: ignore[arg-type]
+def render(answer: str, variant: str | None = None) -> str:
+    return JudgePrompt.create(variant=variant).render(QUESTION, REFERENCE, answer)
 
 
 def test_default_prompt_is_russian_with_three_delimited_blocks() -> None:

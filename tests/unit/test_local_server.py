@@ -126,11 +126,11 @@ def test_openai_json_schema_is_translated_for_llama_cpp_python() -> None:
 async def test_middleware_rewrites_only_chat_completion_bodies() -> None:
     import json
 
-    from kubejury.local.llama_entry import JsonSchemaCompat
+    from kubejury.local.llama_entry import JsonSchemaCompat, Message, Receive, Scope, Send
 
     seen: list[tuple[str, bytes, dict[bytes, bytes]]] = []
 
-    async def app(scope, receive, send):  # type: ignore[no-untyped-def]
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
         message = await receive()
         seen.append((scope["path"], message["body"], dict(scope["headers"])))
 
@@ -138,13 +138,16 @@ async def test_middleware_rewrites_only_chat_completion_bodies() -> None:
         {"response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "object"}}}}
     )
     for path in ("/v1/chat/completions", "/v1/completions"):
-        sent = [{"type": "http.request", "body": body.encode(), "more_body": False}]
+        sent: list[Message] = [{"type": "http.request", "body": body.encode(), "more_body": False}]
 
-        async def receive(sent=sent):  # type: ignore[no-untyped-def]
+        async def receive(sent: list[Message] = sent) -> Message:
             return sent.pop(0)
 
+        async def send(message: Message) -> None:
+            raise AssertionError("the app under test sends nothing")
+
         scope = {"type": "http", "method": "POST", "path": path, "headers": [(b"content-length", b"1")]}
-        await JsonSchemaCompat(app)(scope, receive, None)  # type: ignore[arg-type]
+        await JsonSchemaCompat(app)(scope, receive, send)
     (_, body1, headers1), (_, body2, _) = seen
     assert json.loads(body1)["response_format"] == {"type": "json_object", "schema": {"type": "object"}}
     assert headers1[b"content-length"] == str(len(body1)).encode()

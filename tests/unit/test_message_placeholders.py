@@ -79,8 +79,8 @@ def _context_keys(node: ast.Call) -> set[str] | None:
     return set()
 
 
-def _message_nodes(tree: ast.AST) -> list[tuple[ast.AST, set[str] | None]]:
-    nodes: list[tuple[ast.AST, set[str] | None]] = []
+def _message_nodes(tree: ast.AST) -> list[tuple[ast.expr, set[str] | None]]:
+    nodes: list[tuple[ast.expr, set[str] | None]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Raise) and node.exc is not None:
             exc = node.exc
@@ -92,9 +92,10 @@ def _message_nodes(tree: ast.AST) -> list[tuple[ast.AST, set[str] | None]]:
     return nodes
 
 
-def _inside(token: tokenize.TokenInfo, node: ast.AST) -> bool:
-    start = (node.lineno, node.col_offset)  # type: ignore[attr-defined]
-    end = (node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]
+def _inside(token: tokenize.TokenInfo, node: ast.expr) -> bool:
+    assert node.end_lineno is not None and node.end_col_offset is not None  # ast.parse sets them
+    start = (node.lineno, node.col_offset)
+    end = (node.end_lineno, node.end_col_offset)
     return start <= token.start and token.end <= end
 
 

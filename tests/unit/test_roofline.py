@@ -6,6 +6,8 @@ one case uses the H100's datasheet figures and the stated default efficiencies.
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from kubejury.placement.gpu_specs import gpu_spec
@@ -22,20 +24,19 @@ from kubejury.placement.roofline import (
 PERFECT = Efficiency(bandwidth=1.0, compute=1.0)
 
 
-def server(**changes: float) -> Server:
-    base: dict[str, float] = dict(
-        total_params=1e9,
-        active_params=1e9,
-        weight_bytes=2e9,  # 1B parameters in bf16
-        kv_bytes_per_token=1e5,
-        gpus=1,
-        bandwidth=1e12,  # 1 TB/s
-        peak_flops=1e15,  # 1 PFLOP/s
-        kv_capacity_bytes=1e10,
-        max_sequences=1024,
-    )
-    base.update(changes)
-    return Server(**base)  # type: ignore[arg-type]
+# A 1B model on one GPU; a test's keywords replace these and are type-checked as Server's.
+server = functools.partial(
+    Server,
+    total_params=1e9,
+    active_params=1e9,
+    weight_bytes=2e9,  # 1B parameters in bf16
+    kv_bytes_per_token=1e5,
+    gpus=1,
+    bandwidth=1e12,  # 1 TB/s
+    peak_flops=1e15,  # 1 PFLOP/s
+    kv_capacity_bytes=1e10,
+    max_sequences=1024,
+)
 
 
 def test_single_sequence_decode_reads_every_weight_once_per_token() -> None:
