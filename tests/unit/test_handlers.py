@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -16,6 +17,7 @@ import pytest
 from factories import as_kopf_body, build_evalrun
 from kubejury.config.spec import parse_evalrun
 from kubejury_operator import handlers
+from kubejury_operator.gateway import ApiCredentials, KubeGateway
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -106,16 +108,21 @@ def test_examples_plan_into_valid_objects(example: str, nodes: str) -> None:
             assert container["args"][container["args"].index("--hf-repo") + 1].endswith(":Q4_K_M")
 
 
-class SecretsOnlyApi:
+SIMULATED_API = ApiCredentials(server="https://simulated-api.invalid")  # never reached
+
+
+class SecretsOnlyApi(KubeGateway):
     """Simulates the Kubernetes API for the delete handler: the run has no children left, and one
     Secret (the run's storage credentials). Not a real API server: the handler's storage side is
     what this test is about, and that side is real (moto's in-process S3 with IAM enforced)."""
 
-    def __init__(self, credentials: object, secrets: dict[str, dict[str, str]]) -> None:
-        self.credentials = credentials
+    def __init__(self, secrets: dict[str, dict[str, str]]) -> None:
+        super().__init__(SIMULATED_API)
         self.secrets = secrets
 
-    async def list_objects(self, kind: str, namespace: str, labels: dict[str, str]) -> list[dict[str, Any]]:
+    async def list_objects(
+        self, kind: str, namespace: str | None, labels: Mapping[str, str] | None = None
+    ) -> list[dict[str, Any]]:
         return []
 
     async def secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
@@ -162,8 +169,8 @@ def test_cleanup_deletes_results_with_the_runs_own_storage_credentials(
             Bucket="results", Key="runs/evals/r-u-1/r/primary/answers/qwen/part-0.jsonl", Body=b"{}\n"
         )
         secret = {"AWS_ACCESS_KEY_ID": key["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"]}
-        runtime = handlers.OperatorRuntime(settings=WorkloadSettings(), credentials="api")  # type: ignore[arg-type]
-        runtime._gateway = SecretsOnlyApi("api", {"s3": secret})  # type: ignore[assignment]
+        runtime = handlers.OperatorRuntime(settings=WorkloadSettings(), credentials=SIMULATED_API)
+        runtime._gateway = SecretsOnlyApi({"s3": secret})
         memo = SimpleNamespace(kubejury=runtime)
         deleting = handlers.on_delete(body=as_kopf_body(run), memo=memo, logger=logging.getLogger("t"))
         asyncio.run(deleting)
@@ -197,8 +204,8 @@ def test_cleanup_deletes_only_the_runs_own_prefix_never_another_namespace_or_the
         path.write_text("{}")
     run = build_evalrun("results", namespace="team-a", storage={"uri": root.as_uri()}, cleanupPolicy="Delete")
     run["metadata"]["uid"] = "u-1aaaaa-0000"
-    runtime = handlers.OperatorRuntime(settings=WorkloadSettings(), credentials="api")  # type: ignore[arg-type]
-    runtime._gateway = SecretsOnlyApi("api", {})  # type: ignore[assignment]
+    runtime = handlers.OperatorRuntime(settings=WorkloadSettings(), credentials=SIMULATED_API)
+    runtime._gateway = SecretsOnlyApi({})
     asyncio.run(
         handlers.on_delete(
             body=as_kopf_body(run), memo=SimpleNamespace(kubejury=runtime), logger=logging.getLogger("t")
@@ -221,10 +228,10 @@ def test_cleanup_outside_the_charts_storage_roots_deletes_nothing(tmp_path: Path
     run["metadata"]["uid"] = "u-1"
     runtime = handlers.OperatorRuntime(
         settings=WorkloadSettings(),
-        credentials="api",  # type: ignore[arg-type]
+        credentials=SIMULATED_API,
         policy=TenantPolicy(storage_roots=((tmp_path / "allowed").as_uri(),)),
     )
-    runtime._gateway = SecretsOnlyApi("api", {})  # type: ignore[assignment]
+    runtime._gateway = SecretsOnlyApi({})
     asyncio.run(
         handlers.on_delete(
             body=as_kopf_body(run), memo=SimpleNamespace(kubejury=runtime), logger=logging.getLogger("t")

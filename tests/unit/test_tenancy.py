@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import Any
 
@@ -13,9 +14,12 @@ from factories import as_kopf_body, build_evalrun, model_entry
 from kubejury.config.spec import parse_evalrun
 from kubejury_operator import handlers
 from kubejury_operator.cluster_run import cluster_run
+from kubejury_operator.gateway import ApiCredentials, KubeGateway
 from kubejury_operator.manifests import WorkloadSettings
 from kubejury_operator.tenancy import TenantPolicy, policy_problems, run_storage_uri
 from kubejury_operator.validation import validate_evalrun
+
+SIMULATED_API = ApiCredentials(server="https://simulated-api.invalid")  # never reached
 
 
 def fields(problems: list[Any]) -> list[str]:
@@ -120,13 +124,11 @@ def test_reconcile_marks_a_run_beyond_the_policy_invalid_even_without_the_webhoo
     body["metadata"]["uid"] = "u-1"
     applied: list[Any] = []
 
-    class Api:
-        credentials = "api"
-
-        async def patch_status(self, kind: str, namespace: str, name: str, status: Any) -> None:
+    class Api(KubeGateway):  # simulated: records what the handler writes, never reaches a server
+        async def patch_status(self, kind: str, namespace: str, name: str, status: Mapping[str, Any]) -> None:
             applied.append(status)
 
-        async def post_event(self, *args: Any) -> None:
+        async def post_event(self, *args: Any, **kwargs: Any) -> None:
             applied.append(args)
 
         async def list_nodes(self) -> list[Any]:
@@ -134,10 +136,10 @@ def test_reconcile_marks_a_run_beyond_the_policy_invalid_even_without_the_webhoo
 
     runtime = handlers.OperatorRuntime(
         settings=WorkloadSettings(),
-        credentials="api",  # type: ignore[arg-type]
+        credentials=SIMULATED_API,
         policy=TenantPolicy(job_images=()),
     )
-    runtime._gateway = Api()  # type: ignore[assignment]
+    runtime._gateway = Api(SIMULATED_API)
     with pytest.raises(kopf.PermanentError, match=r"security\.allowedJobImages"):
         asyncio.run(handlers.reconcile(runtime, body, SimpleNamespace(info=print, warning=print)))
     assert applied and applied[0]["phase"] == "Failed"
@@ -151,15 +153,13 @@ def test_the_webhook_answers_the_same_whether_a_referenced_secret_exists_or_not(
     cannot read Secrets learns nothing about them from admission."""
     looked_up: list[str] = []
 
-    class Api:
-        credentials = "api"
-
+    class Api(KubeGateway):  # simulated: counts Secret look-ups, never reaches a server
         async def secret_keys(self, namespace: str, name: str) -> frozenset[str] | None:
             looked_up.append(name)
             return frozenset({"api-key"}) if name == "exists" else None
 
-    runtime = handlers.OperatorRuntime(settings=WorkloadSettings(), credentials="api")  # type: ignore[arg-type]
-    runtime._gateway = Api()  # type: ignore[assignment]
+    runtime = handlers.OperatorRuntime(settings=WorkloadSettings(), credentials=SIMULATED_API)
+    runtime._gateway = Api(SIMULATED_API)
     outcomes = []
     for secret in ("exists", "does-not-exist"):
         judge = model_entry("j", runtime="openai", source="https://api.example.com/v1")
