@@ -37,13 +37,14 @@ import kopf
 from kubejury.config import spec as specmod
 from kubejury.placement.decision import Placement
 from kubejury_operator import manifests as mf
-from kubejury_operator import metrics, run_storage
+from kubejury_operator import metrics, run_storage, watched
 from kubejury_operator import status as st
 from kubejury_operator.cluster_run import cluster_run
 from kubejury_operator.gateway import ApiCredentials, GatewayError, KubeGateway
 from kubejury_operator.observed import Observed, deployment_state, job_state, pod_scheduling_problems
 from kubejury_operator.reconcile import Plan, plan, plan_invalid_spec
 from kubejury_operator.tenancy import TenantPolicy, policy_problems
+from kubejury_operator.watched import Caches
 
 GROUP = mf.API_GROUP
 VERSION = mf.API_VERSION
@@ -149,9 +150,7 @@ def configure_admission(settings: kopf.OperatorSettings, env: Mapping[str, str])
 
 def login(memo: Any, env: Mapping[str, str], **kwargs: Any) -> kopf.ConnectionInfo | None:
     """API credentials: ``KUBEJURY_KUBE_SERVER`` (+ ``KUBEJURY_KUBE_TOKEN``) when set (tests, dev),
-    else the ``kubernetes`` client's login (the Pod's service account, else the kubeconfig — with
-    exec plugins and auth providers, as EKS, GKE and OIDC kubeconfigs need), else kopf's own
-    service-account and kubeconfig readers. The gateway uses the same credentials."""
+    else the Pod's service account, else the local kubeconfig. The gateway uses the same ones."""
     server = env.get("KUBEJURY_KUBE_SERVER")
     info: kopf.ConnectionInfo | None
     if server:
@@ -162,11 +161,7 @@ def login(memo: Any, env: Mapping[str, str], **kwargs: Any) -> kopf.ConnectionIn
             default_namespace="default",
         )
     else:
-        try:
-            info = kopf.login_via_client(**kwargs)
-        except kopf.LoginError:
-            info = None
-        info = info or kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+        info = kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
     runtime = getattr(memo, "kubejury", None)
     if info is not None and isinstance(runtime, OperatorRuntime):
         runtime.credentials = ApiCredentials.from_connection_info(info)
@@ -234,10 +229,17 @@ def _run_labels(name: str) -> dict[str, str]:
     return {mf.LABEL_RUN: mf.label_value(name), mf.LABEL_MANAGED_BY: mf.MANAGED_BY}
 
 
-async def _observe_cluster(gw: KubeGateway, namespace: str, name: str, evalrun: specmod.EvalRun) -> Observed:
-    """The run's children, missing Secrets and unschedulable server Pods (progress comes later)."""
+async def _observe_cluster(
+    gw: KubeGateway, namespace: str, name: str, evalrun: specmod.EvalRun, caches: Caches | None = None
+) -> Observed:
+    """The run's children, missing Secrets and unschedulable server Pods (progress comes later):
+    from the watch-fed caches when the handler has them, else listed (one list per kind)."""
     labels = _run_labels(name)
-    children = {kind: await gw.list_objects(kind, namespace, labels) for kind in CHILD_KINDS}
+    if caches is not None:
+        run_label = labels[mf.LABEL_RUN]
+        children = {kind: caches.children_of(kind, namespace, run_label) for kind in (*CHILD_KINDS, "Pod")}
+    else:
+        children = {kind: await gw.list_objects(kind, namespace, labels) for kind in (*CHILD_KINDS, "Pod")}
     return Observed(
         deployments={d["metadata"]["name"]: deployment_state(d) for d in children["Deployment"]},
         jobs={j["metadata"]["name"]: job_state(j) for j in children["Job"]},
@@ -247,7 +249,7 @@ async def _observe_cluster(gw: KubeGateway, namespace: str, name: str, evalrun: 
             for o in children[kind]
         ),
         missing_secrets=await _missing_secrets(gw, namespace, evalrun.spec),
-        unschedulable_pods=pod_scheduling_problems(await gw.list_objects("Pod", namespace, labels)),
+        unschedulable_pods=pod_scheduling_problems(children["Pod"]),
     )
 
 
@@ -321,8 +323,14 @@ async def _apply(
             logger.warning("cannot post Event %s for %s/%s: %s", event.reason, namespace, name, exc)
 
 
-async def reconcile(runtime: OperatorRuntime, body: Mapping[str, Any], logger: logging.Logger | Any) -> str:
-    """One level-triggered reconcile of one EvalRun; returns the phase written to status."""
+async def reconcile(
+    runtime: OperatorRuntime,
+    body: Mapping[str, Any],
+    logger: logging.Logger | Any,
+    caches: Caches | None = None,
+) -> str:
+    """One level-triggered reconcile of one EvalRun; returns the phase written to status. With
+    ``caches`` (the watch-fed indexes) it lists nothing: children and Nodes come from memory."""
     obj = _plain(body)
     meta = obj.get("metadata") or {}
     name, namespace = str(meta["name"]), str(meta.get("namespace") or "default")
@@ -346,9 +354,10 @@ async def reconcile(runtime: OperatorRuntime, body: Mapping[str, Any], logger: l
 
     placements = _pinned(previous, evalrun)
     if placements is None:
-        placements = compute_placements(evalrun, await gw.list_nodes())
+        nodes = caches.all_nodes() if caches is not None else await gw.list_nodes()
+        placements = compute_placements(evalrun, nodes)
     run = cluster_run(obj, evalrun, placements, runtime.settings)
-    observed = await _observe_cluster(gw, namespace, name, evalrun)
+    observed = await _observe_cluster(gw, namespace, name, evalrun, caches)
     observed = await _observe_storage(gw, evalrun, observed, run.ref, run.series, previous, logger)
     decided = plan(run, observed, previous, _now())
     await _apply(gw, obj, decided, previous, logger)
@@ -356,9 +365,17 @@ async def reconcile(runtime: OperatorRuntime, body: Mapping[str, Any], logger: l
     return decided.phase
 
 
-async def reconcile_timer(body: kopf.Body, memo: Any, logger: kopf.Logger, **_: Any) -> None:
+async def reconcile_timer(body: kopf.Body, memo: Any, logger: kopf.Logger, **kwargs: Any) -> None:
     with metrics.track_reconcile("timer"):
-        await reconcile(_runtime(memo), body, logger)
+        await reconcile(_runtime(memo), body, logger, Caches.from_handler_kwargs(kwargs))
+
+
+def _index_child(body: kopf.Body, **_: Any) -> Any:
+    return watched.child_entry(body)
+
+
+def _index_node(body: kopf.Body, **_: Any) -> Any:
+    return watched.node_entry(body)
 
 
 # ----------------------------------------------------------------------------------- delete
@@ -460,6 +477,12 @@ def register(
 
     kopf.on.login(id="login", registry=registry)(connect)
     kopf.on.cleanup(registry=registry)(shutdown)
+    for kind, index in watched.CHILD_INDEXES.items():  # one watch per kind for the whole operator
+        group, version, plural = watched.RESOURCES[kind]
+        kopf.index(group, version, plural, id=index, labels=dict(watched.CHILD_LABELS), registry=registry)(
+            _index_child
+        )
+    kopf.index("", "v1", "nodes", id=watched.NODE_INDEX, registry=registry)(_index_node)
     kopf.timer(GROUP, VERSION, PLURAL, interval=every, id="reconcile", registry=registry)(reconcile_timer)
     kopf.on.delete(GROUP, VERSION, PLURAL, id="cleanup", registry=registry)(on_delete)
     if options.get("KUBEJURY_WEBHOOK_PORT"):

@@ -388,7 +388,7 @@ def test_watch_namespaces_switches_to_roles(all_on_objects: list[dict[str, Any]]
     } <= role_resources
     # a fixed Job ServiceAccount means the operator creates none
     (sa_rule,) = [r for r in roles[0]["rules"] if "serviceaccounts" in r["resources"]]
-    assert sa_rule["verbs"] == ["list"]
+    assert sa_rule["verbs"] == ["list", "watch"]
 
 
 def test_operator_rules_cover_what_it_does(default_objects: list[dict[str, Any]]) -> None:
@@ -401,15 +401,15 @@ def test_operator_rules_cover_what_it_does(default_objects: list[dict[str, Any]]
     }
     assert {"list", "watch", "patch"} <= rules[("kubejury.io", "evalruns")]
     assert "patch" in rules[("kubejury.io", "evalruns/status")]
-    assert rules[("", "pods")] == {"get", "list"}
-    assert rules[("", "nodes")] == {"list"}
+    assert rules[("", "pods")] == {"get", "list", "watch"}
+    assert rules[("", "nodes")] == {"list", "watch"}  # watch-fed caches (kubejury_operator.watched)
     assert rules[("", "events")] == {"create"}
     assert rules[("", "secrets")] == {"get"}
     # what kubejury_operator.gateway does with the run's children
-    assert rules[("apps", "deployments")] == {"list", "create", "patch", "delete"}
+    assert rules[("apps", "deployments")] == {"list", "watch", "create", "patch", "delete"}
     for resource in ("services", "configmaps", "serviceaccounts"):
-        assert rules[("", resource)] == {"list", "create", "delete"}, resource
-    assert rules[("batch", "jobs")] == {"list", "create", "delete"}
+        assert rules[("", resource)] == {"list", "watch", "create", "delete"}, resource
+    assert rules[("batch", "jobs")] == {"list", "watch", "create", "delete"}
     assert rules[("apiextensions.k8s.io", "customresourcedefinitions")] == {"list", "watch"}
     assert rules[("", "namespaces")] == {"list", "watch"}
     assert ("", "persistentvolumeclaims") not in rules  # the operator creates no PVCs

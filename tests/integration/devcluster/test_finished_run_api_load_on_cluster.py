@@ -16,7 +16,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,8 +49,8 @@ def operator_token(cluster: Cluster) -> str:
 
 
 @pytest.fixture
-def running_operator(kube_cluster: Cluster) -> Iterator[None]:
-    """kopf with kubejury's handlers, in a thread, reconciling every second."""
+def start_operator(kube_cluster: Cluster) -> Iterator[Callable[[], None]]:
+    """Starts kopf with kubejury's handlers, in a thread, reconciling every second."""
     kube_cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE))
     kube_cluster.kubectl("wait", "--for=condition=Established", "crd/evalruns.kubejury.io", "--timeout=60s")
     env = {
@@ -65,12 +65,12 @@ def running_operator(kube_cluster: Cluster) -> Iterator[None]:
         asyncio.run(kopf.operator(registry=registry, clusterwide=True, standalone=True, stop_flag=stop))
 
     thread = threading.Thread(target=main, daemon=True)
-    thread.start()
     try:
-        yield
+        yield thread.start
     finally:
         stop.set()
-        thread.join(timeout=30)
+        if thread.is_alive():
+            thread.join(timeout=30)
 
 
 def stamp(text: str) -> float:
@@ -97,8 +97,15 @@ def wait_for(what: str, check: Any, timeout: float = 60.0) -> Any:
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
+def kopf_took_on(run: dict[str, Any]) -> bool:
+    meta = run["metadata"]
+    return handlers.FINALIZER in (
+        meta.get("finalizers") or []
+    ) and "kubejury.io/last-handled-configuration" in (meta.get("annotations") or {})
+
+
 def test_a_finished_run_makes_no_api_request_over_many_reconcile_intervals(
-    kube_cluster: Cluster, running_operator: None
+    kube_cluster: Cluster, start_operator: Callable[[], None]
 ) -> None:
     namespace = f"load-{uuid.uuid4().hex[:6]}"
     kube_cluster.kubectl("create", "namespace", namespace)
@@ -117,17 +124,12 @@ def test_a_finished_run_makes_no_api_request_over_many_reconcile_intervals(
             "patch", "evalrun", "done", "-n", namespace, "--subresource=status", "--type=merge",
             "-p", json.dumps({"status": finished}),
         )  # fmt: skip
-        wait_for(  # kopf has seen the run: its finalizer is on
-            "the operator's finalizer",
-            lambda: (
-                handlers.FINALIZER
-                in (
-                    kube_cluster.get_json("evalrun", "done", "-n", namespace)["metadata"].get("finalizers")
-                    or []
-                )
-            ),
+        start_operator()  # the run is finished before the operator first sees it
+        wait_for(  # kopf has taken the run on: its finalizer and its diff-base annotation are written
+            "kopf's finalizer and annotations",
+            lambda: kopf_took_on(kube_cluster.get_json("evalrun", "done", "-n", namespace)),
         )
-        time.sleep(2.0)
+        time.sleep(3.0)
         since = time.time()
         time.sleep(8.0)  # eight reconcile intervals
         assert requests_in(kube_cluster, namespace, since) == collections.Counter()
@@ -135,5 +137,45 @@ def test_a_finished_run_makes_no_api_request_over_many_reconcile_intervals(
         assert status["phase"] == "Succeeded" and status["summary"] == {"ranking": ["qwen"]}
     finally:
         kube_cluster.kubectl("patch", "evalrun", "done", "-n", namespace, "--type=merge",
+                             "-p", '{"metadata":{"finalizers":null}}', check=False)  # fmt: skip
+        kube_cluster.kubectl("delete", "namespace", namespace, "--wait=false")
+
+
+def test_an_active_run_reads_its_children_and_the_nodes_from_watches_not_lists(
+    kube_cluster: Cluster, start_operator: Callable[[], None]
+) -> None:
+    """Children and Nodes come from kopf's watch-fed indexes: while a run is being reconciled every
+    second, the operator lists nothing, neither in the run's namespace nor Nodes cluster-wide."""
+    namespace = f"load-{uuid.uuid4().hex[:6]}"
+    kube_cluster.kubectl("create", "namespace", namespace)
+    try:
+        body = build_evalrun("active", namespace=namespace)
+        kube_cluster.kubectl("create", "-f", "-", input=json.dumps(body))
+        start_operator()
+        wait_for(  # the first reconciles created the run's children
+            "the run's spec ConfigMap",
+            lambda: kube_cluster.kubectl(
+                "get", "configmap", "-n", namespace, "-o", "name", check=False
+            ).strip(),
+        )
+        time.sleep(2.0)
+        since = time.time()
+        time.sleep(8.0)  # eight reconcile intervals
+        seen = requests_in(kube_cluster, namespace, since)
+        lists = {k: v for k, v in seen.items() if k.startswith(("list ", "watch "))}
+        assert lists == {}, seen
+        node_lists = [
+            e
+            for e in kube_cluster.audit_events()
+            if (e.get("user") or {}).get("username") == USER
+            and e.get("verb") == "list"
+            and (e.get("objectRef") or {}).get("resource") == "nodes"
+            and stamp(e["stageTimestamp"]) > since
+        ]
+        assert node_lists == []
+        status = kube_cluster.get_json("evalrun", "active", "-n", namespace).get("status") or {}
+        assert status.get("phase") not in (None, "Failed"), status  # reconciled all along
+    finally:
+        kube_cluster.kubectl("patch", "evalrun", "active", "-n", namespace, "--type=merge",
                              "-p", '{"metadata":{"finalizers":null}}', check=False)  # fmt: skip
         kube_cluster.kubectl("delete", "namespace", namespace, "--wait=false")

@@ -1,0 +1,91 @@
+"""Watch-fed caches of the operator's children and of the Nodes: what a reconcile reads instead
+of listing.
+
+Why this module exists: listing six kinds of children per run per reconcile (and every Node while
+a run is Pending) makes the API load grow with runs × ticks. kopf keeps an *index* per kind, fed by
+one watch per kind for the whole operator; a reconcile reads the run's entries from memory. This
+module holds the index functions (pure: an object in, its index entry out) and :class:`Caches`, the
+view of those indexes that the reconcile reads. ``handlers.register`` puts the indexes on the
+registry; kopf fills them before any handler runs, so a reconcile never sees a half-filled cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kubejury_operator import manifests as mf
+
+# kind -> the id of its kopf index (the keyword kopf passes it to handlers under)
+CHILD_INDEXES: dict[str, str] = {
+    "Deployment": "kubejury_deployments",
+    "Job": "kubejury_jobs",
+    "Pod": "kubejury_pods",
+    "Service": "kubejury_services",
+    "ConfigMap": "kubejury_configmaps",
+    "ServiceAccount": "kubejury_serviceaccounts",
+}
+NODE_INDEX = "kubejury_nodes"
+# (group, version, plural) of each kind, as kopf names resources
+RESOURCES: dict[str, tuple[str, str, str]] = {
+    "Deployment": ("apps", "v1", "deployments"),
+    "Job": ("batch", "v1", "jobs"),
+    "Pod": ("", "v1", "pods"),
+    "Service": ("", "v1", "services"),
+    "ConfigMap": ("", "v1", "configmaps"),
+    "ServiceAccount": ("", "v1", "serviceaccounts"),
+    "Node": ("", "v1", "nodes"),
+}
+CHILD_LABELS = {mf.LABEL_MANAGED_BY: mf.MANAGED_BY}  # only the operator's own objects are watched
+
+RunKey = tuple[str, str]  # (namespace, kubejury.io/run label value)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def child_entry(body: Mapping[str, Any]) -> dict[RunKey, dict[str, Any]] | None:
+    """The index entry of one child: keyed by (namespace, run label); ``None`` for objects that
+    belong to no run. The object is kept whole (metadata, spec, status): the observers read it."""
+    meta = body.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    run = labels.get(mf.LABEL_RUN)
+    if labels.get(mf.LABEL_MANAGED_BY) != mf.MANAGED_BY or not run:
+        return None
+    return {(str(meta.get("namespace") or ""), str(run)): _plain(body)}
+
+
+def node_entry(body: Mapping[str, Any]) -> dict[None, dict[str, Any]]:
+    """Every Node under one key: placement reads them all."""
+    return {None: _plain(body)}
+
+
+@dataclass(frozen=True)
+class Caches:
+    """The kopf indexes a handler was given, read the way a list call would answer."""
+
+    children: Mapping[str, Mapping[Any, Iterable[Mapping[str, Any]]]]
+    nodes: Mapping[Any, Iterable[Mapping[str, Any]]]
+
+    @classmethod
+    def from_handler_kwargs(cls, kwargs: Mapping[str, Any]) -> Caches | None:
+        """The caches among a kopf handler's keyword arguments; ``None`` when they are not all
+        there (handlers registered without indexes, e.g. in tests)."""
+        wanted = [*CHILD_INDEXES.values(), NODE_INDEX]
+        if not all(name in kwargs for name in wanted):
+            return None
+        children = {kind: kwargs[index] for kind, index in CHILD_INDEXES.items()}
+        return cls(children=children, nodes=kwargs[NODE_INDEX])
+
+    def children_of(self, kind: str, namespace: str, run_label: str) -> list[dict[str, Any]]:
+        store = self.children[kind].get((namespace, run_label), ())
+        return [dict(o) for o in store]
+
+    def all_nodes(self) -> list[dict[str, Any]]:
+        return [dict(o) for o in self.nodes.get(None, ())]
