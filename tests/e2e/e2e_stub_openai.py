@@ -43,9 +43,7 @@ class StubOpenAI:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
-        server = site._server
-        assert server is not None and server.sockets  # type: ignore[attr-defined]
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+        self.port = int(self._runner.addresses[0][1])  # the port the OS chose for port 0
         return self
 
     async def __aexit__(self, *exc: object) -> None:

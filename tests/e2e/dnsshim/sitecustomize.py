@@ -75,7 +75,7 @@ def _patch_uvloop() -> None:
             host = _lookup(host) or host
         return await original(self, host, port, *args, **kwargs)
 
-    uvloop.Loop.getaddrinfo = loop_getaddrinfo  # type: ignore[method-assign]
+    uvloop.Loop.getaddrinfo = loop_getaddrinfo  # type: ignore[method-assign]  # the shim's point: wrap the resolver
 
 
 if _HOSTS:
