@@ -27,6 +27,7 @@ from typing import Any, Self
 
 import aiohttp
 
+from kubejury.redact import redact, redact_tree
 from kubejury_operator.manifests import API_GROUP, API_VERSION, MANAGED_BY
 
 
@@ -258,7 +259,9 @@ class KubeGateway:
         await self.patch(kind, namespace, name, {"spec": {"replicas": replicas}})
 
     async def patch_status(self, kind: str, namespace: str, name: str, status: Mapping[str, Any]) -> None:
-        await self.patch(kind, namespace, name, {"status": dict(status)}, subresource="status")
+        """Status is readable by every viewer of the run: its strings are redacted here, the one
+        place status is written (a condition may quote an error that echoed a credential)."""
+        await self.patch(kind, namespace, name, {"status": redact_tree(dict(status))}, subresource="status")
 
     async def delete(self, kind: str, namespace: str | None, name: str) -> bool:
         """Delete (Background propagation); ``False`` when it was already gone."""
@@ -322,7 +325,7 @@ class KubeGateway:
             },
             "type": type_,
             "reason": reason,
-            "message": message[:1024],
+            "message": redact(message)[:1024],
             "firstTimestamp": stamp,
             "lastTimestamp": stamp,
             "count": 1,

@@ -36,6 +36,7 @@ import orjson
 from yarl import URL
 
 from kubejury.inference.sampling import DROPPABLE_FIELDS, warn_dropped_once
+from kubejury.redact import redact
 
 log = logging.getLogger("kubejury.inference.client")
 
@@ -211,8 +212,9 @@ def server_version(raw: bytes) -> str | None:
 
 
 def _snippet(raw: bytes) -> str:
+    """The start of an error body, credentials masked (a proxy may echo the request's headers)."""
     text = raw[:_ERROR_SNIPPET].decode("utf-8", "replace").strip()
-    return text + ("…" if len(raw) > _ERROR_SNIPPET else "")
+    return redact(text + ("…" if len(raw) > _ERROR_SNIPPET else ""))
 
 
 _WORD = re.compile(r"[A-Za-z_]+")
@@ -251,7 +253,8 @@ class ChatClient:
         self._url = URL(self.url)  # parsed once, not per request
         self.settings = settings or ClientSettings()
         self.runtime = runtime
-        self.name = name or base_url
+        self.name = name or redact(base_url)
+        self.public_url = redact(self.url)  # for messages: user:password@ masked
         self.stats = ClientStats()
         self._api_key = api_key
         self._session: aiohttp.ClientSession | None = None
@@ -483,7 +486,7 @@ class ChatClient:
             elapsed_s=now - started,
             attempts=attempt,
             status=status,
-            error=error,
+            error=redact(error, (self._api_key,)),
             error_kind=kind,
         )
 

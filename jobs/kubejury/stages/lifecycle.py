@@ -132,13 +132,13 @@ async def run_stage(
     if summary.unreachable or not summary.complete:
         missing = summary.total - summary.resumed - summary.written
         message = (
-            f"{missing} of {summary.total} {target.not_done}: {client.url} could not be reached; "
+            f"{missing} of {summary.total} {target.not_done}: {client.public_url} could not be reached; "
             f"the {target.kept} stored are kept and a rerun resumes"
         )
         tracker.finish("failed", message)
         await write_progress()
         raise EndpointUnavailable(f"{target.activity} {target.name}/{target.series}: {message}")
-    failure = too_many_errors(summary, options.max_error_share, client.url, target.kept)
+    failure = too_many_errors(summary, options.max_error_share, client.public_url, target.kept)
     if failure is not None:
         tracker.finish("failed", failure)
         await write_progress()

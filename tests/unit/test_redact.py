@@ -1,0 +1,120 @@
+"""Credentials never reach what kubejury writes (issue 11, finding 5): one redaction function,
+used where records, progress messages, Events and status are written."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from kubejury.inference.client import ChatClient, ClientSettings, build_body
+from kubejury.redact import MASK, redact, redact_tree
+from kubejury.testing.fault_server import free_port
+
+FAST = ClientSettings(max_attempts=1, backoff_initial_s=0.001, backoff_max_s=0.002, request_timeout_s=5)
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ('{"echo": {"Authorization": "Bearer sk-live-0123456789abcdef"}}', "sk-live-0123456789abcdef"),
+        ("cannot reach https://alice:s3cr3t-pw@proxy.example/v1", "s3cr3t-pw"),
+        ("x-api-key: abcd1234efgh", "abcd1234efgh"),
+        ("AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG", "wJalrXUtnFEMI/K7MDENG"),
+        ("key AKIAIOSFODNN7EXAMPLE leaked", "AKIAIOSFODNN7EXAMPLE"),
+        ("hf token hf_abcdefghijklmnopqrst", "hf_abcdefghijklmnopqrst"),
+        ("authorization: Basic dXNlcjpwYXNz", "dXNlcjpwYXNz"),
+    ],
+)
+def test_credentials_are_masked(text: str, secret: str) -> None:
+    assert secret not in redact(text)
+    assert MASK in redact(text)
+
+
+def test_ordinary_messages_are_kept() -> None:
+    for text in (
+        "HTTP 500 from http://kj-r-m-qwen.evals.svc:8000/v1/chat/completions",
+        "max_tokens=512 completion_tokens: 10",
+        "Secret 'hosted-key' with key 'token' not found",
+    ):
+        assert redact(text) == text
+
+
+def test_known_values_and_nested_status_are_masked() -> None:
+    assert redact("the key is plain-value-42", ["plain-value-42"]) == f"the key is {MASK}"
+    status = {
+        "conditions": [{"message": "401 from https://u:pw-123@h/v1: Bearer abcdefgh"}],
+        "phase": "Failed",
+    }
+    assert "pw-123" not in str(redact_tree(status)) and "abcdefgh" not in str(redact_tree(status))
+    assert redact_tree(status)["phase"] == "Failed"
+
+
+class EchoingProxy:
+    """A loopback server that answers 401 with the request's headers echoed in the body, as some
+    proxies do."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.runner: web.AppRunner | None = None
+
+    async def handle(self, request: web.Request) -> web.Response:
+        return web.json_response({"error": "unauthorized", "headers": dict(request.headers)}, status=401)
+
+    async def __aenter__(self) -> EchoingProxy:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self.handle)
+        self.runner = web.AppRunner(app)
+        await self.runner.setup()
+        await web.TCPSite(self.runner, "127.0.0.1", self.port).start()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        assert self.runner is not None
+        await self.runner.cleanup()
+
+
+@pytest.fixture
+async def proxy() -> AsyncIterator[EchoingProxy]:
+    async with EchoingProxy() as server:
+        yield server
+
+
+async def test_an_error_body_echoing_the_key_is_stored_without_it(proxy: EchoingProxy) -> None:
+    key = "sk-test-0123456789abcdefXYZ"
+    async with ChatClient(f"http://127.0.0.1:{proxy.port}/v1", api_key=key, settings=FAST) as client:
+        result = await client.chat(build_body("m", [{"role": "user", "content": "q"}]))
+    assert result.error is not None and "401" in result.error
+    assert key not in result.error
+
+
+async def test_a_url_password_is_in_no_message(proxy: EchoingProxy) -> None:
+    url = f"http://user:hunter2pw@127.0.0.1:{proxy.port}/v1"
+    async with ChatClient(url, settings=FAST) as client:
+        result = await client.chat(build_body("m", [{"role": "user", "content": "q"}]))
+    assert result.error is not None and "401" in result.error
+    assert "dXNlcjpodW50ZXIycHc" not in result.error  # base64 of user:hunter2pw, echoed as Basic
+    assert "hunter2pw" not in client.public_url and "hunter2pw" not in client.name
+
+
+async def test_the_operator_writes_events_and_status_redacted() -> None:
+    """Simulated API server (the gateway's one HTTP method replaced): what would be sent."""
+    from kubejury_operator.gateway import ApiCredentials, KubeGateway
+
+    sent: list[Any] = []
+    gw = KubeGateway(ApiCredentials(server="https://127.0.0.1:1"))
+
+    async def capture(method: str, url: str, **kwargs: Any) -> dict[str, Any]:
+        sent.append(kwargs.get("json"))
+        return {}
+
+    gw._request = capture  # type: ignore[method-assign]
+    run = {"apiVersion": "kubejury.io/v1alpha1", "kind": "EvalRun", "metadata": {"name": "r", "namespace": "n"}}
+    leak = "judge failed: 401 from https://bob:pa55word@api.example/v1 echoing Bearer sk-abcdefghijkl0123"
+    await gw.post_event(run, "Warning", "StageFailed", leak)
+    await gw.patch_status("EvalRun", "n", "r", {"conditions": [{"type": "Ready", "message": leak}]})
+    await gw.close()
+    assert "pa55word" not in str(sent) and "sk-abcdefghijkl0123" not in str(sent)
+    assert "api.example" in str(sent)
