@@ -169,23 +169,36 @@ def conditions(view: StatusInputs, previous: Mapping[str, Any], now: str) -> dic
 
 
 def _stage_counts(
-    view: StatusInputs, stage: str, endpoints: Sequence[mf.Endpoint], done: int
-) -> dict[str, int]:
+    view: StatusInputs, stage: str, endpoints: Sequence[mf.Endpoint], done: int, per: str
+) -> dict[str, Any]:
+    """Items and Jobs done of one stage, and under ``per`` (``models`` or ``judges``) the items
+    done/total of each model or judge over all series (at most :data:`MAX_SUMMARY_MODELS`)."""
     items = total = 0
+    by_name: dict[str, dict[str, int]] = {}
     for who in endpoints:
+        mine = by_name.setdefault(who.name, {"done": 0, "total": 0})
         for series in view.run.series:
             record = view.observed.progress.get((stage, series, who.name))
             if record is not None:
                 items += record.done
                 total += record.total
-    return {"done": items, "total": total, "jobsDone": done, "jobs": len(endpoints) * len(view.run.series)}
-
-
-def stage_progress(view: StatusInputs) -> dict[str, dict[str, int]]:
-    """``status.stages``: items and Jobs done per stage, from the progress records and facts."""
+                mine["done"] += record.done
+                mine["total"] += record.total
     return {
-        "generation": _stage_counts(view, "generate", view.run.models, len(view.facts.generated)),
-        "judging": _stage_counts(view, "judge", view.run.judges, len(view.facts.judged)),
+        "done": items,
+        "total": total,
+        "jobsDone": done,
+        "jobs": len(endpoints) * len(view.run.series),
+        per: dict(list(by_name.items())[:MAX_SUMMARY_MODELS]),
+    }
+
+
+def stage_progress(view: StatusInputs) -> dict[str, dict[str, Any]]:
+    """``status.stages``: items and Jobs done per stage, and items per model or judge, from the
+    progress records and facts."""
+    return {
+        "generation": _stage_counts(view, "generate", view.run.models, len(view.facts.generated), "models"),
+        "judging": _stage_counts(view, "judge", view.run.judges, len(view.facts.judged), "judges"),
         "aggregation": {"done": 1 if view.facts.aggregated else 0, "total": 1},
     }
 

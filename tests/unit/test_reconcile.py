@@ -326,7 +326,14 @@ def test_progress_counters_sum_records() -> None:
         ("judge", "primary", "j"): ProgressRecord(done=2, total=30),
     }
     p = plan(inputs(), Observed(progress=progress), {}, NOW)
-    assert p.status["stages"]["generation"] == {"done": 5, "total": 10, "jobsDone": 0, "jobs": 6}
+    assert p.status["stages"]["generation"] == {
+        "done": 5,
+        "total": 10,
+        "jobsDone": 0,
+        "jobs": 6,
+        "models": {"a": {"done": 5, "total": 10}, "b": {"done": 0, "total": 0}, "c": {"done": 0, "total": 0}},
+    }
+    assert p.status["stages"]["judging"]["judges"] == {"j": {"done": 2, "total": 30}}
     assert p.status["progress"] == "7/40"
 
 

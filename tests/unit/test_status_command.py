@@ -56,8 +56,20 @@ def _judging_status() -> dict[str, Any]:
         "progress": "30/48",
         "startedAt": "2026-11-30T19:50:00Z",
         "stages": {
-            "generation": {"done": 24, "total": 24, "jobsDone": 2, "jobs": 2},
-            "judging": {"done": 6, "total": 24, "jobsDone": 0, "jobs": 2},
+            "generation": {
+                "done": 24,
+                "total": 24,
+                "jobsDone": 2,
+                "jobs": 2,
+                "models": {"qwen": {"done": 12, "total": 12}, "gemma": {"done": 12, "total": 12}},
+            },
+            "judging": {
+                "done": 6,
+                "total": 24,
+                "jobsDone": 0,
+                "jobs": 2,
+                "judges": {"gemma": {"done": 6, "total": 12}, "gpt": {"done": 0, "total": 12}},
+            },
             "aggregation": {"done": 0, "total": 1},
         },
         "placement": _placements(),
@@ -70,19 +82,31 @@ def _judging_status() -> dict[str, Any]:
     }
 
 
+def section(text: str, title: str) -> list[str]:
+    """The lines of one titled block of the output (up to the next blank line)."""
+    return text.split(title + "\n")[1].split("\n\n")[0].splitlines()
+
+
 def test_a_run_in_progress_shows_phase_stages_placement_and_conditions() -> None:
     text = render(_evalrun(_judging_status()))
     assert text.startswith("EvalRun team-a/law-run   phase: Judging   progress: 30/48")
     assert "generation   24/24  100.0%  2/2" in text
     assert "judging      6/24    25.0%  0/2" in text
     assert "aggregation  0/1      0.0%" in text
-    qwen = next(line for line in text.splitlines() if line.strip().startswith("qwen"))
+    placement = section(text, "Models and judges (placement)")
+    qwen = next(line for line in placement if line.strip().startswith("qwen"))
     assert qwen.split()[:6] == ["qwen", "model", "vllm", "awq", "2×", "NVIDIA-L4"]
-    gemma = next(line for line in text.splitlines() if line.strip().startswith("gemma "))
+    gemma = next(line for line in placement if line.strip().startswith("gemma "))
     assert "model+judge" in gemma and "CPU" in gemma
-    gpt = next(line for line in text.splitlines() if line.strip().startswith("gpt "))
+    gpt = next(line for line in placement if line.strip().startswith("gpt "))
     assert "judge" in gpt and "external" in gpt
     assert "JudgingComplete     False   Judging" in text
+    assert [row.split() for row in section(text, "Per model and judge")] == [
+        ["name", "generation", "judging"],
+        ["qwen", "12/12", "—"],
+        ["gemma", "12/12", "6/12"],
+        ["gpt", "—", "0/12"],
+    ]
     assert "Ranking" not in text
 
 

@@ -3,8 +3,8 @@
 Why this module exists: ``kubectl get evalrun`` shows a phase and a counter; a user waiting for
 a run wants to know what it is doing, what it waits for and, at the end, who won. This command
 reads the EvalRun from the API server and renders its ``status``
-(:class:`kubejury.records.run_status.RunStatus`): phase, conditions, per-stage progress,
-per-model placement and, once the run succeeded, the ranking. ``--watch`` re-renders on every
+(:class:`kubejury.records.run_status.RunStatus`): phase, conditions, progress per stage and
+per model or judge, placement and, once the run succeeded, the ranking. ``--watch`` re-renders on every
 change until the run finishes.
 
 The API is reached with the official ``kubernetes`` client, so every kubeconfig ``kubectl``
@@ -96,6 +96,19 @@ def render(evalrun: Mapping[str, Any]) -> str:
         lines += _table(("stage", "items", "done", "jobs"), rows)
     else:
         lines.append("  none reported yet")
+
+    per_name = [s for s in status.stages if s.by_name]
+    if per_name:
+        lines += ["", "Per model and judge"]
+        names = list(dict.fromkeys(n for s in per_name for n in s.by_name))
+        rows = []
+        for who in names:
+            cells = []
+            for s in per_name:
+                done, total = s.by_name.get(who, (0, 0))
+                cells.append(f"{done}/{total}" if who in s.by_name else "—")
+            rows.append((who, *cells))
+        lines += _table(("name", *(s.stage for s in per_name)), rows)
 
     lines += ["", "Models and judges (placement)"]
     judges = {str(j.get("name")) for j in spec.get("judges") or [] if isinstance(j, Mapping)}

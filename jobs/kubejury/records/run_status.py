@@ -9,7 +9,8 @@ run the operator has not seen yet, still reads (missing parts are empty) — bec
 
 Shape read: ``phase``, ``observedGeneration``, ``progress`` ("done/total"), ``startedAt``,
 ``completedAt``, ``conditions`` (Kubernetes conventions), ``stages.{generation,judging}``
-(``done``, ``total``, ``jobsDone``, ``jobs``), ``stages.aggregation`` (``done``, ``total``),
+(``done``, ``total``, ``jobsDone``, ``jobs``, and ``models`` / ``judges``: ``done`` and ``total``
+per model or judge), ``stages.aggregation`` (``done``, ``total``),
 ``placement.<model or judge>`` (:meth:`kubejury.placement.decision.Placement.to_json`) and,
 once the run succeeded, ``summary`` (``primarySeries``, ``reportUri``, ``leader``, ``ranking``
 rows with ``rank``, ``model``, ``weighted``, ``weightedCI``, ``degradation``, ``sigma``,
@@ -19,7 +20,7 @@ rows with ``rank``, ``model``, ``weighted``, ``weightedCI``, ``degradation``, ``
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kubejury.placement.decision import Placement
@@ -71,22 +72,30 @@ class RunCondition:
 
 @dataclass(frozen=True)
 class StageCounts:
-    """Items done of total, and Jobs done of Jobs, of one stage."""
+    """Items done of total, and Jobs done of Jobs, of one stage; ``by_name``: (done, total) per
+    model (generation, ``models``) or judge (judging, ``judges``)."""
 
     stage: str
     done: int
     total: int
     jobs_done: int
     jobs: int
+    by_name: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, stage: str, data: Mapping[str, Any]) -> StageCounts:
+        per = data.get("models") or data.get("judges") or {}
         return cls(
             stage=stage,
             done=_int(data.get("done")),
             total=_int(data.get("total")),
             jobs_done=_int(data.get("jobsDone")),
             jobs=_int(data.get("jobs")),
+            by_name={
+                str(name): (_int(c.get("done")), _int(c.get("total")))
+                for name, c in (per.items() if isinstance(per, Mapping) else ())
+                if isinstance(c, Mapping)
+            },
         )
 
 

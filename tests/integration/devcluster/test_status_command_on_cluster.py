@@ -45,7 +45,13 @@ STATUS: dict[str, Any] = {
     "startedAt": "2026-11-30T19:50:00Z",
     "completedAt": NOW,
     "stages": {
-        "generation": {"done": 24, "total": 24, "jobsDone": 2, "jobs": 2},
+        "generation": {
+            "done": 24,
+            "total": 24,
+            "jobsDone": 2,
+            "jobs": 2,
+            "models": {"m1": {"done": 24, "total": 24}},
+        },
         "judging": {"done": 24, "total": 24, "jobsDone": 2, "jobs": 2},
         "aggregation": {"done": 1, "total": 1},
     },
@@ -210,6 +216,7 @@ def test_status_as_admin_tells_the_story_of_a_finished_run(
     assert out.startswith(f"EvalRun {namespace}/ranked   phase: Succeeded   progress: 48/48")
     assert "judging      24/24  100.0%  2/2" in out
     assert "1× NVIDIA-L4" in out
+    assert "Per model and judge\n  name  generation\n  m1    24/24\n" in out  # kept by the API server
     assert "Succeeded  True    ReportReady" in out
     assert "1     m1     4.250  [4.000, 4.500]  0.100  0.300  A" in out
     assert "report: s3://results/runs/ranked/report.html" in out
