@@ -1,0 +1,213 @@
+"""Issue 11 on the real control plane: what the chart's roles and label policy let a tenant do.
+
+Two namespaces, two users reached through impersonation (``kubectl --as``), each holding only what
+the chart ships for people: the built-in ``edit`` role in their own namespace, which
+``evalrun-editor`` aggregates into, and ``view`` elsewhere (``evalrun-viewer``). The chart is
+rendered by helm with a release name of its own (webhook off: no operator runs here) and applied by
+the cluster admin; its cluster-scoped objects are removed afterwards so that other tests' operators
+are not held to this release's ServiceAccount. Nothing here is simulated but the nodes (KWOK).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from devcluster import Cluster
+from factories import build_evalrun
+
+pytestmark = [pytest.mark.integration, pytest.mark.cluster]
+
+CHART = Path(__file__).resolve().parents[3] / "charts" / "kubejury"
+
+
+def helm() -> str:
+    found = shutil.which("helm") or str(Path.home() / ".cache" / "kubejury" / "bin" / "helm")
+    if not Path(found).is_file():
+        pytest.fail("helm is missing: run make helm")
+    return found
+
+
+LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "kubejury-operator"
+
+
+class Tenancy:
+    def __init__(self, cluster: Cluster, suffix: str) -> None:
+        self.cluster = cluster
+        self.release = f"t{suffix}"
+        self.release_ns = f"kj-{suffix}"
+        self.team_a, self.team_b = f"team-a-{suffix}", f"team-b-{suffix}"
+        self.alice, self.bob = f"alice-{suffix}", f"bob-{suffix}"
+        self.operator = f"system:serviceaccount:{self.release_ns}:{self.release}-kubejury"
+
+    def as_user(self, user: str, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [
+                str(self.cluster.kubectl_path),
+                "--kubeconfig",
+                str(self.cluster.kubeconfig),
+                "--as",
+                user,
+                *args,
+            ],
+            input=input,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+
+
+@pytest.fixture(scope="module")
+def tenancy(kube_cluster: Cluster) -> Iterator[Tenancy]:
+    t = Tenancy(kube_cluster, uuid.uuid4().hex[:6])
+    for ns in (t.release_ns, t.team_a, t.team_b):
+        kube_cluster.kubectl("create", "namespace", ns)
+    rendered = subprocess.run(
+        [
+            helm(),
+            "template",
+            t.release,
+            str(CHART),
+            "--namespace",
+            t.release_ns,
+            "--include-crds",
+            "--kube-version",
+            "1.36.3",
+            "--set",
+            "webhook.enabled=false",
+            "--set",
+            f"jobs.serviceAccount.extraNamespaces={{{t.team_a},{t.team_b}}}",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    objects = [o for o in yaml.safe_load_all(rendered) if o]
+    cluster_scoped = [
+        o
+        for o in objects
+        if o["kind"]
+        in (
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding",
+        )
+    ]
+    kube_cluster.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(objects))
+    # alice edits team-a, bob edits team-b; each may view the other's namespace.
+    for user, own, other in ((t.alice, t.team_a, t.team_b), (t.bob, t.team_b, t.team_a)):
+        kube_cluster.kubectl(
+            "create", "rolebinding", f"{user}-edit", "--clusterrole=edit", f"--user={user}", "-n", own
+        )
+        kube_cluster.kubectl(
+            "create", "rolebinding", f"{user}-view", "--clusterrole=view", f"--user={user}", "-n", other
+        )
+    _wait_for_policy(t)
+    yield t
+    for obj in cluster_scoped:
+        kube_cluster.kubectl(
+            "delete", obj["kind"], obj["metadata"]["name"], "--ignore-not-found", check=False
+        )
+    for ns in (t.release_ns, t.team_a, t.team_b):
+        kube_cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+def _pod(name: str, labels: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"containers": [{"name": "c", "image": "registry.example/x:1"}]},
+    }
+
+
+def _deployment(name: str, labels: dict[str, str]) -> dict[str, Any]:
+    selector = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": selector},
+            "template": {
+                "metadata": {"labels": {**selector, **labels}},
+                "spec": {"containers": [{"name": "c", "image": "registry.example/x:1"}]},
+            },
+        },
+    }
+
+
+def _wait_for_policy(t: Tenancy) -> None:
+    """A new ValidatingAdmissionPolicy takes a moment to be enforced: probe with a throw-away pod."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        probe = _pod(f"probe-{uuid.uuid4().hex[:6]}", {LABEL: MANAGED_BY})
+        result = t.as_user(
+            t.alice, "create", "--dry-run=server", "-n", t.team_a, "-f", "-", input=json.dumps(probe)
+        )
+        if result.returncode != 0 and "kubejury" in result.stderr:
+            return
+        time.sleep(1)
+    raise AssertionError("the chart's ValidatingAdmissionPolicy was not enforced within 60 s")
+
+
+def test_the_chart_roles_let_an_author_create_evalruns_only_in_their_namespace(tenancy: Tenancy) -> None:
+    t = tenancy
+    run = json.dumps(build_evalrun("mine", namespace=t.team_a))
+    created = t.as_user(t.alice, "create", "-f", "-", input=run)
+    assert created.returncode == 0, created.stderr
+    elsewhere = json.dumps(build_evalrun("theirs", namespace=t.team_b))
+    refused = t.as_user(t.alice, "create", "-f", "-", input=elsewhere)
+    assert refused.returncode != 0 and "forbidden" in refused.stderr.lower()
+    # bob may read alice's run (view aggregates evalrun-viewer) but not change or delete it
+    read = t.as_user(t.bob, "get", "evalrun", "mine", "-n", t.team_a, "-o", "name")
+    assert read.returncode == 0, read.stderr
+    deleted = t.as_user(t.bob, "delete", "evalrun", "mine", "-n", t.team_a)
+    assert deleted.returncode != 0 and "forbidden" in deleted.stderr.lower()
+    # ...nor read the Secrets of alice's namespace, which an EvalRun may name
+    secrets = t.as_user(t.bob, "get", "secrets", "-n", t.team_a)
+    assert secrets.returncode != 0 and "forbidden" in secrets.stderr.lower()
+
+
+@pytest.mark.parametrize("make", [_pod, _deployment], ids=["pod", "deployment"])
+def test_a_tenant_cannot_forge_the_label_the_network_policy_trusts(tenancy: Tenancy, make: Any) -> None:
+    t = tenancy
+    name = f"forged-{make.__name__.strip('_')}"
+    forged = t.as_user(
+        t.alice, "create", "-n", t.team_a, "-f", "-", input=json.dumps(make(name, {LABEL: MANAGED_BY}))
+    )
+    assert forged.returncode != 0
+    assert "only the kubejury operator" in forged.stderr, forged.stderr
+    plain = t.as_user(
+        t.alice, "create", "-n", t.team_a, "-f", "-", input=json.dumps(make(f"{name}-plain", {}))
+    )
+    assert plain.returncode == 0, plain.stderr
+
+
+def test_the_operator_service_account_may_create_what_carries_the_label(tenancy: Tenancy) -> None:
+    t = tenancy
+    deployment = _deployment("kj-server", {LABEL: MANAGED_BY})
+    created = t.as_user(
+        t.operator, "create", "--dry-run=server", "-n", t.team_a, "-f", "-", input=json.dumps(deployment)
+    )
+    assert created.returncode == 0, created.stderr
+
+
+def test_the_inference_network_policy_covers_every_run_namespace(tenancy: Tenancy) -> None:
+    t = tenancy
+    for ns in (t.release_ns, t.team_a, t.team_b):
+        policies = t.cluster.get_json("networkpolicies", "-n", ns)["items"]
+        assert [p for p in policies if p["metadata"]["name"].endswith("-inference")], ns
