@@ -712,7 +712,7 @@ def _provenance(section: Mapping[str, Any]) -> list[Block]:
         ),
         table(["model", *[f"truncated ({s})" for s in series]], rows),
         para(
-            f"Judge prompt template SHA-256 {section.get('judge_prompt_template_sha256')}; "
+            f"Judge prompt template SHA-256 {str(section.get('judge_prompt_template_sha256'))[:12]}…; "
             f"{len(fingerprints)} stage fingerprints (report.json → provenance.fingerprints)."
         ),
     ]
