@@ -203,6 +203,18 @@ SPEC_IMMUTABLE_ONCE_STARTED: dict[str, Any] = {
 }
 
 
+def spec_edit_refusal(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> str | None:
+    """What :data:`SPEC_IMMUTABLE_ONCE_STARTED` says about an update, in Python: its message when
+    ``new`` changes the spec of a run whose stored status has ``startedAt``, else ``None``. The
+    webhook applies it too, so a cluster whose CRD predates the rule (Helm does not upgrade CRDs)
+    still refuses the edit when the webhook is on."""
+    if not old or not (old.get("status") or {}).get("startedAt"):
+        return None
+    if old.get("spec") == new.get("spec"):
+        return None
+    return str(SPEC_IMMUTABLE_ONCE_STARTED["message"])
+
+
 def crd() -> dict[str, Any]:
     """The full CustomResourceDefinition object."""
     open_api = {
