@@ -426,13 +426,19 @@ async def _delete_stored_results(
 # -------------------------------------------------------------------------------- admission
 
 
-async def validate(body: kopf.Body, memo: Any, **_: Any) -> None:
-    """Admission: the spec's own rules and the chart's allow-lists, nothing read from the cluster.
+async def validate(body: kopf.Body, memo: Any, old: Any = None, **_: Any) -> None:
+    """Admission: the spec's own rules and the chart's allow-lists, nothing read from the cluster;
+    on an update, a started run's spec is immutable (as the CRD's CEL rule says).
 
     It never looks up the Secrets a spec names: an answer that depended on them would tell a user
     who may not read Secrets whether Secret X with key Y exists (issue 11, finding 6). A missing
     Secret is reported in the run's own status (``SecretsMissing``), which only its readers see."""
+    from kubejury_operator.crd import spec_edit_refusal
     from kubejury_operator.validation import admission_message, validate_evalrun
+
+    refusal = spec_edit_refusal(_plain(old) if old else None, _plain(body))
+    if refusal is not None:
+        raise kopf.AdmissionError(f"spec: {refusal}", code=422)
 
     runtime = getattr(memo, "kubejury", None)
     policy = runtime.policy if isinstance(runtime, OperatorRuntime) else TenantPolicy()
