@@ -106,3 +106,22 @@ fsGroup: 10001
 seccompProfile:
   type: RuntimeDefault
 {{- end -}}
+
+{{- /* When the chart-generated webhook certificate is renewed (issue 11, finding 8): a Unix time,
+day-aligned so that every template rendering in one `helm upgrade` agrees. The existing Secret's
+kubejury.io/renew-after while it lies in the future; else today + certValidityDays -
+certRenewBeforeDays (a new certificate). */ -}}
+{{- define "kubejury.webhookCertRenewAfter" -}}
+{{- $existing := lookup "v1" "Secret" .Release.Namespace (include "kubejury.webhookCertSecret" .) -}}
+{{- $now := atoi (now | unixEpoch) -}}
+{{- $kept := "" -}}
+{{- if $existing -}}
+{{- $at := index ((($existing.metadata).annotations) | default dict) "kubejury.io/renew-after" | default "" -}}
+{{- if and $at (lt $now (atoi $at)) -}}{{- $kept = $at -}}{{- end -}}
+{{- end -}}
+{{- if $kept -}}
+{{- $kept -}}
+{{- else -}}
+{{- add (mul (div $now 86400) 86400) (mul (sub (int .Values.webhook.certValidityDays) (int .Values.webhook.certRenewBeforeDays)) 86400) -}}
+{{- end -}}
+{{- end -}}

@@ -10,6 +10,7 @@ are not held to this release's ServiceAccount. Nothing here is simulated but the
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import subprocess
@@ -211,3 +212,54 @@ def test_the_inference_network_policy_covers_every_run_namespace(tenancy: Tenanc
     for ns in (t.release_ns, t.team_a, t.team_b):
         policies = t.cluster.get_json("networkpolicies", "-n", ns)["items"]
         assert [p for p in policies if p["metadata"]["name"].endswith("-inference")], ns
+
+
+@pytest.mark.parametrize(
+    ("renew_after", "renewed"), [("1", True), ("4102444800", False)], ids=["due", "not-due"]
+)
+def test_helm_upgrade_renews_the_webhook_certificate_once_it_is_due(
+    kube_cluster: Cluster, renew_after: str, renewed: bool
+) -> None:
+    """Finding 8: the chart-generated certificate is kept across upgrades only until its
+    kubejury.io/renew-after; helm reads the existing Secret from the real API server (lookup)."""
+    suffix = uuid.uuid4().hex[:6]
+    namespace, release = f"kj-cert-{suffix}", f"c{suffix}"
+    kube_cluster.kubectl("create", "namespace", namespace)
+    old = base64.b64encode(b"old-certificate").decode()
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": f"{release}-kubejury-webhook-tls",
+            "namespace": namespace,
+            # as a previous `helm install` of this release left it
+            "labels": {"app.kubernetes.io/managed-by": "Helm"},
+            "annotations": {
+                "kubejury.io/renew-after": renew_after,
+                "meta.helm.sh/release-name": release,
+                "meta.helm.sh/release-namespace": namespace,
+            },
+        },
+        "data": {"tls.crt": old, "tls.key": old, "ca.crt": old},
+    }
+    try:
+        kube_cluster.kubectl("apply", "-f", "-", input=json.dumps(secret))
+        rendered = subprocess.run(
+            [helm(), "template", release, str(CHART), "--namespace", namespace, "--dry-run=server"],
+            capture_output=True,
+            text=True,
+            check=False,
+            env=kube_cluster.env(),
+        )
+        assert rendered.returncode == 0, rendered.stderr
+        (tls,) = [
+            o
+            for o in yaml.safe_load_all(rendered.stdout)
+            if o and o["kind"] == "Secret" and o["metadata"]["name"].endswith("-webhook-tls")
+        ]
+        assert (tls["data"]["tls.crt"] != old) is renewed
+        assert (tls["metadata"]["annotations"]["kubejury.io/renew-after"] != renew_after) is renewed
+        if renewed:
+            assert base64.b64decode(tls["data"]["tls.crt"]).startswith(b"-----BEGIN CERTIFICATE-----")
+    finally:
+        kube_cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
