@@ -170,3 +170,41 @@ async def test_the_report_carries_provenance_and_counts_truncated_answers_per_mo
     markdown = inputs.storage.read_bytes("demo/report/report.md").decode()
     assert "## Provenance" in markdown and "| m1 | 2 |" in markdown
     assert "report.html" in written
+
+
+async def test_kubejury_run_reproduction_temperature_0_then_0_5(tmp_path: Path) -> None:
+    """The finding as a user meets it: `kubejury run` at temperature 0, then at 0.5."""
+    import asyncio
+    import sys
+
+    async def run(spec_path: str, *extra: str) -> tuple[int, str]:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "kubejury.cli",
+            "run",
+            spec_path,
+            "--no-progress",
+            *extra,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=tmp_path,
+        )
+        out, err = await process.communicate()
+        return process.returncode or 0, (out + err).decode()
+
+    async with FaultServer(responder=lambda body: "[[7]]") as server:
+        code, output = await run(_write(tmp_path, server.base_url, 0.0))
+        assert code == 0, output
+        asked = len(server.requests)
+        code, output = await run(_write(tmp_path, server.base_url, 0.5))
+        assert code == 2 and "Traceback" not in output
+        assert "generate m1/t: series.temperature: 0.0 → 0.5" in output and "--new-version" in output
+        assert len(server.requests) == asked
+        code, output = await run(_write(tmp_path, server.base_url, 0.5), "--new-version")
+        assert code == 0, output
+    report = json.loads((tmp_path / "out" / "demo.v2" / "report" / "report.json").read_text())
+    assert report["inputs"]["run"] == "demo.v2"
+    assert [r.get("temperature") for r in server.requests if r.get("max_tokens") != 1024][-3:] == [0.5] * 3
+    old = json.loads((tmp_path / "out" / "demo" / "spec.json").read_text())
+    assert old["spec"]["series"][0]["temperature"] == 0.0
