@@ -263,3 +263,25 @@ def test_helm_upgrade_renews_the_webhook_certificate_once_it_is_due(
             assert base64.b64decode(tls["data"]["tls.crt"]).startswith(b"-----BEGIN CERTIFICATE-----")
     finally:
         kube_cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+
+
+def test_any_secret_of_the_namespace_as_api_key_grants_nothing_the_author_lacks(tenancy: Tenancy) -> None:
+    """Finding 3, accepted (docs/security.md): apiKeySecretRef may name any Secret of the run's
+    namespace, because whoever may create EvalRuns there (edit) may read those Secrets already; it
+    cannot name a Secret of another namespace."""
+    t = tenancy
+    for ns in (t.team_a, t.team_b):
+        t.cluster.kubectl("create", "secret", "generic", "db-admin-password", "--from-literal=pw=x", "-n", ns)
+    own = t.as_user(t.alice, "get", "secret", "db-admin-password", "-n", t.team_a, "-o", "name")
+    assert own.returncode == 0, own.stderr
+    other = t.as_user(t.alice, "get", "secret", "db-admin-password", "-n", t.team_b)
+    assert other.returncode != 0 and "forbidden" in other.stderr.lower()
+    judge = {
+        "name": "hosted",
+        "runtime": "openai",
+        "source": "https://api.example.com/v1",
+        "apiKeySecretRef": {"name": "db-admin-password", "key": "pw", "namespace": t.team_b},
+    }
+    run = build_evalrun("cross-namespace", namespace=t.team_a, judges=[judge])
+    refused = t.as_user(t.alice, "create", "-f", "-", input=json.dumps(run))
+    assert refused.returncode != 0 and "namespace" in refused.stderr, refused.stderr
