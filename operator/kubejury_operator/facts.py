@@ -105,12 +105,41 @@ def _judged(run: ClusterRun, observed: Observed) -> frozenset[Pair]:
     )
 
 
-def _failures(observed: Observed) -> tuple[str, ...]:
-    """Jobs failed for good and servers past their progress deadline, as sentences' parts."""
+def _stage_reasons(run: ClusterRun, observed: Observed) -> dict[str, str]:
+    """Job name -> the reason its stage wrote in a failed progress record (e.g. HTTP 401 from <url>)."""
+    reasons: dict[str, str] = {}
+    for series in run.series:
+        for model in run.models:
+            reason = _failed_reason(observed, ("generate", series, model.name))
+            if reason:
+                reasons[mf.generation_job_name(run.ref.name, model.name, series)] = reason
+        for judge in run.judges:
+            reason = _failed_reason(observed, ("judge", series, judge.name))
+            round_ = 1
+            while reason and mf.judge_job_name(run.ref.name, judge.name, series, round_) in observed.jobs:
+                # every judging round of (judge, series) writes the same progress record
+                reasons[mf.judge_job_name(run.ref.name, judge.name, series, round_)] = reason
+                round_ += 1
+    return reasons
+
+
+def _failed_reason(observed: Observed, key: tuple[str, str, str]) -> str:
+    record = observed.progress.get(key)
+    return record.message if record is not None and record.state == "failed" else ""
+
+
+def _failures(run: ClusterRun, observed: Observed) -> tuple[str, ...]:
+    """Jobs failed for good (with their stage's own reason where it wrote one) and servers past their
+    progress deadline, as sentences' parts."""
+    reasons = _stage_reasons(run, observed)
     failures: list[str] = []
     for job_name, job in sorted(observed.jobs.items()):
         if job.failed:
-            failures.append(f"Job {job_name} failed: {job.message or 'backoff limit or deadline reached'}")
+            text = f"Job {job_name} failed: {job.message or 'backoff limit or deadline reached'}"
+            reason = reasons.get(job_name)
+            if reason:
+                text += f" ({reason})"
+            failures.append(text)
     for dep_name, dep in sorted(observed.deployments.items()):
         if dep.stalled and dep.replicas > 0:
             failures.append(
@@ -132,7 +161,7 @@ def observe_facts(run: ClusterRun, observed: Observed, previous_phase: str) -> F
         generation_jobs=len(run.models) * len(run.series),
         judging_jobs=len(run.judges) * len(run.series),
         aggregation=observed.jobs.get(mf.aggregation_job_name(run.ref.name)),
-        failures=_failures(observed),
+        failures=_failures(run, observed),
         unschedulable=unschedulable,
         waiting_for_node=bool(unschedulable) and previous_phase == "Pending" and not observed.deployments,
         missing_secrets=tuple(observed.missing_secrets),

@@ -291,6 +291,46 @@ def test_failure_scales_down_and_names_the_job() -> None:
     assert creates(p, "Job") == set()
 
 
+def test_failed_job_condition_carries_the_stage_s_own_reason() -> None:
+    """A stage that fails on its error share says why in its progress record (e.g. HTTP 401 from the
+    endpoint); the Failed condition repeats that reason instead of only the Job's BackoffLimitExceeded."""
+    stage_reason = "40 of 40 requests failed (max error share 0.5): HTTP 401 Unauthorized from http://m-a/v1"
+    observed = Observed(
+        deployments=ready("m-a", "m-b", "j-j"),
+        jobs=gen_jobs(["a"], FAILED, series=("primary",)),
+        present=present_for("m-a", "m-b", "j-j"),
+        progress={
+            ("generate", "primary", "a"): ProgressRecord(
+                total=40, done=40, errors=40, state="failed", message=stage_reason
+            ),
+            ("generate", "primary", "b"): ProgressRecord(
+                total=40, done=1, state="failed", message="unrelated"
+            ),
+        },
+    )
+    p = plan(inputs(), observed, {"phase": "Generating"}, NOW)
+    message = condition(p, "Failed")["message"]
+    assert "kj-r-gen-a-primary" in message
+    assert stage_reason in message
+    assert "unrelated" not in message
+
+
+def test_failed_judge_round_condition_carries_the_judging_stage_s_reason() -> None:
+    reason = "12 of 12 requests failed (max error share 0.5): HTTP 403 Forbidden from http://j/v1"
+    observed = Observed(
+        deployments=ready("m-a", "m-b", "m-c", "j-j"),
+        jobs={**gen_jobs(["a", "b", "c"], DONE), **judge_jobs(["j"], FAILED, series=("primary",))},
+        present=present_for("m-a", "m-b", "m-c", "j-j"),
+        progress={
+            ("judge", "primary", "j"): ProgressRecord(total=12, errors=12, state="failed", message=reason)
+        },
+    )
+    p = plan(inputs(), observed, {"phase": "Judging"}, NOW)
+    message = condition(p, "Failed")["message"]
+    assert mf.judge_job_name("r", "j", "primary", 1) in message
+    assert reason in message
+
+
 def test_unschedulable_model_deploys_nothing_and_says_why() -> None:
     run = inputs(models=(ep("model", "a"), ep("model", "huge", NO_FIT)))
     p = plan(run, Observed(), {}, NOW)
