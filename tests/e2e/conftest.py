@@ -31,9 +31,13 @@ RECONCILE_INTERVAL_S = 2.0
 def kube_operator(kube_cluster: Cluster) -> Iterator[OperatorState]:
     """helm install + the operator as the chart's ServiceAccount + the simulated kubelet."""
     # Never under /tmp: every Job pod mounts an emptyDir over /tmp, and its volumes live here.
-    # One per cluster: a reused cluster (KUBEJURY_CLUSTER_STATE) keeps its volumes' host paths.
-    digest = hashlib.sha1(str(kube_cluster.state_dir.resolve()).encode()).hexdigest()[:10]
-    work = Path.home() / ".cache" / "kubejury" / "e2e" / f"work-{digest}"
+    # One per cluster, shared with `make operator-up` on the same cluster (its volumes' host paths
+    # are in the cluster's PersistentVolumes), and never under /tmp, which Job pods mount over.
+    state_dir = kube_cluster.state_dir.resolve()
+    work = state_dir
+    if state_dir.is_relative_to("/tmp"):
+        digest = hashlib.sha1(str(state_dir).encode()).hexdigest()[:10]
+        work = Path.home() / ".cache" / "kubejury" / "e2e" / f"work-{digest}"
     state = asyncio.run(
         up(kube_cluster.state_dir, work_dir=work, reconcile_interval=RECONCILE_INTERVAL_S, quality=QUALITY)
     )
@@ -42,7 +46,7 @@ def kube_operator(kube_cluster: Cluster) -> Iterator[OperatorState]:
         yield state
     finally:
         down(work)
-        if not os.environ.get("KUBEJURY_E2E_KEEP") and not os.environ.get("KUBEJURY_CLUSTER_STATE"):
+        if work != state_dir and not os.environ.get("KUBEJURY_E2E_KEEP"):
             shutil.rmtree(work, ignore_errors=True)
 
 

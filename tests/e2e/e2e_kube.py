@@ -155,20 +155,32 @@ def _records(directory: Path) -> Iterator[dict[str, Any]]:
                 yield json.loads(line)
 
 
-def answer_keys(results: Path, run: str) -> collections.Counter[tuple[str, str, str]]:
+def run_roots(results: Path, namespace: str, run: str) -> list[Path]:
+    """Where a run's records are under the storage root: ``<ns>/<run>-<uid prefix>/<run>/`` (the
+    layout keeps namespaces and same-named runs apart), or ``<run>/`` in the older layout."""
+    roots = [results / run] if (results / run).is_dir() else []
+    return roots + sorted(p for p in results.glob(f"{namespace}/{run}-*/{run}") if p.is_dir())
+
+
+def run_containers(results: Path, namespace: str, run: str) -> list[Path]:
+    """The directories to remove so that no record of ``run`` is left (both layouts)."""
+    return [results / run, *results.glob(f"{namespace}/{run}-*")]
+
+
+def answer_keys(results: Path, namespace: str, run: str) -> collections.Counter[tuple[str, str, str]]:
     """(series, model, question id) → how many answer records are stored."""
     found: collections.Counter[tuple[str, str, str]] = collections.Counter()
-    for directory in (results / run).glob("*/answers/*"):
+    for directory in (d for root in run_roots(results, namespace, run) for d in root.glob("*/answers/*")):
         series, model = directory.parts[-3], directory.parts[-1]
         for record in _records(directory):
             found[(series, model, str(record["question_id"]))] += 1
     return found
 
 
-def judgment_keys(results: Path, run: str) -> collections.Counter[tuple[str, str, str, str]]:
+def judgment_keys(results: Path, namespace: str, run: str) -> collections.Counter[tuple[str, str, str, str]]:
     """(series, judge, model, question id) → how many judgment records are stored."""
     found: collections.Counter[tuple[str, str, str, str]] = collections.Counter()
-    for directory in (results / run).glob("*/judgments/*"):
+    for directory in (d for root in run_roots(results, namespace, run) for d in root.glob("*/judgments/*")):
         series, judge = directory.parts[-3], directory.parts[-1]
         for record in _records(directory):
             found[(series, judge, str(record["model"]), str(record["question_id"]))] += 1

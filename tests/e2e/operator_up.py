@@ -142,6 +142,12 @@ async def ensure_results_claim(api: KubeApi, namespace: str, host_dir: Path) -> 
         except ApiError as exc:
             if exc.status != 409:
                 raise
+    existing = await api.get("persistentvolumes", None, pv_name)
+    if (existing or {}).get("spec", {}).get("hostPath", {}).get("path") != str(host_dir):
+        raise RuntimeError(
+            f"PersistentVolume {pv_name} points at another directory than {host_dir}; this cluster was "
+            "used with another work directory: start a fresh cluster (make cluster-down cluster-up)"
+        )
     for _ in range(120):  # the PV controller binds the pre-bound pair
         claim = await api.get("persistentvolumeclaims", namespace, RESULTS_CLAIM)
         if (claim or {}).get("status", {}).get("phase") == "Bound":
@@ -235,11 +241,16 @@ async def operator_process(
 
 
 def _alive(pid: int, marker: str) -> bool:
+    """Whether ``pid`` runs and is ours (its command line names ``marker``; a zombie is not alive,
+    and an empty command line — mid-``exec`` — counts as ours)."""
     try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return False
-    return marker in cmdline
+    if stat.rsplit(")", 1)[-1].split()[0] == "Z":
+        return False
+    return not cmdline.strip() or marker in cmdline
 
 
 def start_operator(state: OperatorState) -> int:

@@ -42,6 +42,8 @@ from e2e_kube import (
     judgment_keys,
     operator_requests,
     parse_time,
+    run_containers,
+    run_roots,
     status_of,
     wait_for,
 )
@@ -84,7 +86,8 @@ async def prepare(
     if run is not None:
         if await api.delete("evalruns", namespace, run):
             await wait_for(lambda: _absent(api, namespace, run), 120, f"the old EvalRun {run} to go")
-        shutil.rmtree(state.results_dir / run, ignore_errors=True)
+        for directory in run_containers(state.results_dir, namespace, run):
+            shutil.rmtree(directory, ignore_errors=True)
     await ensure_results_claim(api, namespace, state.results_dir)
     shutil.copy(
         REPO / "examples" / "benchmark-ru-sample.jsonl", state.results_dir / "benchmark-ru-sample.jsonl"
@@ -259,9 +262,9 @@ async def test_a_gpu_run_places_servers_on_the_planned_gpus_with_indexed_generat
     summary = status["summary"]
     assert summary["leader"] == "alpha" and [r["model"] for r in summary["ranking"]] == ["alpha", "beta"]
 
-    answers = answer_keys(kube_operator.results_dir, name)
+    answers = answer_keys(kube_operator.results_dir, namespace, name)
     assert len(answers) == 6 * 2 and set(answers.values()) == {1}, answers
-    judgments = judgment_keys(kube_operator.results_dir, name)
+    judgments = judgment_keys(kube_operator.results_dir, namespace, name)
     assert len(judgments) == 6 * 2 * 2 and set(judgments.values()) == {1}
 
     metrics = urllib.request.urlopen(
@@ -371,9 +374,9 @@ async def test_the_operator_sigkilled_5_times_mid_run_still_yields_one_answer_an
     assert sum(p not in FINAL for p in phases_at_kill) >= 4, phases_at_kill  # the kills hit a live run
 
     questions = 16 * 3  # every domain × 3 levels × 1
-    answers = answer_keys(kube_operator.results_dir, name)
+    answers = answer_keys(kube_operator.results_dir, namespace, name)
     assert len(answers) == questions * 2 * 2 and set(answers.values()) == {1}, answers.most_common(3)
-    judgments = judgment_keys(kube_operator.results_dir, name)
+    judgments = judgment_keys(kube_operator.results_dir, namespace, name)
     assert len(judgments) == questions * 2 * 2 * 2 and set(judgments.values()) == {1}, judgments.most_common(
         3
     )
@@ -397,7 +400,9 @@ async def test_a_run_deleted_mid_run_runs_its_finalizer_and_the_garbage_collecto
 ) -> None:
     namespace, name = "e2e-delete", "deleted"
     await prepare(api, kube_operator, namespace, name)
-    await api.create("evalruns", namespace, gpu_evalrun(name, namespace, hosted_judge.url))
+    body = gpu_evalrun(name, namespace, hosted_judge.url)
+    body["spec"]["benchmark"]["filters"] = {"limitPerCell": 1}  # 48 questions: time to catch it mid-run
+    await api.create("evalruns", namespace, body)
 
     async def generating() -> bool:
         pods = await api.list("pods", namespace)
@@ -405,12 +410,17 @@ async def test_a_run_deleted_mid_run_runs_its_finalizer_and_the_garbage_collecto
             (p.get("status") or {}).get("phase") == "Running" and p["metadata"]["labels"].get("job-name")
             for p in pods
         )
-        return job_running and sum(gpu_request(p) for p in pods if p["spec"].get("nodeName")) > 0
+        stored = any(
+            p.is_file()
+            for root in run_roots(kube_operator.results_dir, namespace, name)
+            for p in root.rglob("*")
+        )
+        return job_running and stored and sum(gpu_request(p) for p in pods if p["spec"].get("nodeName")) > 0
 
     await wait_for(
         generating,
         180,
-        "a generation pod running beside a GPU model server",
+        "a generation pod running beside a GPU model server, something stored",
         lambda: describe_namespace(api, namespace, kube_operator.operator_log),
         interval=0.5,
     )
