@@ -63,6 +63,13 @@ class OperatorRuntime:
     policy: TenantPolicy = field(default_factory=TenantPolicy)  # the chart's allow-lists
     closed: bool = False
     _gateway: KubeGateway | None = field(default=None, repr=False)
+    # one reconcile of a run at a time (timer and child events); runs with a child-event
+    # reconcile already waiting (several events of one change make one reconcile)
+    _locks: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict, repr=False)
+    _waiting: set[tuple[str, str]] = field(default_factory=set, repr=False)
+
+    def run_lock(self, namespace: str, name: str) -> asyncio.Lock:
+        return self._locks.setdefault((namespace, name), asyncio.Lock())
 
     def gateway(self) -> KubeGateway:
         if self.closed:  # a handler kopf left running past shutdown must not open a new session
@@ -366,8 +373,33 @@ async def reconcile(
 
 
 async def reconcile_timer(body: kopf.Body, memo: Any, logger: kopf.Logger, **kwargs: Any) -> None:
-    with metrics.track_reconcile("timer"):
-        await reconcile(_runtime(memo), body, logger, Caches.from_handler_kwargs(kwargs))
+    runtime = _runtime(memo)
+    meta = body.get("metadata") or {}
+    async with runtime.run_lock(str(meta.get("namespace") or "default"), str(meta.get("name"))):
+        with metrics.track_reconcile("timer"):
+            await reconcile(runtime, body, logger, Caches.from_handler_kwargs(kwargs))
+
+
+CHILD_EVENT_DELAY = 1.0  # seconds: the events of one change (and our own last status write) settle
+
+
+async def on_child_event(body: kopf.Body, memo: Any, logger: kopf.Logger, **kwargs: Any) -> None:
+    """A Job or Deployment of a run changed: reconcile that run now rather than at the next tick."""
+    owner = watched.owner_run(body)
+    runtime = getattr(memo, "kubejury", None)
+    if owner is None or not isinstance(runtime, OperatorRuntime) or owner in runtime._waiting:
+        return
+    runtime._waiting.add(owner)
+    try:
+        await asyncio.sleep(CHILD_EVENT_DELAY)
+    finally:
+        runtime._waiting.discard(owner)
+    run = watched.latest_run(kwargs.get(watched.EVALRUN_INDEX) or {}, owner)
+    if run is None:
+        return
+    async with runtime.run_lock(*owner):
+        with metrics.track_reconcile("child-event"):
+            await reconcile(runtime, run, logger, Caches.from_handler_kwargs(kwargs))
 
 
 def _index_child(body: kopf.Body, **_: Any) -> Any:
@@ -376,6 +408,10 @@ def _index_child(body: kopf.Body, **_: Any) -> Any:
 
 def _index_node(body: kopf.Body, **_: Any) -> Any:
     return watched.node_entry(body)
+
+
+def _index_evalrun(body: kopf.Body, **_: Any) -> Any:
+    return watched.evalrun_entry(body)
 
 
 # ----------------------------------------------------------------------------------- delete
@@ -489,6 +525,17 @@ def register(
             _index_child
         )
     kopf.index("", "v1", "nodes", id=watched.NODE_INDEX, registry=registry)(_index_node)
+    kopf.index(GROUP, VERSION, PLURAL, id=watched.EVALRUN_INDEX, registry=registry)(_index_evalrun)
+    for kind in watched.TRIGGER_KINDS:
+        group, version, plural = watched.RESOURCES[kind]
+        kopf.on.event(
+            group,
+            version,
+            plural,
+            id=f"{plural}-changed",
+            labels=dict(watched.CHILD_LABELS),
+            registry=registry,
+        )(on_child_event)
     kopf.timer(GROUP, VERSION, PLURAL, interval=every, id="reconcile", registry=registry)(reconcile_timer)
     kopf.on.delete(GROUP, VERSION, PLURAL, id="cleanup", registry=registry)(on_delete)
     if options.get("KUBEJURY_WEBHOOK_PORT"):

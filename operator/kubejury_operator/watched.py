@@ -89,3 +89,33 @@ class Caches:
 
     def all_nodes(self) -> list[dict[str, Any]]:
         return [dict(o) for o in self.nodes.get(None, ())]
+
+
+# The EvalRuns themselves, by (namespace, name): a child's change finds its run's latest body here.
+EVALRUN_INDEX = "kubejury_evalruns"
+# Kinds whose changes trigger a reconcile of their run (a Job finishing, a server becoming ready).
+TRIGGER_KINDS = ("Job", "Deployment")
+
+
+def evalrun_entry(body: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    meta = body.get("metadata") or {}
+    return {(str(meta.get("namespace") or ""), str(meta.get("name") or "")): _plain(body)}
+
+
+def owner_run(body: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(namespace, name) of the EvalRun that owns a child, from its controller owner reference."""
+    meta = body.get("metadata") or {}
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("kind") == "EvalRun" and str(ref.get("apiVersion", "")).startswith(f"{mf.API_GROUP}/"):
+            return str(meta.get("namespace") or ""), str(ref.get("name"))
+    return None
+
+
+def latest_run(
+    index: Mapping[Any, Iterable[Mapping[str, Any]]], key: tuple[str, str]
+) -> dict[str, Any] | None:
+    """The run's body as the watch last delivered it; ``None`` when it is gone or being deleted."""
+    bodies = [dict(b) for b in index.get(key, ())]
+    if not bodies or (bodies[-1].get("metadata") or {}).get("deletionTimestamp"):
+        return None
+    return bodies[-1]

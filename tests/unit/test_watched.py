@@ -36,3 +36,16 @@ def test_caches_answer_like_a_list_and_are_absent_without_every_index() -> None:
     assert caches.children_of("Job", "evals", "r") == []
     assert [n["metadata"]["name"] for n in caches.all_nodes()] == ["n"]
     assert watched.Caches.from_handler_kwargs({}) is None
+
+
+def test_a_childs_run_is_its_evalrun_owner_and_a_run_being_deleted_is_not_reconciled() -> None:
+    owner = {"apiVersion": f"{mf.API_GROUP}/{mf.API_VERSION}", "kind": "EvalRun", "name": "r", "uid": "u"}
+    job = {"metadata": {"name": "j", "namespace": "evals", "ownerReferences": [owner]}}
+    assert watched.owner_run(job) == ("evals", "r")
+    assert watched.owner_run({"metadata": {"name": "j", "namespace": "evals"}}) is None
+    run = {"metadata": {"name": "r", "namespace": "evals"}}
+    index = watched.evalrun_entry(run)
+    assert watched.latest_run({k: [v] for k, v in index.items()}, ("evals", "r")) == run
+    deleting = {"metadata": {**run["metadata"], "deletionTimestamp": "2026-11-30T20:00:00Z"}}
+    assert watched.latest_run({("evals", "r"): [deleting]}, ("evals", "r")) is None
+    assert watched.latest_run({}, ("evals", "r")) is None

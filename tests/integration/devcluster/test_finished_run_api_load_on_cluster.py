@@ -49,8 +49,13 @@ def operator_token(cluster: Cluster) -> str:
 
 
 @pytest.fixture
-def start_operator(kube_cluster: Cluster) -> Iterator[Callable[[], None]]:
-    """Starts kopf with kubejury's handlers, in a thread, reconciling every second."""
+def interval() -> float:
+    return 1.0
+
+
+@pytest.fixture
+def start_operator(kube_cluster: Cluster, interval: float) -> Iterator[Callable[[], None]]:
+    """Starts kopf with kubejury's handlers, in a thread, reconciling every ``interval`` seconds."""
     kube_cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE))
     kube_cluster.kubectl("wait", "--for=condition=Established", "crd/evalruns.kubejury.io", "--timeout=60s")
     env = {
@@ -58,7 +63,7 @@ def start_operator(kube_cluster: Cluster) -> Iterator[Callable[[], None]]:
         "KUBEJURY_KUBE_TOKEN": operator_token(kube_cluster),
         "KUBEJURY_KUBE_INSECURE": "true",  # loopback dev cluster; the token is what the audit log names
     }
-    registry = handlers.register(kopf.OperatorRegistry(), interval=1.0, env=env)
+    registry = handlers.register(kopf.OperatorRegistry(), interval=interval, env=env)
     stop = threading.Event()
 
     def main() -> None:
@@ -177,5 +182,40 @@ def test_an_active_run_reads_its_children_and_the_nodes_from_watches_not_lists(
         assert status.get("phase") not in (None, "Failed"), status  # reconciled all along
     finally:
         kube_cluster.kubectl("patch", "evalrun", "active", "-n", namespace, "--type=merge",
+                             "-p", '{"metadata":{"finalizers":null}}', check=False)  # fmt: skip
+        kube_cluster.kubectl("delete", "namespace", namespace, "--wait=false")
+
+
+@pytest.mark.parametrize("interval", [120.0])
+def test_a_childs_change_reconciles_its_run_without_waiting_for_the_timer(
+    kube_cluster: Cluster, start_operator: Callable[[], None]
+) -> None:
+    """With a 120 s timer, the servers' Deployments becoming ready (KWOK readies their Pods) make
+    the operator reconcile the run and create its generation Job within seconds."""
+    namespace = f"load-{uuid.uuid4().hex[:6]}"
+    kube_cluster.kubectl("create", "namespace", namespace)
+    try:
+        body = build_evalrun("events", namespace=namespace)
+        kube_cluster.kubectl("create", "-f", "-", input=json.dumps(body))
+        start_operator()
+        created = time.monotonic()
+        wait_for(
+            "the generation Job",
+            lambda: kube_cluster.kubectl(
+                "get",
+                "jobs",
+                "-n",
+                namespace,
+                "-l",
+                "kubejury.io/component=generate",
+                "-o",
+                "name",
+                check=False,
+            ).strip(),
+            timeout=60.0,
+        )
+        assert time.monotonic() - created < 60.0  # the timer's second tick is 120 s away
+    finally:
+        kube_cluster.kubectl("patch", "evalrun", "events", "-n", namespace, "--type=merge",
                              "-p", '{"metadata":{"finalizers":null}}', check=False)  # fmt: skip
         kube_cluster.kubectl("delete", "namespace", namespace, "--wait=false")
