@@ -5,9 +5,12 @@ Why this module exists: kopf decides *when* to act; :mod:`kubejury_operator.reco
 
 * ``@kopf.timer`` every ``KUBEJURY_RECONCILE_INTERVAL`` seconds (default 15) per EvalRun, starting
   immediately when a run appears or the operator starts: one level-triggered reconcile — observe
-  children, nodes, secrets and progress records, plan, apply, patch ``status``, post Events. The
-  same code path serves create, resume after an operator restart, and every later change, so a
-  restart at any point resumes the run without redoing finished work.
+  children and nodes (from the watch-fed caches of :mod:`.watched`), secrets and progress records,
+  plan, apply, patch ``status`` when it changed, post Events. The same code path serves create,
+  resume after an operator restart, and every later change, so a restart at any point resumes the
+  run without redoing finished work. A settled (finished) run returns before any call.
+* ``@kopf.index`` per child kind, Nodes and EvalRuns: the caches. ``@kopf.on.event`` on Jobs and
+  Deployments: a child's change reconciles its run at once (one reconcile per run at a time).
 * ``@kopf.on.delete`` (kopf's finalizer ``kubejury.io/finalizer``): deletes the run's children
   (owner references make the cluster's garbage collector do the same; deleting explicitly frees
   GPUs at once and does not depend on it) and, only with ``spec.cleanupPolicy: Delete``, the
