@@ -10,21 +10,25 @@ are not held to this release's ServiceAccount. Nothing here is simulated but the
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import shutil
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import kopf
 import pytest
 import yaml
 
 from devcluster import Cluster
-from factories import build_evalrun
+from factories import build_evalrun, model_entry
+from kubejury_operator import handlers
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
@@ -285,3 +289,129 @@ def test_any_secret_of_the_namespace_as_api_key_grants_nothing_the_author_lacks(
     run = build_evalrun("cross-namespace", namespace=t.team_a, judges=[judge])
     refused = t.as_user(t.alice, "create", "-f", "-", input=json.dumps(run))
     assert refused.returncode != 0 and "namespace" in refused.stderr, refused.stderr
+
+
+@pytest.fixture
+def webhook(kube_cluster: Cluster, tenancy: Tenancy) -> Iterator[None]:
+    """The operator's handlers with their admission webhook, in kopf in this process; the API server
+    calls it over TLS at 127.0.0.1 (the API server's own serving certificate names that address)
+    for EvalRuns of team-a only, through a ValidatingWebhookConfiguration removed afterwards."""
+    from kubejury.testing.fault_server import free_port
+
+    account = f"kj-oracle-{tenancy.release}"
+    kube_cluster.kubectl("create", "serviceaccount", account, "-n", "kube-system")
+    kube_cluster.kubectl(
+        "create",
+        "clusterrolebinding",
+        account,
+        "--clusterrole=cluster-admin",
+        f"--serviceaccount=kube-system:{account}",
+    )
+    token = kube_cluster.kubectl("create", "token", account, "-n", "kube-system").strip()
+    pki = kube_cluster.ca_file.parent
+    port = free_port()
+    env = {
+        "KUBEJURY_KUBE_SERVER": kube_cluster.api_url,
+        "KUBEJURY_KUBE_TOKEN": token,
+        "KUBEJURY_KUBE_INSECURE": "true",
+        "KUBEJURY_WEBHOOK_PORT": str(port),
+        "KUBEJURY_WEBHOOK_ADDR": "127.0.0.1",
+        "KUBEJURY_WEBHOOK_CERT": str(pki / "apiserver.crt"),
+        "KUBEJURY_WEBHOOK_KEY": str(pki / "apiserver.key"),
+    }
+    registry = handlers.register(kopf.OperatorRegistry(), interval=3600, env=env)
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=lambda: asyncio.run(
+            kopf.operator(registry=registry, namespaces=[tenancy.team_b], standalone=True, stop_flag=stop)
+        ),
+        daemon=True,
+    )
+    thread.start()
+    name = f"{tenancy.release}-oracle.kubejury.io"
+    configuration = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": [
+            {
+                "name": "validate-evalrun.evalruns.kubejury.io",
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+                "failurePolicy": "Fail",
+                "timeoutSeconds": 10,
+                "clientConfig": {
+                    "url": f"https://127.0.0.1:{port}/validate-evalrun",
+                    "caBundle": base64.b64encode(kube_cluster.ca_file.read_bytes()).decode(),
+                },
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": tenancy.team_a}},
+                "rules": [
+                    {
+                        "apiGroups": ["kubejury.io"],
+                        "apiVersions": ["v1alpha1"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": ["evalruns"],
+                    }
+                ],
+            }
+        ],
+    }
+    try:
+        kube_cluster.kubectl("apply", "-f", "-", input=json.dumps(configuration))
+        # two models of one name: only the webhook checks that
+        invalid = build_evalrun(
+            "probe", namespace=tenancy.team_a, models=[model_entry("q"), model_entry("q")]
+        )
+        deadline = time.monotonic() + 60
+        while True:
+            probe = tenancy.as_user(
+                tenancy.alice, "create", "--dry-run=server", "-f", "-", input=json.dumps(invalid)
+            )
+            if "invalid EvalRun" in probe.stderr:
+                break
+            assert time.monotonic() < deadline, f"the webhook did not answer within 60 s: {probe.stderr}"
+            time.sleep(1)
+        yield
+    finally:
+        kube_cluster.kubectl(
+            "delete", "validatingwebhookconfiguration", name, "--ignore-not-found", check=False
+        )
+        stop.set()
+        thread.join(timeout=30)
+        kube_cluster.kubectl("delete", "clusterrolebinding", account, "--ignore-not-found", check=False)
+        kube_cluster.kubectl(
+            "delete", "serviceaccount", account, "-n", "kube-system", "--ignore-not-found", check=False
+        )
+
+
+def test_the_webhook_does_not_tell_who_cannot_read_secrets_whether_one_exists(
+    kube_cluster: Cluster, tenancy: Tenancy, webhook: None
+) -> None:
+    """Finding 6: carol holds only evalrun-editor in team-a (no Secret read). Naming an existing
+    and a missing Secret as the API key gets the same admission answer."""
+    t = tenancy
+    carol = f"carol-{t.release}"
+    kube_cluster.kubectl(
+        "create",
+        "rolebinding",
+        carol,
+        f"--clusterrole={t.release}-kubejury-evalrun-editor",
+        f"--user={carol}",
+        "-n",
+        t.team_a,
+    )
+    kube_cluster.kubectl("create", "secret", "generic", "exists", "--from-literal=pw=x", "-n", t.team_a)
+    assert t.as_user(carol, "get", "secret", "exists", "-n", t.team_a).returncode != 0
+    answers = []
+    for secret in ("exists", "does-not-exist"):
+        judge = {
+            "name": "hosted",
+            "runtime": "openai",
+            "source": "https://api.example.com/v1",
+            "apiKeySecretRef": {"name": secret, "key": "pw"},
+        }
+        run = build_evalrun(f"probe-{secret}", namespace=t.team_a, judges=[judge])
+        result = t.as_user(carol, "create", "--dry-run=server", "-f", "-", input=json.dumps(run))
+        answers.append((result.returncode, result.stderr.replace(secret, "<secret>")))
+    assert answers[0] == answers[1], answers
+    assert answers[0][0] == 0, answers
