@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from kubejury.redact import redact_tree
 from kubejury_operator import manifests as mf
 from kubejury_operator.cluster_run import ClusterRun
 from kubejury_operator.facts import Facts
@@ -382,9 +383,11 @@ def _without_nulls(value: Any) -> Any:
 def status_changed(previous: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     """Whether patching ``new`` would change the stored status. A merge patch deletes the keys it
     sets to ``None`` (they never come back as ``None``) and keeps the keys it leaves out, so both
-    sides are compared on ``new``'s keys with ``None`` values dropped."""
+    sides are compared on ``new``'s keys with ``None`` values dropped. The gateway stores status
+    redacted (credentials masked), so ``new`` is compared as it would be stored."""
+    stored_new = redact_tree(dict(new))
     changed: bool = _without_nulls({k: v for k, v in previous.items() if k in new}) != _without_nulls(
-        dict(new)
+        stored_new
     )
     return changed
 

@@ -4,6 +4,7 @@ server's verdict is in tests/integration/devcluster/test_child_names_on_cluster.
 from __future__ import annotations
 
 from kubejury.config.spec import JobSettings
+from kubejury.redact import redact_tree
 from kubejury_operator import manifests as mf
 from kubejury_operator import status as st
 
@@ -33,6 +34,17 @@ def test_a_status_differing_only_in_empty_fields_is_unchanged() -> None:
     assert not st.status_changed(stored, new)
     assert st.status_changed(stored, {**new, "progress": "1/4"})
     assert st.status_changed({"phase": "Pending", "startedAt": "t"}, {"phase": "Pending", "startedAt": None})
+
+
+def test_a_status_stored_redacted_is_unchanged_when_recomputed_with_the_credential() -> None:
+    """The gateway redacts status strings before patching; comparing the stored (redacted) status
+    with a recomputed unredacted one must not re-patch the run on every tick."""
+    message = "endpoint http://user:hunter2secret@llm.example:8000/v1 refused the connection"
+    new = {"phase": "Failed", "conditions": [{"type": "Failed", "message": message}]}
+    stored = redact_tree(new)
+    assert stored != new  # the credential really was masked
+    assert not st.status_changed(stored, new)
+    assert st.status_changed(stored, {**new, "phase": "Succeeded"})
 
 
 def test_a_refused_change_is_a_condition_naming_the_object_and_the_api_message() -> None:
