@@ -781,3 +781,25 @@ def test_the_operator_understands_what_the_chart_passes(
         "/var/run/kubejury/webhook-tls/tls.key",
     )
     assert operator_settings.admission.managed is None  # the chart owns the configuration
+
+
+def test_development_url_points_the_webhook_at_loopback_and_the_certificate_names_it(
+    tmp_values: Path,
+) -> None:
+    """webhook.developmentURL (development only, `make operator-up`): a URL instead of the Service,
+    with an IP SAN for its host; unset, the configuration keeps the Service reference."""
+    import ipaddress
+
+    from cryptography import x509
+
+    objects = render(tmp_values, {"webhook": {"developmentURL": "https://127.0.0.1:19443", "port": 19443}})
+    (config,) = of_kind(objects, "ValidatingWebhookConfiguration")
+    (webhook,) = config["webhooks"]
+    assert webhook["clientConfig"]["url"] == "https://127.0.0.1:19443/validate-evalrun"
+    assert "service" not in webhook["clientConfig"]
+    (secret,) = of_kind(objects, "Secret")
+    cert = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert ipaddress.ip_address("127.0.0.1") in sans.get_values_for_type(x509.IPAddress)
+    (default,) = of_kind(render(tmp_values), "ValidatingWebhookConfiguration")
+    assert "url" not in default["webhooks"][0]["clientConfig"]
