@@ -160,7 +160,9 @@ def configure_admission(settings: kopf.OperatorSettings, env: Mapping[str, str])
 
 def login(memo: Any, env: Mapping[str, str], **kwargs: Any) -> kopf.ConnectionInfo | None:
     """API credentials: ``KUBEJURY_KUBE_SERVER`` (+ ``KUBEJURY_KUBE_TOKEN``) when set (tests, dev),
-    else the Pod's service account, else the local kubeconfig. The gateway uses the same ones."""
+    else the ``kubernetes`` client's login (the Pod's service account, else the kubeconfig — with
+    exec plugins and auth providers, as EKS, GKE and OIDC kubeconfigs need), else kopf's own
+    service-account and kubeconfig readers. The gateway uses the same credentials."""
     server = env.get("KUBEJURY_KUBE_SERVER")
     info: kopf.ConnectionInfo | None
     if server:
@@ -171,7 +173,11 @@ def login(memo: Any, env: Mapping[str, str], **kwargs: Any) -> kopf.ConnectionIn
             default_namespace="default",
         )
     else:
-        info = kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+        try:
+            info = kopf.login_via_client(**kwargs)
+        except kopf.LoginError:
+            info = None
+        info = info or kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
     runtime = getattr(memo, "kubejury", None)
     if info is not None and isinstance(runtime, OperatorRuntime):
         runtime.credentials = ApiCredentials.from_connection_info(info)
