@@ -111,7 +111,11 @@ async def test_the_operator_writes_events_and_status_redacted() -> None:
         return {}
 
     gw._request = capture  # type: ignore[method-assign]
-    run = {"apiVersion": "kubejury.io/v1alpha1", "kind": "EvalRun", "metadata": {"name": "r", "namespace": "n"}}
+    run = {
+        "apiVersion": "kubejury.io/v1alpha1",
+        "kind": "EvalRun",
+        "metadata": {"name": "r", "namespace": "n"},
+    }
     leak = "judge failed: 401 from https://bob:pa55word@api.example/v1 echoing Bearer sk-abcdefghijkl0123"
     await gw.post_event(run, "Warning", "StageFailed", leak)
     await gw.patch_status("EvalRun", "n", "r", {"conditions": [{"type": "Ready", "message": leak}]})
