@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from kubejury.report.blocks import counted
 from kubejury.report.html import render_html
 from kubejury.report.markdown import render_markdown
 
@@ -184,3 +185,9 @@ def test_the_summary_says_what_the_benchmarks_size_can_detect(document: dict[str
     assert html_lib.escape(expected) in render_html(doc)
     doc["series"][primary]["power"] = None  # no bootstrap, or a single model: no sentence
     assert "With this benchmark's size" not in render_markdown(doc)
+
+
+def test_counts_in_the_series_summary_agree_with_their_number() -> None:
+    assert counted(1, "domain") == "1 domain"
+    assert counted(2, "domain") == "2 domains"
+    assert counted(0, "judgment") == "0 judgments"

@@ -640,11 +640,16 @@ def _experts(section: Any) -> list[Block]:
     return [counts, table(header, rows, "lrrrrrr", "Experts against the judge panel")]
 
 
+def counted(n: int, noun: str) -> str:
+    """``1 domain``, ``2 domains``: the report's counts read as English."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def series_blocks(view: SeriesView, report: ReportView) -> list[Block]:
     title = f"Series {view.name}" + (" (primary)" if view.is_primary else "")
-    facts = [f"{view.n_questions} questions"] if view.n_questions is not None else []
-    facts += [f"{len(view.rows)} models", f"{len(view.domains)} domains"]
-    facts += [f"{view.n_judgments} judgments"] if view.n_judgments is not None else []
+    facts = [counted(view.n_questions, "question")] if view.n_questions is not None else []
+    facts += [counted(len(view.rows), "model"), counted(len(view.domains), "domain")]
+    facts += [counted(view.n_judgments, "judgment")] if view.n_judgments is not None else []
     blocks: list[Block] = [Heading(2, title, anchor(view.name)), para(", ".join(facts) + ".")]
     blocks += [Heading(3, "Overall ranking by level"), *_ranking(view), Plot("forest", view.name)]
     blocks += _leading_group(view)
