@@ -1,8 +1,8 @@
 """Fixtures for the e2e tests on the real control plane (docs/testing.md, "The e2e suite").
 
 One cluster per session (``kube_cluster``, devcluster), one helm release and operator process per
-session (``kube_operator``, :mod:`operator_up`) with the simulated kubelet and stub model servers
-beside it (:mod:`kubelet_runner` names every simulated part). Each test works in its own namespace.
+test module (``kube_operator``, :mod:`operator_up`; uninstalled after the module) with the simulated
+kubelet and stub model servers beside it (:mod:`kubelet_runner` names every simulated part). Each test works in its own namespace.
 At the end of the session the API load per EvalRun, read from the audit log, is printed.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from e2e_kube import API_LOAD, QUALITY, api_load_table
 from kubeapi import KubeApi, KubeConfig
-from operator_up import OperatorState, down, up
+from operator_up import OperatorState, down, helm_uninstall, up
 
 from devcluster import Cluster
 
@@ -27,9 +27,11 @@ from devcluster import Cluster
 RECONCILE_INTERVAL_S = 2.0
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def kube_operator(kube_cluster: Cluster) -> Iterator[OperatorState]:
-    """helm install + the operator as the chart's ServiceAccount + the simulated kubelet."""
+    """helm install + the operator as the chart's ServiceAccount + the simulated kubelet, per test
+    module; afterwards the release is uninstalled, so the tests that share the cluster later (its
+    own releases, its own admission policies) never meet a webhook whose operator has stopped."""
     # Never under /tmp: every Job pod mounts an emptyDir over /tmp, and its volumes live here.
     # One per cluster, shared with `make operator-up` on the same cluster (its volumes' host paths
     # are in the cluster's PersistentVolumes), and never under /tmp, which Job pods mount over.
@@ -38,14 +40,20 @@ def kube_operator(kube_cluster: Cluster) -> Iterator[OperatorState]:
     if state_dir.is_relative_to("/tmp"):
         digest = hashlib.sha1(str(state_dir).encode()).hexdigest()[:10]
         work = Path.home() / ".cache" / "kubejury" / "e2e" / f"work-{digest}"
-    state = asyncio.run(
-        up(kube_cluster.state_dir, work_dir=work, reconcile_interval=RECONCILE_INTERVAL_S, quality=QUALITY)
-    )
-    API_LOAD.audit_log = kube_cluster.audit_log
     try:
+        state = asyncio.run(
+            up(
+                kube_cluster.state_dir,
+                work_dir=work,
+                reconcile_interval=RECONCILE_INTERVAL_S,
+                quality=QUALITY,
+            )
+        )
+        API_LOAD.audit_log = kube_cluster.audit_log
         yield state
     finally:
         down(work)
+        helm_uninstall(kube_cluster.kubeconfig)
         if work != state_dir and not os.environ.get("KUBEJURY_E2E_KEEP"):
             shutil.rmtree(work, ignore_errors=True)
 

@@ -227,6 +227,7 @@ class PodRunner:
                     "KUBEJURY_E2E_HOSTS": str(self.hosts_file),
                     "LANG": "C.UTF-8",
                 },
+                keep_visible=(sys.prefix, str(HERE.parents[1])),  # this checkout, even under /tmp
             )
         except podexec.ContainerConfigError as exc:  # kubelet: stays Pending, retried
             log.warning("pod %s/%s: CreateContainerConfigError: %s", meta["namespace"], meta["name"], exc)

@@ -167,6 +167,16 @@ def helm_install(kubeconfig: Path, values: dict[str, str]) -> None:
         raise RuntimeError(f"helm failed ({done.returncode}): {done.stderr.strip()}")
 
 
+def helm_uninstall(kubeconfig: Path) -> None:
+    """Remove the release (its webhook configuration and admission policies with it), so a cluster
+    shared with later tests is not left calling a webhook whose operator has stopped."""
+    argv = [str(HELM), "uninstall", RELEASE, "--namespace", NAMESPACE, "--kubeconfig", str(kubeconfig)]
+    argv += ["--ignore-not-found", "--wait", "--timeout", "120s"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=180)
+    if done.returncode != 0:
+        raise RuntimeError(f"helm uninstall failed ({done.returncode}): {done.stderr.strip()}")
+
+
 async def service_account_token(api: KubeApi, name: str, hours: int = 24) -> str:
     """A token of ``kubejury/<name>`` from the TokenRequest API (what ``kubectl create token`` does)."""
     for _ in range(60):
@@ -234,6 +244,7 @@ async def operator_process(
             "LANG": "C.UTF-8",
             "PYTHONUNBUFFERED": "1",
         },
+        keep_visible=(sys.prefix, str(REPO)),  # a checkout under /tmp stays visible under the pod's /tmp
     )
 
 

@@ -210,12 +210,17 @@ def process_spec(
     claim_path: Callable[[str, str], str],
     entrypoint: Sequence[str] = (),
     base_env: Mapping[str, str] | None = None,
+    keep_visible: Sequence[str] = (),
 ) -> ProcessSpec:
     """Translate one container of ``pod`` into a :class:`ProcessSpec`.
 
     ``pod_dir`` is a host directory owned by this pod (volume contents go under it);
     ``claim_path(namespace, claim)`` is the host directory of a bound PersistentVolumeClaim;
-    ``entrypoint`` stands in for the image's ENTRYPOINT when ``command`` is absent.
+    ``entrypoint`` stands in for the image's ENTRYPOINT when ``command`` is absent;
+    ``keep_visible`` are host paths the process itself runs from (this checkout, its virtualenv):
+    an ``emptyDir`` mounted over one of them (a checkout under ``/tmp``, as CI clones may be, and
+    the pods' scratch ``/tmp``) is not bind-mounted — the process gets the directory as ``TMPDIR``
+    when the mount is ``/tmp``, and the scratch space is otherwise the host's.
     """
     meta = pod.get("metadata") or {}
     namespace = str(meta.get("namespace") or "default")
@@ -257,7 +262,12 @@ def process_spec(
         source = sources[name]
         if mount.get("subPath"):
             source = str(PurePosixPath(source) / str(mount["subPath"]))
-        mounts.append(Mount(source, str(mount["mountPath"]), bool(mount.get("readOnly"))))
+        target = str(mount["mountPath"])
+        if "emptyDir" in volumes[name] and _hides_any(target, keep_visible):
+            if PurePosixPath(target) == PurePosixPath("/tmp"):
+                env["TMPDIR"] = source
+            continue
+        mounts.append(Mount(source, target, bool(mount.get("readOnly"))))
     mounts.sort(key=lambda m: len(PurePosixPath(m.target).parts))
     return ProcessSpec(
         argv=argv,
@@ -267,6 +277,12 @@ def process_spec(
         mounts=mounts,
         working_dir=container.get("workingDir"),
     )
+
+
+def _hides_any(target: str, paths: Sequence[str]) -> bool:
+    """Whether a mount at ``target`` would hide any of ``paths`` (equal to it or under it)."""
+    mount_point = PurePosixPath(target)
+    return any(PurePosixPath(p) == mount_point or PurePosixPath(p).is_relative_to(mount_point) for p in paths)
 
 
 def mount_script(mounts: Sequence[Mount], working_dir: str | None = None) -> str:

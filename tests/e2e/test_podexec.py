@@ -10,6 +10,7 @@ import pytest
 from podexec import (
     ContainerConfigError,
     Mount,
+    ProcessSpec,
     container_env,
     expand,
     process_spec,
@@ -171,3 +172,34 @@ def test_the_process_sees_its_volumes_at_the_mount_paths_and_the_host_does_not(t
     assert done.returncode == 0, done.stderr
     assert done.stdout == "kind: EvalRun\n"
     assert not (target / "evalrun.yaml").exists()  # the mount lived only in the process's namespace
+
+
+def test_an_empty_dir_over_the_checkout_becomes_tmpdir_instead_of_hiding_it() -> None:
+    """CI may clone under /tmp, and every pod mounts an emptyDir at /tmp: that mount must not hide
+    the interpreter and checkout the process runs from; the pod's scratch space becomes TMPDIR."""
+    pod = {
+        "metadata": {"name": "p", "namespace": "evals"},
+        "spec": {"volumes": [{"name": "tmp", "emptyDir": {}}, {"name": "cfg", "emptyDir": {}}]},
+    }
+    container = {
+        "name": "c",
+        "command": ["kubejury", "generate"],
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, {"name": "cfg", "mountPath": "/etc/kubejury"}],
+    }
+
+    def spec_for(keep: tuple[str, ...]) -> ProcessSpec:
+        return process_spec(
+            pod,
+            container,
+            lookup=lambda *_: None,
+            pod_dir="/pods/p",
+            claim_path=lambda n, c: c,
+            keep_visible=keep,
+        )
+
+    hidden = spec_for(("/tmp/ci-clone/.venv", "/tmp/ci-clone"))
+    assert [m.target for m in hidden.mounts] == ["/etc/kubejury"]
+    assert hidden.env["TMPDIR"] == "/pods/p/volumes/tmp"
+    unaffected = spec_for(("/work/repo/.venv", "/work/repo"))
+    assert sorted(m.target for m in unaffected.mounts) == ["/etc/kubejury", "/tmp"]
+    assert "TMPDIR" not in unaffected.env
