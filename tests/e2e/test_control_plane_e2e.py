@@ -536,10 +536,10 @@ async def test_with_the_webhook_off_an_invalid_run_gets_invalid_spec_and_unwatch
 async def test_a_finished_run_makes_no_api_requests_after_its_last_status_write(
     kube_cluster: Cluster,
 ) -> None:
-    gpu_run = [w for w in API_LOAD.runs if w.namespace == "e2e-gpu" and w.finished]
-    if not gpu_run:
+    gpu_finished = [w.finished for w in API_LOAD.runs if w.namespace == "e2e-gpu" and w.finished]
+    if not gpu_finished:
         pytest.skip("needs the GPU run earlier in this file")
-    settled = gpu_run[-1].finished + 10.0  # a few reconcile intervals for the last status write
+    settled = gpu_finished[-1] + 10.0  # a few reconcile intervals for the last status write
     await asyncio.sleep(max(0.0, settled + 10.0 - time.time()))  # then watch for 10 s at least
     later = collections.Counter(
         f"{e.get('verb')} {(e.get('objectRef') or {}).get('resource')}"
