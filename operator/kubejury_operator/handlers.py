@@ -54,6 +54,12 @@ VERSION = mf.API_VERSION
 PLURAL = "evalruns"
 FINALIZER = "kubejury.io/finalizer"
 DEFAULT_RECONCILE_INTERVAL = 15.0  # seconds; KUBEJURY_RECONCILE_INTERVAL overrides it
+# KUBEJURY_OBSERVATION: "watch" (default) reads children and Nodes from watch-fed caches, reconciles
+# on a child's change and leaves finished runs alone; "list" is the design before issue 13 — each
+# run lists its children (and the Nodes while unplaced) on every tick, finished runs included, and
+# waits for the tick. "list" is kept only so benchmarks/operator_scale.py measures both designs on
+# the same cluster in one run; nothing else uses it.
+OBSERVATION_MODES = ("watch", "list")
 CHILD_KINDS = ("Job", "Deployment", "Service", "ConfigMap", "ServiceAccount")
 
 
@@ -65,6 +71,7 @@ class OperatorRuntime:
     credentials: ApiCredentials | None = None
     policy: TenantPolicy = field(default_factory=TenantPolicy)  # the chart's allow-lists
     closed: bool = False
+    observation: str = "watch"  # see OBSERVATION_MODES
     _gateway: KubeGateway | None = field(default=None, repr=False)
     # one reconcile of a run at a time (timer and child events); runs with a child-event
     # reconcile already waiting (several events of one change make one reconcile)
@@ -122,7 +129,9 @@ def configure(
 ) -> None:
     """kopf's settings and the process-wide runtime, from the environment ``register`` was given."""
     memo.kubejury = OperatorRuntime(
-        settings=mf.WorkloadSettings.from_env(env), policy=TenantPolicy.from_env(env)
+        settings=mf.WorkloadSettings.from_env(env),
+        policy=TenantPolicy.from_env(env),
+        observation=observation_mode(env),
     )
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="kubejury.io")
@@ -133,6 +142,14 @@ def configure(
     settings.watching.server_timeout = int(env.get("KUBEJURY_WATCH_TIMEOUT", "300"))
     configure_admission(settings, env)
     logger.info("kubejury operator configured; reconcile interval %ss", interval)
+
+
+def observation_mode(env: Mapping[str, str]) -> str:
+    """``KUBEJURY_OBSERVATION`` (see :data:`OBSERVATION_MODES`); anything else is refused."""
+    mode = env.get("KUBEJURY_OBSERVATION", "watch").strip() or "watch"
+    if mode not in OBSERVATION_MODES:
+        raise ValueError(f"KUBEJURY_OBSERVATION={mode!r}: expected one of {', '.join(OBSERVATION_MODES)}")
+    return mode
 
 
 def configure_admission(settings: kopf.OperatorSettings, env: Mapping[str, str]) -> None:
@@ -351,7 +368,7 @@ async def reconcile(
     meta = obj.get("metadata") or {}
     name, namespace = str(meta["name"]), str(meta.get("namespace") or "default")
     previous: dict[str, Any] = {k: v for k, v in (obj.get("status") or {}).items() if k != "kopf"}
-    if st.settled(previous, int(meta.get("generation") or 1)):
+    if st.settled(previous, int(meta.get("generation") or 1)) and runtime.observation == "watch":
         return str(previous["phase"])  # finished and written: costs nothing from now on
     gw = runtime.gateway()
 
@@ -528,6 +545,12 @@ def register(
 
     kopf.on.login(id="login", registry=registry)(connect)
     kopf.on.cleanup(registry=registry)(shutdown)
+    if observation_mode(options) == "list":  # the design before issue 13 (benchmarks only)
+        kopf.timer(GROUP, VERSION, PLURAL, interval=every, id="reconcile", registry=registry)(reconcile_timer)
+        kopf.on.delete(GROUP, VERSION, PLURAL, id="cleanup", registry=registry)(on_delete)
+        if options.get("KUBEJURY_WEBHOOK_PORT"):
+            kopf.on.validate(GROUP, VERSION, PLURAL, id="validate-evalrun", registry=registry)(validate)
+        return registry
     for kind, index in watched.CHILD_INDEXES.items():  # one watch per kind for the whole operator
         group, version, plural = watched.RESOURCES[kind]
         kopf.index(group, version, plural, id=index, labels=dict(watched.CHILD_LABELS), registry=registry)(

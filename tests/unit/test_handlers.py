@@ -260,3 +260,19 @@ def test_handlers_are_registered_only_on_the_registry_given() -> None:
     assert not plain._webhooks.get_all_handlers()
     served = handlers.register(kopf.OperatorRegistry(), env={}, webhook_port=9443)
     assert {h.id for h in served._webhooks.get_all_handlers()} == {"validate-evalrun"}
+
+
+def test_list_observation_registers_the_design_before_issue_13_without_caches_or_child_events() -> None:
+    """KUBEJURY_OBSERVATION=list (benchmarks only): a timer that lists, no indexes, no child events."""
+    default = handlers.register(kopf.OperatorRegistry(), env={})
+    watching = {h.id for h in default._spawning.get_all_handlers()}
+    assert default._indexing.get_all_handlers() and default._watching.get_all_handlers()
+    listing = handlers.register(kopf.OperatorRegistry(), env={"KUBEJURY_OBSERVATION": "list"})
+    resource_ids = {h.id for h in listing._spawning.get_all_handlers()}
+    indexes = {h.id for h in listing._indexing.get_all_handlers()}
+    changing = {h.id for h in listing._watching.get_all_handlers()}
+    assert "reconcile" in resource_ids and "reconcile" in watching
+    assert not indexes and not changing
+    assert handlers.observation_mode({}) == "watch"
+    with pytest.raises(ValueError, match="KUBEJURY_OBSERVATION='poll'"):
+        handlers.observation_mode({"KUBEJURY_OBSERVATION": "poll"})
