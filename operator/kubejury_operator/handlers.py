@@ -44,7 +44,13 @@ from kubejury_operator import metrics, run_storage, watched
 from kubejury_operator import status as st
 from kubejury_operator.cluster_run import cluster_run
 from kubejury_operator.gateway import ApiCredentials, GatewayError, KubeGateway
-from kubejury_operator.observed import Observed, deployment_state, job_state, pod_scheduling_problems
+from kubejury_operator.observed import (
+    Observed,
+    deployment_state,
+    job_state,
+    pod_scheduling_problems,
+    servers_ready_since,
+)
 from kubejury_operator.reconcile import Plan, plan, plan_invalid_spec
 from kubejury_operator.tenancy import TenantPolicy, policy_problems
 from kubejury_operator.watched import Caches
@@ -283,6 +289,7 @@ async def _observe_cluster(
         ),
         missing_secrets=await _missing_secrets(gw, namespace, evalrun.spec),
         unschedulable_pods=pod_scheduling_problems(children["Pod"]),
+        servers_ready_since=servers_ready_since(children["Pod"]),
     )
 
 
@@ -545,12 +552,17 @@ def register(
 
     kopf.on.login(id="login", registry=registry)(connect)
     kopf.on.cleanup(registry=registry)(shutdown)
-    if observation_mode(options) == "list":  # the design before issue 13 (benchmarks only)
-        kopf.timer(GROUP, VERSION, PLURAL, interval=every, id="reconcile", registry=registry)(reconcile_timer)
-        kopf.on.delete(GROUP, VERSION, PLURAL, id="cleanup", registry=registry)(on_delete)
-        if options.get("KUBEJURY_WEBHOOK_PORT"):
-            kopf.on.validate(GROUP, VERSION, PLURAL, id="validate-evalrun", registry=registry)(validate)
-        return registry
+    if observation_mode(options) == "watch":  # "list": the design before issue 13 (benchmarks only)
+        _register_watches(registry)
+    kopf.timer(GROUP, VERSION, PLURAL, interval=every, id="reconcile", registry=registry)(reconcile_timer)
+    kopf.on.delete(GROUP, VERSION, PLURAL, id="cleanup", registry=registry)(on_delete)
+    if options.get("KUBEJURY_WEBHOOK_PORT"):
+        kopf.on.validate(GROUP, VERSION, PLURAL, id="validate-evalrun", registry=registry)(validate)
+    return registry
+
+
+def _register_watches(registry: kopf.OperatorRegistry) -> None:
+    """The watch-fed caches (one index per kind) and the child-change triggers."""
     for kind, index in watched.CHILD_INDEXES.items():  # one watch per kind for the whole operator
         group, version, plural = watched.RESOURCES[kind]
         kopf.index(group, version, plural, id=index, labels=dict(watched.CHILD_LABELS), registry=registry)(
@@ -568,8 +580,3 @@ def register(
             labels=dict(watched.CHILD_LABELS),
             registry=registry,
         )(on_child_event)
-    kopf.timer(GROUP, VERSION, PLURAL, interval=every, id="reconcile", registry=registry)(reconcile_timer)
-    kopf.on.delete(GROUP, VERSION, PLURAL, id="cleanup", registry=registry)(on_delete)
-    if options.get("KUBEJURY_WEBHOOK_PORT"):
-        kopf.on.validate(GROUP, VERSION, PLURAL, id="validate-evalrun", registry=registry)(validate)
-    return registry

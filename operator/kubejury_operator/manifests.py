@@ -34,6 +34,7 @@ from typing import Any
 import yaml
 
 from kubejury.placement.decision import Placement
+from kubejury.records.gpu_usage import GPU_USAGE_ENV, GpuUsage
 from kubejury_operator import images
 
 Manifest = dict[str, Any]
@@ -1045,9 +1046,13 @@ def judge_job(
     )
 
 
-def aggregation_job(run: RunRef, settings: WorkloadSettings, storage: JobStorage) -> Manifest:
-    """The aggregation Job: report and summary from every series' judgments."""
-    return _job(
+def aggregation_job(
+    run: RunRef, settings: WorkloadSettings, storage: JobStorage, gpu_usage: GpuUsage | None = None
+) -> Manifest:
+    """The aggregation Job: report and summary from every series' judgments. ``gpu_usage`` (the
+    run's GPU time when judging finished, from ``status.gpu``) reaches the report as the
+    ``KUBEJURY_GPU_USAGE`` variable: GPU-hours per model, W per GPU-hour and the idle share."""
+    manifest = _job(
         run,
         aggregation_job_name(run.name),
         "aggregate",
@@ -1056,3 +1061,8 @@ def aggregation_job(run: RunRef, settings: WorkloadSettings, storage: JobStorage
         storage,
         settings.aggregation_deadline_seconds,
     )
+    if gpu_usage is not None and gpu_usage.servers:
+        container = manifest["spec"]["template"]["spec"]["containers"][0]
+        usage = json.dumps(gpu_usage.to_json(), separators=(",", ":"), sort_keys=True)
+        container["env"] = [*container.get("env", []), {"name": GPU_USAGE_ENV, "value": usage}]
+    return manifest

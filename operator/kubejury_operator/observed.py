@@ -47,6 +47,9 @@ class JobState:
     failed: bool = False  # terminal: condition Failed=True
     message: str = ""
     models_complete: int = 0  # judge rounds: models whose generation was complete at creation
+    server: str | None = None  # endpoint key of the server its Pods send requests to
+    started_at: str | None = None  # status.startTime
+    finished_at: str | None = None  # completionTime, or when it failed for good
 
     @property
     def finished(self) -> bool:
@@ -65,6 +68,8 @@ class Observed:
     missing_secrets: tuple[str, ...] = ()
     # Server Pods the scheduler cannot place right now: endpoint key -> scheduler message.
     unschedulable_pods: Mapping[str, str] = field(default_factory=dict)
+    # Server Pods Ready now: endpoint key -> when the earliest of them became Ready (GPU accounting).
+    servers_ready_since: Mapping[str, str] = field(default_factory=dict)
 
 
 def deployment_state(obj: Mapping[str, Any]) -> DeploymentState:
@@ -95,6 +100,7 @@ def job_state(obj: Mapping[str, Any]) -> JobState:
     status = obj.get("status") or {}
     succeeded = failed = False
     message = ""
+    failed_at: str | None = None
     for c in status.get("conditions") or []:
         if c.get("status") != "True":
             continue
@@ -103,13 +109,22 @@ def job_state(obj: Mapping[str, Any]) -> JobState:
         elif c.get("type") in ("Failed", "FailureTarget"):
             failed = True
             message = str(c.get("message") or c.get("reason") or "")
-    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+            failed_at = failed_at or c.get("lastTransitionTime")
+    meta = obj.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
     try:
         models_complete = int(annotations.get(mf.ANNOTATION_MODELS_COMPLETE, 0))
     except (TypeError, ValueError):
         models_complete = 0
+    server = (meta.get("labels") or {}).get(mf.LABEL_USES_SERVER)
     return JobState(
-        succeeded=succeeded and not failed, failed=failed, message=message, models_complete=models_complete
+        succeeded=succeeded and not failed,
+        failed=failed,
+        message=message,
+        models_complete=models_complete,
+        server=str(server) if server else None,
+        started_at=status.get("startTime"),
+        finished_at=(status.get("completionTime") or failed_at) if (succeeded or failed) else None,
     )
 
 
@@ -131,6 +146,23 @@ def pod_scheduling_problems(pods: Sequence[Mapping[str, Any]]) -> dict[str, str]
             ):
                 problems[str(key)] = str(c.get("message") or "no node fits")[:300]
     return problems
+
+
+def servers_ready_since(pods: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Endpoint key → when its server became Ready: the earliest ``Ready`` transition among its
+    model-server Pods that are Ready now and not being deleted (GPU accounting's held time)."""
+    since: dict[str, str] = {}
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        key = labels.get(mf.LABEL_ENDPOINT) if labels.get(mf.LABEL_COMPONENT) == "server" else None
+        if not key or meta.get("deletionTimestamp"):
+            continue
+        for c in (pod.get("status") or {}).get("conditions") or []:
+            if c.get("type") == "Ready" and c.get("status") == "True" and c.get("lastTransitionTime"):
+                at = str(c["lastTransitionTime"])
+                since[str(key)] = min(since.get(str(key), at), at)
+    return since
 
 
 def progress_key(series: str, key: str) -> ProgressKey | None:

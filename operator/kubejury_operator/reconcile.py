@@ -44,10 +44,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from kubejury.records.gpu_usage import GpuUsage
 from kubejury_operator import manifests as mf
 from kubejury_operator import status as st
 from kubejury_operator.cluster_run import ClusterRun
 from kubejury_operator.facts import Facts, judge_rounds, observe_facts
+from kubejury_operator.gpu_accounting import account
 from kubejury_operator.manifests import Endpoint, Manifest
 from kubejury_operator.observed import Observed
 
@@ -87,13 +89,14 @@ class Plan:
 # ---------------------------------------------------------------------------- desired servers
 
 
-def desired_servers(run: ClusterRun, facts: Facts) -> dict[str, int]:
+def desired_servers(run: ClusterRun, facts: Facts, observed: Observed) -> dict[str, int]:
     """Step 2: replicas wanted per server key (absent: zero).
 
     Models that still have series to generate, in bring-up order (``ClusterRun.bringup_order``:
     longest first when that ends the run sooner, else spec order), up to ``maxConcurrentModels`` (a
     model that also serves a judge is kept up by that role and not counted); every judge's
-    server until all judge Jobs using it are done. Nothing while the run is blocked or finished.
+    server while it has a judging round running or due (:func:`judging_due`). Nothing while the
+    run is blocked or finished.
     """
     desired: dict[str, int] = {}
     if facts.terminal or facts.blocked:
@@ -101,20 +104,35 @@ def desired_servers(run: ClusterRun, facts: Facts) -> dict[str, int]:
     judge_keys = {j.key for j in run.judges if j.in_cluster}
     budget = max(1, run.max_concurrent_models)
     for model in run.models_in_bringup_order():
-        if not model.in_cluster or model.key in judge_keys:
+        if not model.in_cluster or all((model.name, s) in facts.generated for s in run.series):
             continue
-        if all((model.name, s) in facts.generated for s in run.series):
-            continue
-        if budget > 0:
+        if model.key in judge_keys:  # its server also judges: not counted against the budget
+            desired[model.key] = 1
+        elif budget > 0:
             desired[model.key] = 1
             budget -= 1
     for judge in run.judges:
-        if not judge.in_cluster:
-            continue
-        users = [j for j in run.judges if j.key == judge.key]
-        if not all((j.name, s) in facts.judged for j in users for s in run.series):
+        if judge.in_cluster and judging_due(run, observed, facts, judge):
             desired[judge.key] = 1
     return desired
+
+
+def judging_due(run: ClusterRun, observed: Observed, facts: Facts, judge: Endpoint) -> bool:
+    """A judge's server is wanted only while it has judging to do: a round of any judge sharing
+    the server is running, or one is due (more models have finished generating a series than the
+    last round saw). Between rounds and before the first model finishes it is scaled to zero, so
+    a judge never holds GPUs waiting for answers (docs/operator.md, "GPU accounting")."""
+    for user in (j for j in run.judges if j.key == judge.key):
+        for series in run.series:
+            if (user.name, series) in facts.judged:
+                continue
+            rounds = judge_rounds(run, observed, user, series)
+            if any(not r.finished for r in rounds):
+                return True
+            complete = sum(1 for m in run.models if (m.name, series) in facts.generated)
+            if complete > max((r.models_complete for r in rounds), default=0):
+                return True
+    return False
 
 
 def server_ready(run: ClusterRun, observed: Observed, desired: Mapping[str, int], endpoint: Endpoint) -> bool:
@@ -215,7 +233,11 @@ def _judge_jobs(
 
 
 def plan_actions(
-    run: ClusterRun, observed: Observed, facts: Facts, desired: Mapping[str, int]
+    run: ClusterRun,
+    observed: Observed,
+    facts: Facts,
+    desired: Mapping[str, int],
+    gpu: GpuUsage | None = None,
 ) -> list[Action]:
     """Step 3: what to create and scale. Servers are always scaled to what is desired (to zero
     when the run is finished); nothing new is created while the run is blocked, and no Job once
@@ -229,7 +251,12 @@ def plan_actions(
     if facts.judging_complete and facts.aggregation is None:
         agg_name = mf.aggregation_job_name(run.ref.name)
         actions.append(
-            Action("create", "Job", agg_name, mf.aggregation_job(run.ref, run.settings, run.storage))
+            Action(
+                "create",
+                "Job",
+                agg_name,
+                mf.aggregation_job(run.ref, run.settings, run.storage, gpu_usage=gpu),
+            )
         )
     return actions
 
@@ -287,12 +314,13 @@ def plan(run: ClusterRun, observed: Observed, previous: Mapping[str, Any], now: 
     """Actions and new status for one reconcile of ``run`` (see the module docstring)."""
     previous_phase = str(previous.get("phase") or "Pending")
     facts = observe_facts(run, observed, previous_phase)
-    desired = desired_servers(run, facts)
-    actions = plan_actions(run, observed, facts, desired)
+    desired = desired_servers(run, facts, observed)
+    gpu = account(run, observed, desired, previous.get("gpu"), now)
+    actions = plan_actions(run, observed, facts, desired, gpu)
     phase = decide_phase(run, observed, facts, acting=bool(actions))
     if _stays_finished(previous, run.generation, phase):
         return _finished_plan(previous, observed)
-    view = st.StatusInputs(run=run, observed=observed, facts=facts, desired=desired, phase=phase)
+    view = st.StatusInputs(run=run, observed=observed, facts=facts, desired=desired, phase=phase, gpu=gpu)
     conditions = st.conditions(view, previous, now)
     status = st.run_status(view, conditions, previous, now)
     events = st.events(view, conditions, previous)

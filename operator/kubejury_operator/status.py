@@ -11,9 +11,10 @@ desired servers and the phase the planner decided, and the previous status.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from kubejury.records.gpu_usage import GpuUsage
 from kubejury.redact import redact_tree
 from kubejury_operator import manifests as mf
 from kubejury_operator.cluster_run import ClusterRun
@@ -52,6 +53,7 @@ class StatusInputs:
     facts: Facts
     desired: Mapping[str, int]  # replicas wanted per server key
     phase: str
+    gpu: GpuUsage = field(default_factory=GpuUsage)  # GPU time per server (gpu_accounting.account)
 
 
 # ---------------------------------------------------------------------------------- conditions
@@ -239,6 +241,7 @@ def run_status(
         "progress": f"{done}/{total}",
         "stages": stages,
         "placement": placement_status(view.run),
+        "gpu": view.gpu.to_json() if view.gpu.servers else None,
         "startedAt": previous.get("startedAt") or (now if phase != "Pending" else None),
         "completedAt": previous.get("completedAt") or (now if phase in TERMINAL_PHASES else None),
     }

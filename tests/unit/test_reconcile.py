@@ -192,8 +192,8 @@ def test_fresh_run_creates_spec_identity_and_at_most_max_concurrent_model_server
     p = plan(inputs(max_models=2), Observed(), {}, NOW)
     assert creates(p, "ConfigMap") == {"kj-r-spec"}
     assert creates(p, "ServiceAccount") == {"kj-r-job"}
-    # models a and b (budget 2) plus the judge (judges are not counted against the budget)
-    assert creates(p, "Deployment") == {dep_name("m-a"), dep_name("m-b"), dep_name("j-j")}
+    # models a and b (budget 2); the judge waits for answers to judge (judges only while judging)
+    assert creates(p, "Deployment") == {dep_name("m-a"), dep_name("m-b")}
     assert creates(p, "Service") == creates(p, "Deployment")
     assert creates(p, "Job") == set()
     assert p.status["placement"]["a"]["quantization"] == "fp8"
@@ -403,9 +403,9 @@ def test_openai_judge_needs_no_server() -> None:
 
 def test_existing_children_are_not_recreated() -> None:
     observed = Observed(
-        deployments=ready("m-a", "m-b", "j-j"),
+        deployments=ready("m-a", "m-b"),
         jobs=gen_jobs(["a", "b"], RUNNING),
-        present=present_for("m-a", "m-b", "j-j"),
+        present=present_for("m-a", "m-b"),
     )
     assert plan(inputs(), observed, {"phase": "Generating"}, NOW).actions == ()
 
@@ -703,3 +703,22 @@ def test_the_stages_own_progress_record_reads_as_complete() -> None:
     assert record.complete and (record.done, record.total) == (3, 3)
     tracker.finish("failed", "boom")
     assert not ProgressRecord.from_json(tracker.record()).complete
+
+
+def test_a_judges_server_is_up_only_while_it_has_a_round_running_or_due() -> None:
+    """GPU accounting's policy: no judge holds GPUs waiting for answers."""
+    run = inputs(max_models=3)
+    generating = Observed(
+        deployments=ready("m-a", "m-b", "m-c", "j-j"),
+        jobs=gen_jobs(["a", "b", "c"], RUNNING),
+        present=present_for("m-a", "m-b", "m-c", "j-j"),
+    )
+    assert scales(plan(run, generating, {"phase": "Generating"}, NOW)) == {dep_name("j-j"): 0}
+    a_done = replace(generating, jobs={**generating.jobs, **gen_jobs(["a"], DONE)})
+    due = plan(run, a_done, {"phase": "Generating"}, NOW)
+    assert scales(due) == {dep_name("m-a"): 0}  # a is done; the judge stays up: a round is due
+    assert {"kj-r-judge-j-primary-1", "kj-r-judge-j-t08-1"} <= creates(due, "Job")
+    judged = replace(a_done, jobs={**a_done.jobs, **judge_jobs(["j"], DONE, complete=1)})
+    assert scales(plan(run, judged, {"phase": "Generating"}, NOW)) == {dep_name("j-j"): 0, dep_name("m-a"): 0}
+    running = replace(a_done, jobs={**a_done.jobs, **judge_jobs(["j"], RUNNING, complete=1)})
+    assert dep_name("j-j") not in scales(plan(run, running, {"phase": "Generating"}, NOW))

@@ -1,0 +1,92 @@
+"""GPU accounting: how many GPU-seconds each model server of a run held and used, from observation.
+
+Why this module exists: GPU time is what an evaluation costs on a shared cluster, and an operator
+that cannot say how much of it sat idle cannot be tuned. This step of the reconcile turns what is
+observed — server Pods Ready since when, the run's Jobs and their start and completion times —
+and the previous ``status.gpu`` into the new one (:class:`kubejury.records.gpu_usage.GpuUsage`,
+the record the metrics and the aggregation Job's report read too). Pure: ``now`` is an argument.
+
+Rules (the definitions are in :mod:`kubejury.records.gpu_usage`):
+
+* A server's held interval opens at the ``Ready`` transition of its Pod and closes at the first
+  reconcile that no longer wants it (the operator scales it to zero at that moment) or no longer
+  sees a Ready Pod — at most the child-event delay late when a Pod stops being Ready on its own.
+  Closed intervals only ever add up.
+* Used time is the union of its Jobs' [startTime, completion] intervals; what is finished is
+  never lowered again, even if someone deletes a finished Job.
+* A run with nothing in the cluster (external endpoints only) has no entries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from kubejury.records.gpu_usage import GpuUsage, ServerGpuUsage, merge_intervals, seconds_between
+from kubejury_operator import manifests as mf
+from kubejury_operator.cluster_run import ClusterRun
+from kubejury_operator.manifests import Endpoint
+from kubejury_operator.observed import Observed
+
+
+def _role(run: ClusterRun, key: str) -> str:
+    is_model = any(m.key == key and m.in_cluster for m in run.models)
+    is_judge = any(j.key == key and j.in_cluster for j in run.judges)
+    return "model+judge" if is_model and is_judge else ("judge" if is_judge else "model")
+
+
+def account(
+    run: ClusterRun,
+    observed: Observed,
+    desired: Mapping[str, int],
+    previous: Mapping[str, object] | None,
+    now: str,
+) -> GpuUsage:
+    """The run's GPU usage after this reconcile (``desired``: replicas wanted per server key)."""
+    before = GpuUsage.from_json(previous if isinstance(previous, Mapping) else None).by_name()
+    servers: list[ServerGpuUsage] = []
+    seen: set[str] = set()
+    for endpoint in (*run.models, *run.judges):
+        if not endpoint.in_cluster or endpoint.key in seen:
+            continue  # external, or a judge sharing a model's server (accounted under the model)
+        seen.add(endpoint.key)
+        servers.append(_server(run, endpoint, observed, desired, before.get(endpoint.name), now))
+    return GpuUsage(tuple(servers))
+
+
+def _server(
+    run: ClusterRun,
+    endpoint: Endpoint,
+    observed: Observed,
+    desired: Mapping[str, int],
+    prior: ServerGpuUsage | None,
+    now: str,
+) -> ServerGpuUsage:
+    """One server's usage: its held interval opened or closed, its Jobs' intervals merged."""
+    key, placement = endpoint.key, endpoint.placement
+    gpus = placement.tensor_parallel_size if placement is not None else 0
+    label = mf.label_value(key)  # how Pods and Jobs carry the key
+    ready = observed.servers_ready_since.get(label)
+    wanted = desired.get(key, 0) > 0
+
+    held = prior.held_gpu_seconds if prior else 0.0
+    # A Ready Pod seen for the first time opens the interval at its Ready transition — also when
+    # this very reconcile scales it down (an operator restarted late still counts that time).
+    since = (prior.ready_since if prior else None) or (min(ready, now) if ready is not None else None)
+    if since and (ready is None or not wanted):
+        held += gpus * seconds_between(since, now)
+        since = None
+
+    intervals = [
+        (j.started_at, j.finished_at) for j in observed.jobs.values() if j.server == label and j.started_at
+    ]
+    closed, in_use_since = merge_intervals(intervals, now)
+    return ServerGpuUsage(
+        name=endpoint.name,
+        role=_role(run, key),
+        gpus=gpus,
+        gpu_product=placement.gpu_product if placement is not None else None,
+        held_gpu_seconds=held,
+        used_gpu_seconds=max(prior.used_gpu_seconds if prior else 0.0, gpus * closed),
+        ready_since=since,
+        in_use_since=in_use_since,
+    )
