@@ -431,6 +431,7 @@ def _aggregate(inputs: LoadedRun, work_dir: Path | None) -> tuple[Any, dict[str,
     }
     relations = {j.name: JudgeRelation(same_as=j.same_as, family=j.family) for j in spec.judges}
     from kubejury.provenance import report_provenance, stale_records
+    from kubejury.records.gpu_usage import from_environment as gpu_usage_from_environment
 
     stale = stale_records(inputs.fingerprints, answers, "generate", "model") + stale_records(
         inputs.fingerprints, judgments, "judge", "judge"
@@ -442,6 +443,7 @@ def _aggregate(inputs: LoadedRun, work_dir: Path | None) -> tuple[Any, dict[str,
             "run this spec with --new-version"
         )
     provenance = report_provenance(inputs.fingerprints, inputs.evalrun, answers)
+    gpu_usage = gpu_usage_from_environment(os.environ)  # set by the operator on its aggregation Job
     with tempfile.TemporaryDirectory(prefix="kubejury-aggregate-", dir=work_dir) as scratch:
         judgments_file = Path(scratch) / "judgments.jsonl"
         answers_file = Path(scratch) / "answers.jsonl"
@@ -467,6 +469,10 @@ def _aggregate(inputs: LoadedRun, work_dir: Path | None) -> tuple[Any, dict[str,
             },
         )
     written = write_reports(
-        analysis, inputs.storage, prefix=inputs.layout.report_prefix + "/", provenance=provenance
+        analysis,
+        inputs.storage,
+        prefix=inputs.layout.report_prefix + "/",
+        provenance=provenance,
+        gpu_usage=gpu_usage,
     )
     return analysis, written

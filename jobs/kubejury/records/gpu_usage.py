@@ -49,6 +49,26 @@ def format_time(value: datetime.datetime) -> str:
     return value.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def usage_now() -> str:
+    """The current time in the record's format."""
+    return format_time(datetime.datetime.now(datetime.UTC))
+
+
+def from_environment(environ: Mapping[str, str]) -> GpuUsage | None:
+    """The usage the operator handed the aggregation Job (:data:`GPU_USAGE_ENV`); ``None`` when
+    absent (local runs, runs without in-cluster servers). A malformed value is an error naming
+    the variable, not a silently missing section."""
+    import json
+
+    text = environ.get(GPU_USAGE_ENV, "").strip()
+    if not text:
+        return None
+    try:
+        return GpuUsage.from_json(json.loads(text))
+    except (ValueError, GpuUsageError) as exc:
+        raise GpuUsageError(f"{GPU_USAGE_ENV}: {exc}") from exc
+
+
 def seconds_between(start: str | None, end: str | None) -> float:
     """Seconds from ``start`` to ``end`` (0 when either is missing or end is earlier)."""
     begin, finish = parse_time(start), parse_time(end)

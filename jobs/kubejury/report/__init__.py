@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kubejury.files.storage import LocalStorage, Storage
-from kubejury.report.json_report import SCHEMA_VERSION, build_report, dumps
+from kubejury.records.gpu_usage import GpuUsage, report_section, usage_now
+from kubejury.report.json_report import SCHEMA_VERSION, build_report, clean, dumps
 
 if TYPE_CHECKING:
     from kubejury.report.aggregate import Analysis
@@ -32,13 +33,27 @@ def render_document(document: dict[str, Any]) -> dict[str, bytes]:
     }
 
 
-def render_all(analysis: Analysis, provenance: dict[str, Any] | None = None) -> dict[str, bytes]:
+def render_all(
+    analysis: Analysis, provenance: dict[str, Any] | None = None, gpu_usage: GpuUsage | None = None
+) -> dict[str, bytes]:
     """The three report files of ``analysis``, keyed by file name (``provenance``: see
-    :func:`kubejury.provenance.report_provenance`; stored as report.json's ``provenance``)."""
+    :func:`kubejury.provenance.report_provenance`; stored as report.json's ``provenance``;
+    ``gpu_usage``: the run's GPU time from the operator, stored as ``gpu_usage`` with GPU-hours
+    and W per GPU-hour of the primary series)."""
     document = build_report(analysis)
     if provenance is not None:
         document["provenance"] = provenance
+    if gpu_usage is not None and gpu_usage.servers:
+        document["gpu_usage"] = clean(gpu_usage_section(document, gpu_usage, analysis.generated_at))
     return render_document(document)
+
+
+def gpu_usage_section(document: dict[str, Any], usage: GpuUsage, now: str) -> dict[str, Any]:
+    """report.json's ``gpu_usage``: :func:`kubejury.records.gpu_usage.report_section` with W of the
+    primary series (intervals still open are counted up to ``now``, the report's time)."""
+    primary = (document.get("series") or {}).get(document.get("primary_series")) or {}
+    weighted = {name: entry.get("weighted") for name, entry in (primary.get("models") or {}).items()}
+    return report_section(usage, now or usage_now(), weighted, source="EvalRun status.gpu")
 
 
 def write_reports(
@@ -46,6 +61,7 @@ def write_reports(
     out_dir: str | Path | Storage,
     prefix: str = "",
     provenance: dict[str, Any] | None = None,
+    gpu_usage: GpuUsage | None = None,
 ) -> dict[str, str]:
     """Write report.json, report.md and report.html under ``out_dir`` (a directory or a
     :class:`~kubejury.files.storage.Storage`), each atomically (temp file + rename, or one S3 put).
@@ -55,7 +71,7 @@ def write_reports(
     """
     storage = out_dir if isinstance(out_dir, Storage) else LocalStorage(Path(out_dir))
     written: dict[str, str] = {}
-    for name, data in render_all(analysis, provenance).items():
+    for name, data in render_all(analysis, provenance, gpu_usage).items():
         key = f"{prefix}{name}"
         storage.write_bytes(key, data)
         written[name] = storage.uri_for(key)

@@ -694,6 +694,9 @@ def report_blocks(document: Report) -> tuple[ReportView, list[Block]]:
         ),
     ]
     blocks += _summary(report)
+    gpu = document.get("gpu_usage") if isinstance(document, Mapping) else None
+    if isinstance(gpu, Mapping):
+        blocks += [Heading(2, "GPU cost", "gpu-cost"), *_gpu_cost(gpu)]
     for view in report.series:
         blocks += series_blocks(view, report)
     blocks += [Heading(2, "Series effects", "series-effects"), *_comparison(report)]
@@ -701,6 +704,40 @@ def report_blocks(document: Report) -> tuple[ReportView, list[Block]]:
     if isinstance(provenance, Mapping):
         blocks += [Heading(2, "Provenance", "provenance"), *_provenance(provenance)]
     return report, blocks
+
+
+def _gpu_cost(section: Mapping[str, Any]) -> list[Block]:
+    """GPU-hours per model server, W per GPU-hour next to W, and the share of GPU time held idle."""
+    servers = as_mapping(section.get("servers"))
+    rows = []
+    for name, raw in servers.items():
+        entry = as_mapping(raw)
+        gpus = entry.get("gpus")
+        product = str(entry.get("gpu_product") or "").removeprefix("NVIDIA-")
+        rows.append(
+            [
+                name,
+                str(entry.get("role") or ""),
+                f"{gpus} × {product}" if product else str(gpus),
+                fmt(entry.get("held_gpu_hours"), 3),
+                fmt(entry.get("used_gpu_hours"), 3),
+                fmt(entry.get("weighted")),
+                fmt(entry.get("weighted_per_gpu_hour")),
+            ]
+        )
+    idle = as_number(section.get("idle_share"))
+    held = as_number(section.get("held_gpu_hours"))
+    used = as_number(section.get("used_gpu_hours"))
+    return [
+        para(
+            f"GPU-hours held by the run's model servers: {fmt(held, 3)}, of which used by its generation and "
+            f"judging Jobs: {fmt(used, 3)}"
+            + (f"; held idle: {idle:.1%}." if idle is not None else ".")
+            + " Held = Ready time × GPUs; used = time its Jobs ran × GPUs; W per GPU-hour = W of the "
+            f"primary series per held GPU-hour ({section.get('source')}, as of {section.get('as_of')})."
+        ),
+        table(["server", "role", "GPUs", "held GPU-h", "used GPU-h", "W", "W per GPU-h"], rows),
+    ]
 
 
 def _provenance(section: Mapping[str, Any]) -> list[Block]:
