@@ -34,10 +34,13 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, get_args
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
+from prometheus_client.registry import Collector
 
 from kubejury.inference.client import ErrorKind
+from kubejury.records.gpu_usage import GpuUsage, GpuUsageError, usage_now
 from kubejury.records.progress import ProgressRecord
 
 PHASES: tuple[str, ...] = (
@@ -179,6 +182,50 @@ for _stage in STAGES:
     STAGE_DURATION.labels(stage=_stage)
 
 
+GPU_LABELS = (*_RUN, "model", "role")
+_gpu_usage: dict[tuple[str, str], GpuUsage] = {}  # the runs' status.gpu, read at scrape time
+
+
+class _GpuSecondsCollector(Collector):
+    """``kubejury_gpu_held_seconds_total`` and ``kubejury_gpu_used_seconds_total`` per model server
+    (labels namespace, name, model, role): computed when Prometheus scrapes, from each run's
+    ``status.gpu`` with its open intervals counted up to that moment, so they grow smoothly while
+    the status itself changes only when a server or Job starts or stops."""
+
+    def describe(self) -> list[CounterMetricFamily]:
+        return self._families()
+
+    def collect(self) -> list[CounterMetricFamily]:
+        now = usage_now()
+        held, used = self._families()
+        with _lock:
+            runs = list(_gpu_usage.items())
+        for (namespace, name), usage in runs:
+            for server in usage.servers:
+                labels = [namespace, name, server.name, server.role]
+                held.add_metric(labels, server.held_at(now))
+                used.add_metric(labels, server.used_at(now))
+        return [held, used]
+
+    @staticmethod
+    def _families() -> list[CounterMetricFamily]:
+        return [
+            CounterMetricFamily(
+                "kubejury_gpu_held_seconds",
+                "GPU-seconds a run's model server was Ready (Ready time x GPUs), by model or judge.",
+                labels=GPU_LABELS,
+            ),
+            CounterMetricFamily(
+                "kubejury_gpu_used_seconds",
+                "GPU-seconds during which a run's generation or judging Jobs ran against the server.",
+                labels=GPU_LABELS,
+            ),
+        ]
+
+
+REGISTRY.register(_GpuSecondsCollector())
+
+
 @dataclass(frozen=True)
 class StageProgress:
     """Done/total counters of one stage of one run, as read from the stages' progress records."""
@@ -206,6 +253,7 @@ class RunObservation:
     request_errors: Mapping[tuple[str, str], int] = field(default_factory=dict)
     parse_failures: Mapping[str, int] = field(default_factory=dict)
     stage_durations: Mapping[str, float] = field(default_factory=dict)
+    gpu: GpuUsage | None = None  # status.gpu
 
 
 @dataclass
@@ -336,6 +384,10 @@ def observation(
         if stage in STAGES
     }
     phase = str(status.get("phase") or "Pending")
+    try:
+        gpu = GpuUsage.from_json(status.get("gpu")) if status.get("gpu") else None
+    except GpuUsageError:
+        gpu = None  # a status edited by hand: no GPU series rather than a failed reconcile
     return RunObservation(
         namespace=namespace,
         name=name,
@@ -347,6 +399,7 @@ def observation(
         request_errors=errors,
         parse_failures=parse_failures,
         stage_durations=stage_durations(status),
+        gpu=gpu,
     )
 
 
@@ -365,6 +418,8 @@ def observe_run(observation: RunObservation) -> None:
             _runs[key] = memory
         memory.phase = phase
         _refresh_phase_gauge()
+        if observation.gpu is not None:
+            _gpu_usage[key] = observation.gpu
 
         for stage, progress in observation.progress.items():
             RUN_PROGRESS_ITEMS.labels(ns, name, stage).set(progress.done)
@@ -416,6 +471,7 @@ def observe_run(observation: RunObservation) -> None:
 def forget_run(namespace: str, name: str) -> None:
     """Remove every series of a deleted run (keeps cardinality bounded by live runs)."""
     with _lock:
+        _gpu_usage.pop((namespace, name), None)
         memory = _runs.pop((namespace, name), None)
         if memory is None:
             return
@@ -519,6 +575,8 @@ def metric_labels() -> dict[str, frozenset[str]]:
             result[described.name + "_count"] = labels
         else:
             result[described.name] = labels
+    for gpu_family in _GpuSecondsCollector._families():
+        result[gpu_family.name + "_total"] = frozenset(GPU_LABELS)
     return result
 
 

@@ -15,6 +15,8 @@ Panels that may be empty after this run, and why:
   must have data, so the panel as a whole is required to;
 * ``ETA per run``: the stubs answer a stage's questions in well under the 2 s reconcile interval,
   so no reconcile may see a stage running with a rate; the ETA only exists then;
+* ``Share of held GPU time idle``: the CPU example's model servers request no GPU, so nothing is
+  held and the share is undefined (its GPU-seconds series exist, at 0, for the panel beside it);
 * every panel of ``inference.json``: only vLLM exports ``vllm:*`` series, and no vLLM server runs
   here (no GPU). Still evaluated: a query Prometheus rejects fails the test.
 """
@@ -42,6 +44,7 @@ MAY_BE_EMPTY_RUN_QUERIES = {
     "kubejury_request_errors_total": "the stubs answer every request",
     "kubejury_reconcile_errors_total": "no handler raised",
     "kubejury_run_eta_seconds": "a stub stage finishes within one reconcile interval",
+    "1 - sum by (namespace, name, model) (kubejury_gpu_used": "the CPU example's servers hold no GPU",
 }
 
 

@@ -207,3 +207,25 @@ def test_observation_from_status_and_progress_records() -> None:
     assert obs.eta_seconds == 30.0  # 60 items left at 2/s
     assert obs.stage_durations == {"generation": 600.0}
     assert obs.progress["judging"].total == 80
+
+
+def test_gpu_seconds_come_from_status_gpu_and_grow_with_the_open_interval_at_scrape_time() -> None:
+    from kubejury.records.gpu_usage import GpuUsage, ServerGpuUsage
+
+    usage = GpuUsage(
+        (
+            ServerGpuUsage("qwen", "model", 4, None, 400.0, 300.0),
+            ServerGpuUsage("judge", "judge", 2, None, 0.0, 0.0, ready_since="2026-01-01T00:00:00Z"),
+        )
+    )
+    status = {"phase": "Generating", "gpu": usage.to_json()}
+    metrics.observe_run(metrics.observation("ns", "r", status, {}))
+    labels = {"namespace": "ns", "name": "r", "model": "qwen", "role": "model"}
+    assert value("kubejury_gpu_held_seconds_total", **labels) == 400.0
+    assert value("kubejury_gpu_used_seconds_total", **labels) == 300.0
+    judge = {"namespace": "ns", "name": "r", "model": "judge", "role": "judge"}
+    first = value("kubejury_gpu_held_seconds_total", **judge)
+    assert first is not None and first > 2 * 3600  # Ready since January: counted up to this scrape
+    assert "kubejury_gpu_held_seconds_total" in metrics.metric_labels()
+    metrics.forget_run("ns", "r")
+    assert value("kubejury_gpu_held_seconds_total", **labels) is None

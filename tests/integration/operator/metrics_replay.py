@@ -21,6 +21,7 @@ import sys
 import time
 from typing import Any
 
+from kubejury.records.gpu_usage import GpuUsage, ServerGpuUsage, seconds_between
 from kubejury.records.progress import ProgressRecord, ProgressState
 from kubejury_operator import metrics
 
@@ -34,6 +35,23 @@ def now() -> str:
 
 def condition(ctype: str, at: str | None) -> dict[str, Any]:
     return {"type": ctype, "status": "True" if at else "False", "lastTransitionTime": at or now()}
+
+
+def gpu_usage(started: str | None, gen_done: str | None, judge_done: str | None) -> GpuUsage:
+    """status.gpu as the operator keeps it: each model's server Ready from the start until its
+    generation ends (used for 90% of it), each judge's from then until judging ends (all used)."""
+    servers = []
+    for m in MODELS:
+        held = 2 * seconds_between(started, gen_done) if gen_done else 0.0
+        open_since = started if started and not gen_done else None
+        servers.append(
+            ServerGpuUsage(m, "model", 2, "NVIDIA-H100-80GB-HBM3", held, 0.9 * held, open_since, open_since)
+        )
+    for j in JUDGES:
+        held = seconds_between(gen_done, judge_done) if judge_done else 0.0
+        open_since = gen_done if gen_done and not judge_done else None
+        servers.append(ServerGpuUsage(j, "judge", 1, "NVIDIA-L4", held, held, open_since, open_since))
+    return GpuUsage(tuple(servers))
 
 
 def main() -> int:
@@ -98,6 +116,7 @@ def main() -> int:
                     },
                     "aggregation": {"done": 1 if succeeded else 0, "total": 1},
                 },
+                "gpu": gpu_usage(started, gen_done, judge_done).to_json() if started else None,
                 "conditions": [
                     condition("GenerationComplete", gen_done),
                     condition("JudgingComplete", judge_done),
