@@ -69,24 +69,34 @@ def _server(
     wanted = desired.get(key, 0) > 0
 
     held = prior.held_gpu_seconds if prior else 0.0
-    # A Ready Pod seen for the first time opens the interval at its Ready transition — also when
-    # this very reconcile scales it down (an operator restarted late still counts that time).
-    since = (prior.ready_since if prior else None) or (min(ready, now) if ready is not None else None)
+    since = prior.ready_since if prior else None
+    until = prior.held_until if prior else None
+    if since is None and ready is not None:
+        # A Ready Pod opens the interval at its Ready transition — also when this very reconcile
+        # scales it down (an operator restarted late still counts that time) — but never before
+        # the last close: a Pod still Ready just after its scale-down is not counted twice.
+        since = min(max(ready, until) if until else ready, now)
     if since and (ready is None or not wanted):
         held += gpus * seconds_between(since, now)
-        since = None
+        since, until = None, now
 
     intervals = [
         (j.started_at, j.finished_at) for j in observed.jobs.values() if j.server == label and j.started_at
     ]
     closed, in_use_since = merge_intervals(intervals, now)
+    used = max(prior.used_gpu_seconds if prior else 0.0, gpus * closed)
+    if since is None and in_use_since is None:
+        # Jobs run only against a Ready server; Kubernetes' whole-second timestamps can make a
+        # short Job look longer than the server's Ready interval.
+        used = min(used, held)
     return ServerGpuUsage(
         name=endpoint.name,
         role=_role(run, key),
         gpus=gpus,
         gpu_product=placement.gpu_product if placement is not None else None,
         held_gpu_seconds=held,
-        used_gpu_seconds=max(prior.used_gpu_seconds if prior else 0.0, gpus * closed),
+        used_gpu_seconds=used,
         ready_since=since,
         in_use_since=in_use_since,
+        held_until=until,
     )

@@ -413,7 +413,10 @@ async def reconcile_timer(body: kopf.Body, memo: Any, logger: kopf.Logger, **kwa
             await reconcile(runtime, body, logger, Caches.from_handler_kwargs(kwargs))
 
 
-CHILD_EVENT_DELAY = 1.0  # seconds: the events of one change (and our own last status write) settle
+# seconds: the events of one change (and our own last status write) settle into one reconcile;
+# short, because a server Ready but not yet used, or a Job done but its server not yet scaled down,
+# is GPU time held idle (docs/operator.md, "GPU accounting")
+CHILD_EVENT_DELAY = 0.25
 
 
 async def on_child_event(body: kopf.Body, memo: Any, logger: kopf.Logger, **kwargs: Any) -> None:

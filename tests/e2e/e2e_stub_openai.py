@@ -10,6 +10,7 @@ model so tests can check who was asked.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import hashlib
 import json
@@ -23,8 +24,15 @@ _MARK = re.compile(r"quality=(\d+)")
 
 
 class StubOpenAI:
-    def __init__(self, quality: dict[str, int] | None = None, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        quality: dict[str, int] | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        answer_seconds: float = 0.0,
+    ) -> None:
         self.quality = dict(quality or {})
+        self.answer_seconds = answer_seconds  # each reply waits this long, like a model decoding
         self.requests: collections.Counter[str] = collections.Counter()
         self._runner: web.AppRunner | None = None
         self.host = host
@@ -60,6 +68,8 @@ class StubOpenAI:
         body: dict[str, Any] = await request.json()
         model = str(body.get("model"))
         self.requests[model] += 1
+        if self.answer_seconds > 0:
+            await asyncio.sleep(self.answer_seconds)
         messages = body.get("messages") or []
         prompt = "\n".join(str(m.get("content") or "") for m in messages)
         if body.get("response_format") or "[[" in prompt:

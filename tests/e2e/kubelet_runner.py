@@ -22,7 +22,9 @@ authenticated as its ServiceAccount). Exactly three things are simulated, all he
    (that is KWOK's job, configured by the cluster harness); for every Service the operator creates,
    a stub OpenAI-compatible server (``e2e_stub_openai.StubOpenAI``) listens on the Service's ports
    at a loopback address of its own (``127.77.x.y``) — only while at least one pod selected by the
-   Service is Ready, like a Service with no ready endpoints.
+   Service is Ready, like a Service with no ready endpoints. A stub answers at once, or after
+   the seconds its namespace's ``e2e.kubejury.io/answer-seconds`` annotation names (tests that
+   need stages of a realistic length relative to the control plane's reactions).
 3. **Cluster DNS** (``dnsshim/sitecustomize.py``). Job processes get that directory on
    ``PYTHONPATH`` and ``KUBEJURY_E2E_HOSTS`` naming ``<workdir>/hosts.json``; their
    ``socket.getaddrinfo`` resolves ``<svc>.<ns>.svc[.cluster.local]`` to the Service's stub
@@ -321,6 +323,10 @@ class PodRunner:
             self._signal(run, signal.SIGKILL)
 
 
+# A namespace annotation the e2e tests set to make its stub servers take time per reply.
+ANSWER_SECONDS_ANNOTATION = "e2e.kubejury.io/answer-seconds"
+
+
 def stub_address(index: int) -> str:
     """The loopback address of the ``index``-th Service (127.77.0.1, 127.77.0.2, …)."""
     return f"127.77.{index // 250}.{index % 250 + 1}"
@@ -354,8 +360,11 @@ class StubServices:
             ready = await self._has_ready_pod(meta["namespace"], service["spec"].get("selector") or {})
             if ready and key not in self.servers:
                 stubs = []
+                delay = await self._answer_seconds(meta["namespace"])
                 for port in service["spec"].get("ports") or []:
-                    stub = StubOpenAI(self.quality, host=self.addresses[key], port=int(port["port"]))
+                    stub = StubOpenAI(
+                        self.quality, host=self.addresses[key], port=int(port["port"]), answer_seconds=delay
+                    )
                     await stub.__aenter__()
                     stubs.append(stub)
                 self.servers[key] = stubs
@@ -365,6 +374,16 @@ class StubServices:
         for key in list(self.servers):
             if key not in wanted:
                 await self._close(key)
+
+    async def _answer_seconds(self, namespace: str) -> float:
+        """How long the stubs of a namespace take per reply: the namespace's
+        ``e2e.kubejury.io/answer-seconds`` annotation (a test harness knob; 0 when absent)."""
+        found = await self.api.get("namespaces", None, namespace)
+        annotations = ((found or {}).get("metadata") or {}).get("annotations") or {}
+        try:
+            return max(0.0, float(annotations.get(ANSWER_SECONDS_ANNOTATION, 0)))
+        except (TypeError, ValueError):
+            return 0.0
 
     async def _has_ready_pod(self, namespace: str, selector: Mapping[str, str]) -> bool:
         if not selector:

@@ -60,7 +60,7 @@ def test_held_time_runs_from_the_ready_pod_to_the_scale_down_times_the_gpus() ->
         (a.kind, a.name, a.replicas) for a in down.actions
     }
     a = server(down.status["gpu"], "a")
-    assert "readySince" not in a
+    assert a["readySince"] is None
     assert a["heldGpuSeconds"] == 4 * 80  # T0 → T3 on 4 GPUs
     assert a["usedGpuSeconds"] == 4 * 60  # the Job ran T1 → T2
 
@@ -188,3 +188,42 @@ def test_job_state_reads_the_server_label_and_the_jobs_start_and_end() -> None:
     assert job_state(failed).finished_at == T3
     running = {"metadata": {"labels": labels}, "status": {"startTime": T0}}
     assert job_state(running).finished_at is None
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch, as the API server applies the operator's status patch."""
+    if not isinstance(patch, dict):
+        return patch
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def test_a_closed_interval_is_gone_from_the_stored_status_after_the_merge_patch() -> None:
+    run = one_model_run()
+    up = Observed(deployments=ready("m-a"), present=present_for("m-a"), servers_ready_since={"m-a": T0})
+    stored = merge_patch({}, plan(run, up, {}, T1).status)
+    assert GpuUsage.from_json(stored["gpu"]).open
+    finished = JobState(succeeded=True, server="m-a", started_at=T1, finished_at=T2)
+    down = plan(run, replace(up, jobs=gen_jobs(["a"], finished, ONE_SERIES)), stored, T3)
+    stored = merge_patch(stored, down.status)
+    assert not GpuUsage.from_json(stored["gpu"]).open, stored["gpu"]
+    assert stored["gpu"]["idleShare"] == round(1 - 60 / 80, 4)
+
+
+def test_a_pod_still_ready_after_its_scale_down_is_not_counted_twice() -> None:
+    run = one_model_run()
+    up = Observed(deployments=ready("m-a"), present=present_for("m-a"), servers_ready_since={"m-a": T0})
+    first = plan(run, up, {}, T1)
+    finished = JobState(succeeded=True, server="m-a", started_at=T1, finished_at=T2)
+    lingering = replace(up, jobs=gen_jobs(["a"], finished, ONE_SERIES))  # not wanted, Pod still Ready
+    down = plan(run, lingering, first.status, T3)
+    assert server(down.status["gpu"], "a")["heldGpuSeconds"] == 4 * 80
+    later = plan(run, lingering, down.status, T4)
+    a = server(later.status["gpu"], "a")
+    assert a["heldGpuSeconds"] == 4 * (80 + 220)  # only T3 → T4 added: the Pod really still holds GPUs
+    assert a["readySince"] is None and a["heldUntil"] == T4

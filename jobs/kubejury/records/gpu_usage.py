@@ -89,6 +89,7 @@ class ServerGpuUsage:
     used_gpu_seconds: float = 0.0  # closed in-use intervals
     ready_since: str | None = None  # open Ready interval
     in_use_since: str | None = None  # open in-use interval
+    held_until: str | None = None  # when the last held interval was closed (never counted twice)
 
     def held_at(self, now: str) -> float:
         """GPU-seconds held up to ``now`` (the open interval included)."""
@@ -100,19 +101,18 @@ class ServerGpuUsage:
         return min(used, self.held_at(now)) if self.gpus else used
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
+        # A closed interval is written as null, not left out: the status is written with a merge
+        # patch, which keeps every key a patch leaves out (the interval would stay open).
+        return {
             "role": self.role,
             "gpus": self.gpus,
+            "gpuProduct": self.gpu_product,
             "heldGpuSeconds": round(self.held_gpu_seconds, 1),
             "usedGpuSeconds": round(self.used_gpu_seconds, 1),
+            "readySince": self.ready_since,
+            "inUseSince": self.in_use_since,
+            "heldUntil": self.held_until,
         }
-        if self.gpu_product:
-            data["gpuProduct"] = self.gpu_product
-        if self.ready_since:
-            data["readySince"] = self.ready_since
-        if self.in_use_since:
-            data["inUseSince"] = self.in_use_since
-        return data
 
     @classmethod
     def from_json(cls, name: str, data: Mapping[str, Any]) -> ServerGpuUsage:
@@ -132,7 +132,7 @@ class ServerGpuUsage:
                 raise GpuUsageError(f"{where}.{key}: expected a string, got {value!r}")
             return value or None
 
-        for key in ("readySince", "inUseSince"):
+        for key in ("readySince", "inUseSince", "heldUntil"):
             try:
                 parse_time(text(key))
             except ValueError as exc:
@@ -146,6 +146,7 @@ class ServerGpuUsage:
             used_gpu_seconds=number("usedGpuSeconds"),
             ready_since=text("readySince"),
             in_use_since=text("inUseSince"),
+            held_until=text("heldUntil"),
         )
 
 
@@ -178,14 +179,13 @@ class GpuUsage:
         """The ``status.gpu`` form; totals only of closed intervals (readers add open ones)."""
         held = sum(s.held_gpu_seconds for s in self.servers)
         used = sum(s.used_gpu_seconds for s in self.servers)
-        data: dict[str, Any] = {
+        idle = None if self.open or held <= 0 else round(max(0.0, 1.0 - min(used, held) / held), 4)
+        return {
             "servers": {s.name: s.to_json() for s in self.servers},
             "heldGpuSeconds": round(held, 1),
             "usedGpuSeconds": round(used, 1),
+            "idleShare": idle,  # null while a server is up or a Job runs
         }
-        if not self.open and held > 0:
-            data["idleShare"] = round(max(0.0, 1.0 - min(used, held) / held), 4)
-        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> GpuUsage:
