@@ -339,7 +339,13 @@ def _write_private(path: Path, text: str) -> Path:
     return path
 
 
-def _components(state: Path, bin_dir: Path, pki: Pki, ports: Mapping[str, int]) -> list[Component]:
+def _components(
+    state: Path,
+    bin_dir: Path,
+    pki: Pki,
+    ports: Mapping[str, int],
+    extra_args: Mapping[str, Sequence[str]] | None = None,
+) -> list[Component]:
     api_url = f"https://127.0.0.1:{ports['apiserver']}"
     kubeconfigs = state / "kubeconfigs"
     kubeconfigs.mkdir(exist_ok=True)
@@ -355,7 +361,7 @@ def _components(state: Path, bin_dir: Path, pki: Pki, ports: Mapping[str, int]) 
     etcd_peer = f"http://127.0.0.1:{ports['etcd_peer']}"
     kcm = configs[CONTROLLER_MANAGER.file_stem]
     scheduler = configs[SCHEDULER.file_stem]
-    return [
+    components = [
         Component(
             "etcd",
             "etcd",
@@ -457,6 +463,11 @@ def _components(state: Path, bin_dir: Path, pki: Pki, ports: Mapping[str, int]) 
             ),
         ),
     ]
+    extra = extra_args or {}
+    unknown = sorted(set(extra) - {c.name for c in components})
+    if unknown:
+        raise ClusterError(f"extra arguments for unknown components: {', '.join(unknown)}")
+    return [Component(c.name, c.binary, (*c.args, *extra.get(c.name, ()))) for c in components]
 
 
 # --- readiness -------------------------------------------------------------------------------------
@@ -553,13 +564,20 @@ def _nodes_ready(cluster: Cluster, names: set[str]) -> Callable[[], bool]:
 
 
 def start_cluster(
-    nodes_file: Path = DEFAULT_NODES_FILE, state_dir: Path = REPO / ".cluster", *, bin_dir: Path | None = None
+    nodes_file: Path = DEFAULT_NODES_FILE,
+    state_dir: Path = REPO / ".cluster",
+    *,
+    bin_dir: Path | None = None,
+    extra_args: Mapping[str, Sequence[str]] | None = None,
 ) -> Cluster:
     """Start (or find already running) a dev cluster in ``state_dir`` with the nodes of ``nodes_file``.
 
     Returns once the API server is ready, the controllers and scheduler are healthy, every node is
     Ready and the ``default`` ServiceAccount exists. On failure, stops what it started and raises
-    :class:`ClusterError` naming the component and quoting its log.
+    :class:`ClusterError` naming the component and quoting its log. ``extra_args`` appends flags to
+    components by name (e.g. ``{"kube-controller-manager": ["--kube-api-qps=100"]}`` for the
+    scale benchmark); the tests and ``make cluster-up`` pass none. A running cluster is reused
+    whatever its flags were, so pass ``extra_args`` to a fresh state directory.
     """
     state = state_dir.resolve()
     nodes_path = nodes_file.resolve()
@@ -584,7 +602,7 @@ def start_cluster(
     cluster = Cluster(state_dir=state, bin_dir=bins, nodes_file=nodes_path, api_url=api_url, ports=ports)
     try:
         started: list[str] = []
-        for component in _components(state, bins, pki, ports):
+        for component in _components(state, bins, pki, ports, extra_args):
             _launch(state, bins, component)
             started.append(component.name)
             _wait(
