@@ -1,0 +1,351 @@
+"""The benchmark's arithmetic, pure: audit-log requests per minute, percentiles, status delays,
+and the time to create each run's model servers.
+
+Why this module exists: every figure in ``benchmarks/results/operator_scale.md`` is computed here
+from recorded observations (audit-log lines, watch timestamps), so the method can be unit-tested
+without a cluster (``tests/unit/test_operator_scale_bench.py``) and read in one place.
+
+* **Requests** are counted from the API server's audit log (level Metadata): one request is the
+  ``ResponseComplete`` event of a normal request, or the ``ResponseStarted`` event of a watch (a
+  watch completes only when it closes), at its ``requestReceivedTimestamp``.
+* **Status delay** of a Job: from the moment the benchmark's watch on Jobs first saw the Job's
+  ``Complete`` condition to the first EvalRun status (seen by its watch on EvalRuns) that reflects
+  it — for generation the k-th completed generation Job is reflected when
+  ``status.stages.generation.jobsDone`` reaches k; for judging the same with the final judging
+  rounds (``kubejury.io/models-complete`` = all models; earlier rounds change no status field);
+  for aggregation, phase ``Succeeded`` with a summary. A status that already showed it (the
+  operator may count a generation done from its progress record) counts as 0 s and is reported
+  as "early".
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+OPERATOR_USER = "system:serviceaccount:kubejury:kubejury"
+
+
+def parse_time(text: str) -> float:
+    """RFC 3339 (the audit log's microseconds, or the API's seconds) → epoch seconds."""
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def percentile(values: Sequence[float], p: float) -> float | None:
+    """The ``p``-th percentile (0-100) with linear interpolation between ranks; None when empty."""
+    if not values:
+        return None
+    if not 0 <= p <= 100:
+        raise ValueError(f"percentile {p} is not within 0..100")
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * p / 100.0
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def distribution(values: Sequence[float]) -> dict[str, float | int | None]:
+    """count, p50, p99 and max of ``values``."""
+    return {
+        "count": len(values),
+        "p50": percentile(values, 50),
+        "p99": percentile(values, 99),
+        "max": max(values) if values else None,
+    }
+
+
+# ---------------------------------------------------------------------------------- audit log
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One API request from the audit log."""
+
+    at: float  # requestReceivedTimestamp, epoch seconds
+    user: str
+    verb: str
+    resource: str  # "pods", "evalruns/status", … ("" for a non-resource URL)
+    namespace: str
+    name: str
+    code: int
+
+
+def request_of(event: Mapping[str, Any]) -> Request | None:
+    """The request an audit event stands for, or None when the event is not the one to count
+    (see the module docstring: ResponseComplete, or ResponseStarted of a watch)."""
+    stage = event.get("stage")
+    verb = str(event.get("verb") or "")
+    if not (
+        (stage == "ResponseComplete" and verb != "watch") or (stage == "ResponseStarted" and verb == "watch")
+    ):
+        return None
+    ref = event.get("objectRef") or {}
+    resource = str(ref.get("resource") or "")
+    if ref.get("subresource"):
+        resource += f"/{ref['subresource']}"
+    return Request(
+        at=parse_time(str(event.get("requestReceivedTimestamp") or event.get("stageTimestamp"))),
+        user=str((event.get("user") or {}).get("username") or ""),
+        verb=verb,
+        resource=resource,
+        namespace=str(ref.get("namespace") or ""),
+        name=str(ref.get("name") or ""),
+        code=int((event.get("responseStatus") or {}).get("code") or 0),
+    )
+
+
+def requests_from_lines(lines: Iterable[bytes]) -> Iterator[Request]:
+    """Requests of audit-log lines (JSON, one event per line); a torn or foreign line is skipped."""
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            event = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        request = request_of(event) if isinstance(event, dict) else None
+        if request is not None:
+            yield request
+
+
+@dataclass(frozen=True)
+class Window:
+    name: str  # "active" | "idle"
+    start: float
+    end: float
+
+    @property
+    def minutes(self) -> float:
+        return max(self.end - self.start, 1e-9) / 60.0
+
+    def holds(self, at: float) -> bool:
+        return self.start <= at < self.end
+
+
+@dataclass
+class WindowLoad:
+    """Requests per minute in one window: the operator's by verb and by verb+resource, everyone's by
+    verb, and each user's total."""
+
+    window: Window
+    operator_by_verb: dict[str, float] = field(default_factory=dict)
+    operator_by_verb_resource: dict[str, float] = field(default_factory=dict)
+    all_by_verb: dict[str, float] = field(default_factory=dict)
+    by_user: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def operator_total(self) -> float:
+        return sum(self.operator_by_verb.values())
+
+    @property
+    def all_total(self) -> float:
+        return sum(self.all_by_verb.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "window": {"name": self.window.name, "start": self.window.start, "end": self.window.end},
+            "minutes": round(self.window.minutes, 3),
+            "operator_per_min": round(self.operator_total, 2),
+            "operator_by_verb_per_min": _rounded(self.operator_by_verb),
+            "operator_by_verb_resource_per_min": _rounded(self.operator_by_verb_resource),
+            "all_per_min": round(self.all_total, 2),
+            "all_by_verb_per_min": _rounded(self.all_by_verb),
+            "by_user_per_min": _rounded(dict(sorted(self.by_user.items(), key=lambda kv: -kv[1])[:15])),
+        }
+
+
+def _rounded(values: Mapping[str, float]) -> dict[str, float]:
+    return {k: round(v, 2) for k, v in sorted(values.items(), key=lambda kv: -kv[1])}
+
+
+class AuditTally:
+    """Requests of the audit log added one at a time: counts per window for everyone, and the
+    operator's requests kept whole (they are few; the Deployment creations are read from them)."""
+
+    def __init__(self, windows: Sequence[Window], operator_user: str = OPERATOR_USER) -> None:
+        self.windows = list(windows)
+        self.operator_user = operator_user
+        self.operator: list[Request] = []
+        self._all: dict[str, Counter[str]] = {w.name: Counter() for w in self.windows}
+        self._users: dict[str, Counter[str]] = {w.name: Counter() for w in self.windows}
+
+    def add(self, request: Request) -> None:
+        if request.user == self.operator_user:
+            self.operator.append(request)
+        for window in self.windows:
+            if window.holds(request.at):
+                self._all[window.name][request.verb] += 1
+                self._users[window.name][request.user] += 1
+
+    def add_lines(self, lines: Iterable[bytes]) -> None:
+        for request in requests_from_lines(lines):
+            self.add(request)
+
+    def load(self, name: str) -> WindowLoad:
+        """Requests per minute in the window called ``name`` (see :class:`WindowLoad`)."""
+        window = next(w for w in self.windows if w.name == name)
+        op_verb: Counter[str] = Counter()
+        op_resource: Counter[str] = Counter()
+        for r in self.operator:
+            if window.holds(r.at):
+                op_verb[r.verb] += 1
+                op_resource[f"{r.verb} {r.resource}"] += 1
+        per = window.minutes
+        return WindowLoad(
+            window,
+            operator_by_verb={k: v / per for k, v in op_verb.items()},
+            operator_by_verb_resource={k: v / per for k, v in op_resource.items()},
+            all_by_verb={k: v / per for k, v in self._all[name].items()},
+            by_user={k: v / per for k, v in self._users[name].items()},
+        )
+
+
+def window_load(
+    requests: Iterable[Request], window: Window, operator_user: str = OPERATOR_USER
+) -> WindowLoad:
+    """Requests per minute in ``window`` (see :class:`WindowLoad`)."""
+    tally = AuditTally([window], operator_user)
+    for request in requests:
+        tally.add(request)
+    return tally.load(window.name)
+
+
+def forbidden(requests: Iterable[Request], operator_user: str = OPERATOR_USER) -> int:
+    """The operator's requests the API server refused with 403 (RBAC must allow all it does)."""
+    return sum(1 for r in requests if r.user == operator_user and r.code == 403)
+
+
+# --------------------------------------------------------------------------- server creation
+
+
+def deployment_creations(
+    requests: Iterable[Request], runs: Sequence[tuple[str, str]], operator_user: str = OPERATOR_USER
+) -> dict[tuple[str, str], dict[str, float]]:
+    """(namespace, run) → Deployment name → when the operator's create of it succeeded (201).
+    A Deployment belongs to the run whose ``kj-<run>-`` prefix its name has (run names are
+    chosen so that none is a prefix of another)."""
+    by_namespace: dict[str, list[str]] = {}
+    for namespace, name in runs:
+        by_namespace.setdefault(namespace, []).append(name)
+    found: dict[tuple[str, str], dict[str, float]] = {run: {} for run in runs}
+    for r in requests:
+        if r.user != operator_user or r.verb != "create" or r.resource != "deployments" or r.code != 201:
+            continue
+        for name in by_namespace.get(r.namespace, []):
+            if r.name.startswith(f"kj-{name}-"):
+                found[(r.namespace, name)].setdefault(r.name, r.at)
+    return found
+
+
+def time_to_create(created_at: float, creations: Mapping[str, float], wanted: Iterable[str]) -> float | None:
+    """Seconds from a run's creation until every Deployment in ``wanted`` was created (None if one
+    never was)."""
+    names = list(wanted)
+    if not names or any(n not in creations for n in names):
+        return None
+    return max(creations[n] for n in names) - created_at
+
+
+# ------------------------------------------------------------------------------ status delay
+
+
+@dataclass(frozen=True)
+class JobDone:
+    """A Job of one run, and when the benchmark's Job watch first saw it Complete."""
+
+    kind: str  # "generate" | "judge" | "aggregate"
+    at: float
+    final: bool = True  # judging: the round created after every model's answers existed
+
+
+@dataclass(frozen=True)
+class StatusPoint:
+    """An EvalRun status as the benchmark's watch saw it."""
+
+    at: float
+    phase: str
+    generation_jobs_done: int
+    judging_jobs_done: int
+    summary: bool
+
+
+def status_point(at: float, status: Mapping[str, Any]) -> StatusPoint:
+    stages = status.get("stages") or {}
+    return StatusPoint(
+        at=at,
+        phase=str(status.get("phase") or ""),
+        generation_jobs_done=int((stages.get("generation") or {}).get("jobsDone") or 0),
+        judging_jobs_done=int((stages.get("judging") or {}).get("jobsDone") or 0),
+        summary=status.get("summary") is not None,
+    )
+
+
+@dataclass(frozen=True)
+class Delay:
+    kind: str
+    seconds: float  # ≥ 0
+    early: bool  # the status reflected it before the Job was seen Complete
+
+
+def _reflected(points: Sequence[StatusPoint], done: float, test: Any) -> Delay | None:
+    for point in points:
+        if test(point):
+            return Delay("", max(0.0, point.at - done), point.at < done)
+    return None
+
+
+def status_delays(jobs: Sequence[JobDone], points: Sequence[StatusPoint]) -> tuple[list[Delay], int]:
+    """The delay of every counted Job of one run (module docstring), and how many were never
+    reflected while the benchmark watched."""
+    ordered = sorted(points, key=lambda p: p.at)
+    delays: list[Delay] = []
+    missing = 0
+    for kind in ("generate", "judge"):
+        done = sorted(j.at for j in jobs if j.kind == kind and j.final)
+        for k, at in enumerate(done, start=1):
+            if kind == "generate":
+                found = _reflected(ordered, at, lambda p, k=k: p.generation_jobs_done >= k)
+            else:
+                found = _reflected(ordered, at, lambda p, k=k: p.judging_jobs_done >= k)
+            if found is None:
+                missing += 1
+            else:
+                delays.append(Delay(kind, found.seconds, found.early))
+    for job in jobs:
+        if job.kind == "aggregate":
+            found = _reflected(ordered, job.at, lambda p: p.phase == "Succeeded" and p.summary)
+            if found is None:
+                missing += 1
+            else:
+                delays.append(Delay("aggregate", found.seconds, found.early))
+    return delays, missing
+
+
+def peak_rate(samples: Sequence[tuple[float, float]], span: float) -> float | None:
+    """The highest rate of a cumulative counter over any stretch of at least ``span`` seconds
+    between two samples ``(time, value)`` (e.g. CPU-seconds → cores); None with too few samples."""
+    ordered = sorted(samples)
+    best: float | None = None
+    j = 0
+    for i in range(len(ordered)):
+        j = max(j, i + 1)
+        while j < len(ordered) and ordered[j][0] - ordered[i][0] < span:
+            j += 1
+        if j >= len(ordered):
+            break
+        rate = (ordered[j][1] - ordered[i][1]) / (ordered[j][0] - ordered[i][0])
+        best = rate if best is None else max(best, rate)
+    return best
+
+
+def ratio(new: float | None, old: float | None) -> float | None:
+    """``new / old`` (how many times the new design's figure is the old one's); None without both."""
+    if new is None or old is None or old == 0:
+        return None
+    return new / old

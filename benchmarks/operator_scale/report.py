@@ -1,0 +1,346 @@
+"""The results files: ``benchmarks/results/operator_scale.json`` (everything) and ``.md`` (read me).
+
+Why this module exists: the Markdown shows both designs side by side per scale with ratios, the
+issue's targets as met / not met, how cost grows from scale to scale, and the machine, date and
+exact command — rendered from the JSON document alone (:func:`render`, pure), so the two files
+never disagree.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .measure import ratio
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+NAMES = {"list": "list (today)", "watch": "watch (new)"}
+#: Issue 13's targets, checked at the largest scale that ran.
+TARGET_IDLE_PER_RUN = 1.0  # API requests per minute per idle or finished EvalRun
+TARGET_CORES = 0.5
+TARGET_RSS_MIB = 500.0
+TARGET_P99_S = 5.0
+
+
+def machine(command: str, started: float, finished: float, options: Any) -> dict[str, Any]:
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+        memory_kib = int(Path("/proc/meminfo").read_text().split()[1])
+    except (OSError, ValueError, IndexError):
+        memory_kib = 0
+    return {
+        "command": command,
+        "started": datetime.datetime.fromtimestamp(started, datetime.UTC).isoformat(timespec="seconds"),
+        "finished": datetime.datetime.fromtimestamp(finished, datetime.UTC).isoformat(timespec="seconds"),
+        "wall_min": round((finished - started) / 60, 1),
+        "cores": os.cpu_count(),
+        "cpu": model,
+        "memory_gib": round(memory_kib / 1024 / 1024, 1),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "options": {
+            "scales": list(options.scales),
+            "designs": list(options.designs),
+            "nodes": options.nodes,
+            "namespaces": options.namespaces,
+            "idle_s": options.idle_s,
+            "hold_s": options.hold,
+            "generation_shards": options.shards,
+        },
+    }
+
+
+def write(document: Mapping[str, Any], out: Path) -> tuple[Path, Path]:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    js, md = out.with_suffix(".json"), out.with_suffix(".md")
+    js.write_text(json.dumps(document, indent=1, sort_keys=False) + "\n", encoding="utf-8")
+    md.write_text(render(document), encoding="utf-8")
+    return md, js
+
+
+# ------------------------------------------------------------------------------------ format
+
+
+def _num(value: Any, digits: int = 2) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, int):
+        return str(value)
+    return f"{float(value):.{digits}f}"
+
+
+def _ratio(new: Any, old: Any) -> str:
+    found = ratio(new, old)
+    return "—" if found is None else f"×{found:.2f}"
+
+
+def _get(round_: Mapping[str, Any] | None, *path: str) -> Any:
+    value: Any = round_
+    for key in path:
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(key)
+    return value
+
+
+def _rows() -> list[tuple[str, tuple[str, ...], int]]:
+    """(label, path into a round, digits) of the side-by-side table."""
+    return [
+        ("runs Succeeded", ("outcome", "succeeded"), 0),
+        ("runs unfinished at the round's timeout", ("outcome", "unfinished"), 0),
+        ("active window: creation until every run finished (s)", ("wall_s", "active"), 0),
+        ("operator CPU-seconds, active window", ("operator", "cpu_s_active"), 1),
+        ("operator cores, active window (mean)", ("operator", "cores_active"), 3),
+        ("operator cores, busiest 30 s of the active window", ("operator", "peak_cores_active_30s"), 3),
+        ("operator CPU-seconds per run, active window", ("operator", "cpu_s_per_run_active"), 2),
+        ("operator CPU-seconds, idle window", ("operator", "cpu_s_idle"), 1),
+        ("operator cores, idle window (mean)", ("operator", "cores_idle"), 3),
+        ("operator peak RSS (MiB, VmHWM)", ("operator", "peak_rss_mib"), 0),
+        ("operator API requests/min, active", ("api", "active", "operator_per_min"), 1),
+        ("… per run, active", ("api", "operator_per_run_per_min_active"), 2),
+        (
+            "operator API requests per run, whole active window",
+            ("api", "operator_requests_per_run_active"),
+            0,
+        ),
+        ("operator API requests/min, idle", ("api", "idle", "operator_per_min"), 1),
+        ("… per finished run, idle", ("api", "operator_per_finished_run_per_min_idle"), 3),
+        ("all users' API requests/min, active", ("api", "active", "all_per_min"), 0),
+        ("all users' API requests/min, idle", ("api", "idle", "all_per_min"), 0),
+        ("status delay p50 (s)", ("status_delay_s", "all", "p50"), 2),
+        ("status delay p99 (s)", ("status_delay_s", "all", "p99"), 2),
+        ("status delay max (s)", ("status_delay_s", "all", "max"), 2),
+        ("… Jobs measured", ("status_delay_s", "all", "count"), 0),
+        ("first wave of servers created p50 (s)", ("deployments_s", "first_wave", "p50"), 2),
+        ("first wave of servers created p99 (s)", ("deployments_s", "first_wave", "p99"), 2),
+        ("first wave of servers created max (s)", ("deployments_s", "first_wave", "max"), 2),
+        ("every server created p50 (s)", ("deployments_s", "all_servers", "p50"), 1),
+        ("every server created p99 (s)", ("deployments_s", "all_servers", "p99"), 1),
+        ("kube-apiserver cores, active", ("processes", "active", "kube-apiserver", "cores"), 3),
+        ("kube-apiserver cores, busiest 30 s", ("processes", "peak_cores_active_30s", "kube-apiserver"), 3),
+        ("kube-apiserver cores, idle", ("processes", "idle", "kube-apiserver", "cores"), 3),
+        ("etcd cores, active", ("processes", "active", "etcd", "cores"), 3),
+        ("etcd cores, idle", ("processes", "idle", "etcd", "cores"), 3),
+        ("etcd cores, busiest 30 s", ("processes", "peak_cores_active_30s", "etcd"), 3),
+        (
+            "kube-controller-manager cores, active",
+            ("processes", "active", "kube-controller-manager", "cores"),
+            3,
+        ),
+        ("operator 403 responses", ("api", "operator_403"), 0),
+        ("load average (1 min), mean during the round", ("load_average_1m", "mean"), 2),
+    ]
+
+
+def _by_scale(rounds: Sequence[Mapping[str, Any]]) -> dict[int, dict[str, Mapping[str, Any]]]:
+    found: dict[int, dict[str, Mapping[str, Any]]] = {}
+    for r in rounds:
+        found.setdefault(int(r["runs"]), {})[str(r["design"])] = r
+    return dict(sorted(found.items()))
+
+
+def _verbs(rounds: Mapping[str, Mapping[str, Any]], window: str) -> list[str]:
+    verbs: set[str] = set()
+    for r in rounds.values():
+        verbs |= set(_get(r, "api", window, "operator_by_verb_per_min") or {})
+    return sorted(verbs)
+
+
+def side_by_side(scale: int, rounds: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    old, new = rounds.get("list"), rounds.get("watch")
+    lines = [
+        f"### {scale} runs",
+        "",
+        f"| figure | {NAMES['list']} | {NAMES['watch']} | watch / list |",
+        "|---|---:|---:|---:|",
+    ]
+    for label, path, digits in _rows():
+        a, b = _get(old, *path), _get(new, *path)
+        lines.append(f"| {label} | {_num(a, digits)} | {_num(b, digits)} | {_ratio(b, a)} |")
+    for window in ("active", "idle"):
+        for verb in _verbs(rounds, window):
+            a = _get(old, "api", window, "operator_by_verb_per_min", verb) or 0.0
+            b = _get(new, "api", window, "operator_by_verb_per_min", verb) or 0.0
+            lines.append(
+                f"| operator `{verb}` requests/min, {window} | {_num(a, 1)} | {_num(b, 1)} | {_ratio(b, a)} |"
+            )
+    lines.append("")
+    return lines
+
+
+def targets(rounds: Sequence[Mapping[str, Any]]) -> list[str]:
+    by_scale = _by_scale(rounds)
+    if not by_scale:
+        return []
+    scale = max(by_scale)
+    checks = [
+        (
+            f"an idle or finished EvalRun costs ≤ {TARGET_IDLE_PER_RUN:g} API request/min",
+            ("api", "operator_per_finished_run_per_min_idle"),
+            TARGET_IDLE_PER_RUN,
+            "req/min per run",
+        ),
+        (
+            f"the operator uses ≤ {TARGET_CORES:g} core (mean over the active window)",
+            ("operator", "cores_active"),
+            TARGET_CORES,
+            "cores",
+        ),
+        (
+            f"the operator uses ≤ {TARGET_CORES:g} core (its busiest 30 s)",
+            ("operator", "peak_cores_active_30s"),
+            TARGET_CORES,
+            "cores",
+        ),
+        (
+            f"the operator uses ≤ {TARGET_RSS_MIB:g} MiB (peak RSS)",
+            ("operator", "peak_rss_mib"),
+            TARGET_RSS_MIB,
+            "MiB",
+        ),
+        (f"p99 status delay ≤ {TARGET_P99_S:g} s", ("status_delay_s", "all", "p99"), TARGET_P99_S, "s"),
+    ]
+    lines = [
+        f"## Targets (issue 13), at {scale} runs",
+        "",
+        f"| target | {NAMES['list']} | {NAMES['watch']} |",
+        "|---|---|---|",
+    ]
+    for label, path, limit, unit in checks:
+        cells = []
+        for design in ("list", "watch"):
+            value = _get(by_scale[scale].get(design), *path)
+            if value is None:
+                cells.append("not measured")
+            else:
+                verdict = "**met**" if float(value) <= limit else "**not met**"
+                cells.append(f"{_num(value, 3)} {unit}: {verdict}")
+        lines.append(f"| {label} | {cells[0]} | {cells[1]} |")
+    lines.append("")
+    return lines
+
+
+def growth(rounds: Sequence[Mapping[str, Any]]) -> list[str]:
+    columns = [
+        ("operator cores, active", ("operator", "cores_active"), 3),
+        ("operator cores, busiest 30 s", ("operator", "peak_cores_active_30s"), 3),
+        ("operator CPU-s per run", ("operator", "cpu_s_per_run_active"), 2),
+        ("peak RSS MiB", ("operator", "peak_rss_mib"), 0),
+        ("operator req/min, active", ("api", "active", "operator_per_min"), 0),
+        ("operator requests per run", ("api", "operator_requests_per_run_active"), 0),
+        ("req/min per finished run, idle", ("api", "operator_per_finished_run_per_min_idle"), 3),
+        ("status delay p99 s", ("status_delay_s", "all", "p99"), 2),
+        ("first wave p99 s", ("deployments_s", "first_wave", "p99"), 2),
+        ("apiserver cores, active", ("processes", "active", "kube-apiserver", "cores"), 3),
+        ("etcd cores, active", ("processes", "active", "etcd", "cores"), 3),
+    ]
+    lines = [
+        "## How cost grows",
+        "",
+        "| design | runs | " + " | ".join(c[0] for c in columns) + " |",
+        "|---|---:|" + "---:|" * len(columns),
+    ]
+    by_scale = _by_scale(rounds)
+    for design in ("list", "watch"):
+        for scale, by_design in by_scale.items():
+            r = by_design.get(design)
+            if r is None:
+                continue
+            cells = [_num(_get(r, *path), digits) for _, path, digits in columns]
+            lines.append(f"| {NAMES[design]} | {scale} | " + " | ".join(cells) + " |")
+    lines.append("")
+    return lines
+
+
+def render(document: Mapping[str, Any]) -> str:
+    meta = document.get("meta") or {}
+    options = meta.get("options") or {}
+    rounds: list[Mapping[str, Any]] = list(document.get("rounds") or [])
+    lines = [
+        "# Operator scale: the list-per-tick design against the watch-fed one",
+        "",
+        "Issue 13, part 2 — `make bench-operator` (`benchmarks/operator_scale/`; method and what is",
+        "simulated: [docs/benchmarks.md](../../docs/benchmarks.md)). Both designs of the operator ran in one",
+        "invocation, on one cluster, one after the other with the same workload: `list` is",
+        "`KUBEJURY_OBSERVATION=list` (each run lists its children every tick, finished runs included), `watch`",
+        "the default (watch-fed caches, reconcile on a child's change, finished runs left alone).",
+        "",
+        f"- **Date:** {meta.get('started', '?')} to {meta.get('finished', '?')} UTC ({meta.get('wall_min', '?')} min)",
+        f"- **Machine:** {meta.get('cores', '?')} cores ({meta.get('cpu', '?')}), {meta.get('memory_gib', '?')} GiB,"
+        f" Linux {meta.get('kernel', '?')}, Python {meta.get('python', '?')}; the load average during each round is"
+        " in its table (other work may have shared the machine).",
+        f"- **Command:** `{meta.get('command', '?')}`",
+        f"- **Cluster:** {options.get('nodes', '?')} KWOK nodes ({_counts(document.get('nodes') or {})}); GPUs"
+        f" {_counts(document.get('gpus') or {})}.",
+        f"- **Workload per round:** N EvalRuns of `examples/evalrun-study.yaml` (16 models, 3 judges — two share"
+        f" a model's server, one hosted — `maxConcurrentModels: 4`, 2 series in even-numbered runs and 1 in odd,"
+        f" generationShards {options.get('generation_shards', '?')}) across {options.get('namespaces', '?')}"
+        f" namespaces; each simulated Job pod runs a uniform {options.get('hold_s', '?')} s; idle window"
+        f" {options.get('idle_s', '?')} s; reconcile interval: the chart's default, 15 s.",
+        "- **Rounds:** separate per scale and design (every run of a round is created at once, the round ends",
+        "  after its idle window; runs and children are deleted before the next round).",
+        "",
+    ]
+    sources = {str(_get(r, "source", "digest")) for r in rounds}
+    heads = sorted({str(_get(r, "source", "git_head")) for r in rounds})
+    lines += [
+        f"- **Source:** git HEAD {', '.join(heads)}; "
+        + (
+            f"every round ran the same operator and engine source (digest {sources.pop()})."
+            if len(sources) == 1
+            else "the operator or engine source changed between rounds (digests "
+            + ", ".join(f"{r['design']} {r['runs']}: {_get(r, 'source', 'digest')}" for r in rounds)
+            + ")."
+        ),
+        "",
+    ]
+    unfinished = [r for r in rounds if not r.get("all_finished")]
+    if unfinished:
+        lines += [
+            "**Not every run finished** in: "
+            + ", ".join(
+                f"{r['design']} at {r['runs']} runs ({_get(r, 'outcome', 'unfinished')} unfinished)"
+                for r in unfinished
+            )
+            + " — their active window ended at the round's timeout.",
+            "",
+        ]
+    lines += targets(rounds)
+    lines += ["## Side by side, per scale", ""]
+    for scale, by_design in _by_scale(rounds).items():
+        lines += side_by_side(scale, by_design)
+    lines += growth(rounds)
+    lines += [
+        "## How the figures are taken",
+        "",
+        "- CPU: `utime + stime` from `/proc/<pid>/stat` of the operator (its session), etcd and kube-apiserver",
+        "  (the dev cluster's pid files), at the start of a round, when every run has finished, and at the end",
+        "  of the idle window; cores = CPU-seconds / wall seconds of the window. Peak RSS: `VmHWM` of",
+        "  `/proc/<pid>/status` at the end of the round (a fresh operator process per round).",
+        "- API requests: the API server's audit log, filtered on `system:serviceaccount:kubejury:kubejury`",
+        "  (the operator runs with a token of the chart's ServiceAccount) and in total; a watch counts when it",
+        "  starts. Active window: from the first create to the last run finished; idle: the window after.",
+        "- Status delay: for every generation Job, final judging round and aggregation Job, from the moment",
+        "  the benchmark's watch on Jobs saw it `Complete` to the first EvalRun status its watch on EvalRuns",
+        "  saw reflect it (`jobsDone` of the stage reached it, or `Succeeded` with a summary); a status that",
+        "  already showed it (from the progress record) counts 0 s.",
+        "- Servers: from just before a run's create request to the operator's successful `create` of each",
+        "  Deployment in the audit log; the *first wave* is what the operator's planner creates on a run's first",
+        "  reconcile (the judges' servers and `maxConcurrentModels` models), *every server* includes models",
+        "  brought up later as earlier ones finish.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _counts(values: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in values.items())

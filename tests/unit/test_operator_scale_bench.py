@@ -1,0 +1,369 @@
+"""The pure parts of the operator scale benchmark (``benchmarks/operator_scale``): the node mix,
+audit-log requests per window and verb, percentiles, status delays, server-creation times, the
+fast kubelet's reading of a Job pod, and the results Markdown. No cluster here: the benchmark
+itself runs with ``make bench-operator``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from benchmarks.operator_scale import fast_kubelet, measure, nodemix, report, workload  # noqa: E402
+
+from devcluster.nodes import load_nodes  # noqa: E402
+from kubejury.placement.gpu_nodes import gpu_pools, parse_node_list  # noqa: E402
+
+OPERATOR = measure.OPERATOR_USER
+
+
+def audit_line(
+    verb: str,
+    resource: str,
+    at: str,
+    *,
+    user: str = OPERATOR,
+    stage: str = "ResponseComplete",
+    code: int = 200,
+    namespace: str = "ns",
+    name: str = "",
+    subresource: str = "",
+) -> bytes:
+    ref: dict[str, Any] = {"resource": resource, "namespace": namespace}
+    if name:
+        ref["name"] = name
+    if subresource:
+        ref["subresource"] = subresource
+    event = {
+        "kind": "Event",
+        "stage": stage,
+        "verb": verb,
+        "user": {"username": user},
+        "objectRef": ref,
+        "responseStatus": {"code": code},
+        "requestReceivedTimestamp": at,
+        "stageTimestamp": at,
+    }
+    return json.dumps(event).encode()
+
+
+# ------------------------------------------------------------------------------------ node mix
+
+
+def test_the_500_node_mix_has_seven_gpu_products_and_cpu_nodes_with_gfd_labels_and_taints() -> None:
+    nodes = nodemix.node_list(500)
+    assert len(nodes["items"]) == 500
+    products = nodemix.gpus_by_product(nodes)
+    assert set(products) == {
+        "NVIDIA-H100-80GB-HBM3",
+        "NVIDIA-H200",
+        "NVIDIA-B200",
+        "NVIDIA-A100-SXM4-80GB",
+        "NVIDIA-A100-SXM4-40GB",
+        "NVIDIA-L40S",
+        "NVIDIA-L4",
+    }
+    gpu_node = next(n for n in nodes["items"] if n["metadata"]["name"] == "gpu-h200-0")
+    labels = gpu_node["metadata"]["labels"]
+    assert labels["nvidia.com/gpu.memory"] == "143771" and labels["nvidia.com/gpu.compute.major"] == "9"
+    assert gpu_node["spec"]["taints"] == [
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+    ]
+    assert gpu_node["status"]["allocatable"]["nvidia.com/gpu"] == "8"
+    cpu_nodes = [n for n in nodes["items"] if "nvidia.com/gpu.present" not in n["metadata"]["labels"]]
+    assert cpu_nodes and all(not n["spec"].get("taints") for n in cpu_nodes)
+    # placement reads every pool, with its compute capability
+    pools = gpu_pools(parse_node_list(nodes["items"]))
+    assert len(pools) == 7 and all(p.compute_capability is not None for p in pools)
+
+
+@pytest.mark.parametrize("total", [1, 7, 8, 50, 123, 500, 1000])
+def test_any_node_count_is_met_exactly_and_small_mixes_keep_every_pool(total: int) -> None:
+    counts = nodemix.counts(total)
+    assert sum(counts.values()) == total
+    if total >= len(nodemix.NODE_TYPES):
+        assert all(v >= 1 for v in counts.values())
+    assert nodemix.counts(500) == {t.prefix: t.share for t in nodemix.NODE_TYPES}
+
+
+def test_the_mix_is_a_nodes_file_the_dev_cluster_accepts(tmp_path: Path) -> None:
+    path = tmp_path / "nodes.json"
+    path.write_text(json.dumps(nodemix.node_list(50)))
+    assert len(load_nodes(path)) == 50
+
+
+# ----------------------------------------------------------------------------------- audit log
+
+
+def test_requests_are_counted_once_per_window_and_verb_for_the_operator_and_everyone() -> None:
+    lines = [
+        audit_line("list", "jobs", "2026-12-01T00:00:10.000000Z"),
+        audit_line("list", "jobs", "2026-12-01T00:00:20.000000Z"),
+        audit_line("patch", "evalruns", "2026-12-01T00:00:30.000000Z", subresource="status"),
+        # a watch counts when it starts, not again when it ends
+        audit_line("watch", "pods", "2026-12-01T00:00:40.000000Z", stage="ResponseStarted"),
+        audit_line("watch", "pods", "2026-12-01T00:00:40.000000Z"),
+        # a normal request counts at ResponseComplete only
+        audit_line("get", "secrets", "2026-12-01T00:00:50.000000Z", stage="ResponseStarted"),
+        audit_line("update", "leases", "2026-12-01T00:00:50.000000Z", user="system:node:gpu-h100-0"),
+        audit_line("get", "secrets", "2026-12-01T00:01:30.000000Z"),  # the idle window
+        b'{"torn line',
+    ]
+    start = measure.parse_time("2026-12-01T00:00:00Z")
+    windows = [
+        measure.Window("active", start, start + 60),
+        measure.Window("idle", start + 60, start + 180),
+    ]
+    tally = measure.AuditTally(windows)
+    tally.add_lines(lines)
+    active, idle = tally.load("active"), tally.load("idle")
+    assert active.operator_by_verb == {"list": 2.0, "patch": 1.0, "watch": 1.0}
+    assert active.operator_by_verb_resource["patch evalruns/status"] == 1.0
+    assert active.all_by_verb == {"list": 2.0, "patch": 1.0, "watch": 1.0, "update": 1.0}
+    assert active.by_user["system:node:gpu-h100-0"] == 1.0
+    assert idle.operator_by_verb == {"get": 0.5}  # one request in two minutes
+    assert idle.all_total == 0.5
+    assert measure.window_load(measure.requests_from_lines(lines), windows[0]).operator_total == 4.0
+
+
+def test_refusals_and_deployment_creations_are_read_from_the_operators_requests() -> None:
+    lines = [
+        audit_line("create", "deployments", "2026-12-01T00:00:01.500000Z", name="kj-w010-001-m-a", code=201),
+        audit_line("create", "deployments", "2026-12-01T00:00:03.000000Z", name="kj-w010-001-m-b", code=201),
+        audit_line("create", "deployments", "2026-12-01T00:00:04.000000Z", name="kj-w010-001-m-b", code=409),
+        audit_line("create", "deployments", "2026-12-01T00:00:05.000000Z", name="kj-w010-0011-m-a", code=201),
+        audit_line("create", "deployments", "2026-12-01T00:00:09.000000Z", name="kj-w010-001-m-c", code=201),
+        audit_line("list", "secrets", "2026-12-01T00:00:06.000000Z", code=403),
+    ]
+    requests = list(measure.requests_from_lines(lines))
+    assert measure.forbidden(requests) == 1
+    created = measure.deployment_creations(requests, [("ns", "w010-001")])
+    assert created == {
+        ("ns", "w010-001"): {
+            "kj-w010-001-m-a": measure.parse_time("2026-12-01T00:00:01.5Z"),
+            "kj-w010-001-m-b": measure.parse_time("2026-12-01T00:00:03Z"),
+            "kj-w010-001-m-c": measure.parse_time("2026-12-01T00:00:09Z"),
+        }
+    }
+    at = measure.parse_time("2026-12-01T00:00:00Z")
+    first_wave = ["kj-w010-001-m-a", "kj-w010-001-m-b"]
+    assert measure.time_to_create(at, created[("ns", "w010-001")], first_wave) == pytest.approx(3.0)
+    assert measure.time_to_create(at, created[("ns", "w010-001")], ["kj-w010-001-m-z"]) is None
+
+
+# --------------------------------------------------------------------------------- arithmetic
+
+
+def test_percentiles_interpolate_between_ranks() -> None:
+    assert measure.percentile([], 50) is None
+    assert measure.percentile([4.0], 99) == 4.0
+    assert measure.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+    assert measure.percentile(list(map(float, range(101))), 99) == pytest.approx(99.0)
+    assert measure.percentile([3.0, 1.0, 2.0], 100) == 3.0
+    with pytest.raises(ValueError):
+        measure.percentile([1.0], 101)
+    assert measure.distribution([1.0, 3.0]) == {
+        "count": 2,
+        "p50": 2.0,
+        "p99": pytest.approx(2.98),
+        "max": 3.0,
+    }
+
+
+def test_the_busiest_stretch_of_a_cumulative_counter() -> None:
+    samples = [(0.0, 0.0), (5.0, 0.5), (10.0, 1.0), (15.0, 4.0), (20.0, 7.0), (25.0, 7.5)]
+    assert measure.peak_rate(samples, 10.0) == pytest.approx(0.6)  # 10 → 20 s: 6 CPU-seconds in 10 s
+    assert measure.peak_rate(samples[:2], 10.0) is None
+    assert measure.ratio(2.0, 4.0) == 0.5 and measure.ratio(1.0, 0.0) is None
+
+
+def test_status_delays_count_the_kth_completion_against_the_kth_jobs_done() -> None:
+    jobs = [
+        measure.JobDone("generate", 10.0),
+        measure.JobDone("generate", 12.0),
+        measure.JobDone("judge", 20.0, final=False),  # an earlier round: no status field shows it
+        measure.JobDone("judge", 30.0),
+        measure.JobDone("aggregate", 40.0),
+    ]
+    points = [
+        measure.StatusPoint(9.5, "Generating", 1, 0, False),  # from the progress record, before Complete
+        measure.StatusPoint(25.0, "Judging", 2, 0, False),
+        measure.StatusPoint(33.0, "Aggregating", 2, 1, False),
+        measure.StatusPoint(41.5, "Succeeded", 2, 1, False),  # no summary yet
+        measure.StatusPoint(44.0, "Succeeded", 2, 1, True),
+    ]
+    delays, missing = measure.status_delays(jobs, points)
+    assert missing == 0
+    assert [(d.kind, d.seconds, d.early) for d in delays] == [
+        ("generate", 0.0, True),
+        ("generate", 13.0, False),
+        ("judge", 3.0, False),
+        ("aggregate", 4.0, False),
+    ]
+    never, missing = measure.status_delays([measure.JobDone("generate", 1.0)], [])
+    assert never == [] and missing == 1
+
+
+def test_status_points_read_the_stage_counters() -> None:
+    status = {
+        "phase": "Judging",
+        "stages": {"generation": {"jobsDone": 32, "jobs": 32}, "judging": {"jobsDone": 4, "jobs": 6}},
+    }
+    assert measure.status_point(1.0, status) == measure.StatusPoint(1.0, "Judging", 32, 4, False)
+    assert measure.status_point(2.0, {}) == measure.StatusPoint(2.0, "", 0, 0, False)
+
+
+# -------------------------------------------------------------------------------- fast kubelet
+
+
+def job_pod(args: list[str], annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "p", "namespace": "bench-00", "annotations": annotations or {}},
+        "spec": {
+            "containers": [{"name": "stage", "args": args}],
+            "volumes": [
+                {"name": "spec", "configMap": {"name": "kj-w010-001-spec"}},
+                {"name": "tmp", "emptyDir": {}},
+            ],
+        },
+    }
+
+
+def test_the_fast_kubelet_reads_stage_series_name_and_shard_from_the_pods_args() -> None:
+    pod = job_pod(
+        [
+            *(
+                "generate",
+                "--evalrun",
+                "/etc/kubejury/evalrun.yaml",
+                "--series",
+                "primary",
+                "--model",
+                "phi-4",
+            ),
+            *("--endpoint", "http://x:8000/v1", "--shards", "4", "--shard-index", "$(JOB_COMPLETION_INDEX)"),
+        ],
+        {fast_kubelet.COMPLETION_INDEX: "2"},
+    )
+    assert fast_kubelet.stage_work(pod) == fast_kubelet.StageWork("generate", "primary", "phi-4", (2, 4))
+    judge = job_pod(["judge", "--evalrun", "/e", "--series", "s", "--judge", "j", "--endpoint", "u"])
+    assert fast_kubelet.stage_work(judge) == fast_kubelet.StageWork("judge", "s", "j", None)
+    assert fast_kubelet.stage_work(job_pod(["aggregate", "--evalrun", "/e"])).stage == "aggregate"
+    assert fast_kubelet.spec_configmap(pod) == "kj-w010-001-spec"
+    with pytest.raises(ValueError):
+        fast_kubelet.stage_work(job_pod(["sh", "-c", "true"]))
+
+
+def test_the_run_storage_uri_inside_the_pod_maps_to_the_claims_host_directory(tmp_path: Path) -> None:
+    uri = "file:///var/lib/kubejury/results/bench-00/w010-001-1a2b3c4d"
+    assert fast_kubelet.host_root(uri, tmp_path) == tmp_path / "bench-00" / "w010-001-1a2b3c4d"
+    with pytest.raises(ValueError):
+        fast_kubelet.host_root("file:///elsewhere/x", tmp_path)
+    assert fast_kubelet.hold_range("5") == (5.0, 5.0) and fast_kubelet.hold_range("2-20") == (2.0, 20.0)
+
+
+def test_the_fast_kubelet_leaves_the_records_the_operator_reads(tmp_path: Path) -> None:
+    from kubejury_operator.observed import collect_progress, progress_key
+
+    target = fast_kubelet.RunStorage("w010-001", tmp_path)
+    for shard in range(2):
+        work = fast_kubelet.StageWork("generate", "primary", "phi-4", (shard, 2))
+        fast_kubelet.write_stage_records(target, work, finished=False)
+        fast_kubelet.write_stage_records(target, work, finished=True)
+    fast_kubelet.write_stage_records(target, fast_kubelet.StageWork("judge", "primary", "j"), finished=True)
+    report_doc = b'{"schema_version": 1}'
+    fast_kubelet.write_stage_records(
+        target, fast_kubelet.StageWork("aggregate"), finished=True, report=report_doc
+    )
+    folder = tmp_path / "w010-001" / "primary" / "progress"
+    entries = [
+        ("primary", f"w010-001/primary/progress/{p.name}", json.loads(p.read_text()))
+        for p in folder.iterdir()
+    ]
+    assert all(progress_key("primary", key) is not None for _, key, _ in entries)
+    progress = collect_progress(entries)
+    generation = progress[("generate", "primary", "phi-4")]
+    assert generation.complete and generation.done == generation.total == fast_kubelet.QUESTIONS
+    judging = progress[("judge", "primary", "j")]
+    assert judging.complete and judging.total == fast_kubelet.QUESTIONS  # every answer stored so far
+    assert (tmp_path / "w010-001" / "report" / "report.json").read_bytes() == report_doc
+    aggregate = json.loads((tmp_path / "w010-001" / "progress" / "aggregate-report.json").read_text())
+    assert aggregate["state"] == "succeeded"
+
+
+def test_pod_statuses_look_like_a_kubelets() -> None:
+    pod = job_pod(["aggregate"])
+    running = fast_kubelet.running_status(pod, "2026-12-01T00:00:00Z")
+    assert running["phase"] == "Running" and running["containerStatuses"][0]["state"]["running"]
+    done = fast_kubelet.succeeded_status(pod, "2026-12-01T00:00:00Z", "2026-12-01T00:00:05Z")
+    assert done["phase"] == "Succeeded"
+    assert done["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
+
+
+# ---------------------------------------------------------------------------------- workload
+
+
+def test_runs_spread_over_namespaces_and_no_name_is_a_prefix_of_another() -> None:
+    names = workload.run_names(30, 10)
+    assert len({n.namespace for n in names}) == 10
+    plain = [n.name for n in names]
+    assert not any(a != b and b.startswith(a + "-") for a in plain for b in plain)
+    body = workload.evalrun(names[0], 0, "w030")
+    assert (
+        len(body["spec"]["series"]) == 2 and len(workload.evalrun(names[1], 1, "w030")["spec"]["series"]) == 1
+    )
+    assert len(body["spec"]["models"]) == 16 and len(body["spec"]["judges"]) == 3
+    assert body["spec"]["storage"] == {
+        "uri": workload.RESULTS_URI,
+        "persistentVolumeClaim": "kubejury-results",
+    }
+    assert "modelCache" not in body["spec"] and body["metadata"]["labels"] == {workload.BENCH_LABEL: "w030"}
+
+
+# ------------------------------------------------------------------------------------ report
+
+
+def round_result(design: str, runs: int, idle_per_run: float, p99: float) -> dict[str, Any]:
+    return {
+        "design": design,
+        "runs": runs,
+        "all_finished": True,
+        "outcome": {"succeeded": runs, "unfinished": 0},
+        "operator": {"cores_active": 0.2, "peak_cores_active_30s": 0.4, "peak_rss_mib": 200.0},
+        "api": {
+            "operator_per_finished_run_per_min_idle": idle_per_run,
+            "active": {
+                "operator_per_min": 100.0,
+                "operator_by_verb_per_min": {"list": 80.0} if design == "list" else {},
+            },
+            "idle": {"operator_per_min": idle_per_run * runs, "operator_by_verb_per_min": {}},
+        },
+        "status_delay_s": {"all": {"p50": p99 / 2, "p99": p99, "max": p99, "count": 10}},
+    }
+
+
+def test_the_markdown_shows_both_designs_with_ratios_and_the_targets() -> None:
+    document = {
+        "meta": {"command": "make bench-operator", "cores": 2, "options": {"nodes": 500}},
+        "rounds": [
+            round_result("list", 10, 32.0, 14.0),
+            round_result("watch", 10, 0.0, 1.0),
+            round_result("list", 100, 32.0, 15.0),
+            round_result("watch", 100, 0.0, 2.0),
+        ],
+    }
+    text = report.render(document)
+    assert "### 10 runs" in text and "### 100 runs" in text
+    assert "## Targets (issue 13), at 100 runs" in text
+    assert "| p99 status delay ≤ 5 s | 15.000 s: **not met** | 2.000 s: **met** |" in text
+    assert "| status delay p99 (s) | 15.00 | 2.00 | ×0.13 |" in text
+    assert "| operator `list` requests/min, active | 80.0 | 0.0 | ×0.00 |" in text
+    assert "`make bench-operator`" in text
