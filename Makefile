@@ -165,5 +165,16 @@ operator-up: $(STAMP) $(HELM)
 operator-down:
 	@if [ -x $(BIN)/python ]; then $(BIN)/python tests/e2e/operator_up.py down --state $(CLUSTER_STATE); fi
 
+# --- Operator scale benchmark (issue 13; docs/benchmarks.md): its own dev cluster of 500 KWOK nodes,
+# the chart installed by helm, the operator with KUBEJURY_OBSERVATION=list (the design before issue 13)
+# and then the default (watch) at 10, 30 and 100 EvalRuns; Job pods are simulated by a fast kubelet.
+# Writes benchmarks/results/operator_scale.md and .json. BENCH_OPERATOR_ARGS, e.g. "--runs 3 --nodes 50".
+BENCH_OPERATOR_ARGS ?=
+.PHONY: bench-operator
+
+bench-operator: $(STAMP) $(HELM) kube-bins
+	HELM=$(HELM) KUBEJURY_BENCH_COMMAND="make bench-operator$(if $(BENCH_OPERATOR_ARGS), BENCH_OPERATOR_ARGS='$(BENCH_OPERATOR_ARGS)')" \
+	  $(BIN)/python -m benchmarks.operator_scale $(BENCH_OPERATOR_ARGS)
+
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
