@@ -21,11 +21,33 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from kubejury.records.gpu_usage import GpuUsage, ServerGpuUsage, merge_intervals, seconds_between
+from kubejury.records.gpu_usage import (
+    GpuUsage,
+    GpuUsageError,
+    ServerGpuUsage,
+    merge_intervals,
+    seconds_between,
+)
 from kubejury_operator import manifests as mf
 from kubejury_operator.cluster_run import ClusterRun
 from kubejury_operator.manifests import Endpoint
 from kubejury_operator.observed import Observed
+
+
+def previous_usage(previous: object) -> GpuUsage:
+    """The usage in the previous ``status.gpu``; empty when absent or not readable (a status
+    edited by hand starts the accounting afresh rather than failing the reconcile)."""
+    try:
+        return GpuUsage.from_json(previous if isinstance(previous, Mapping) else None)
+    except GpuUsageError:
+        return GpuUsage()
+
+
+def lead_seconds(previous: object, observed: Observed) -> float:
+    """How long a server takes to come up on these nodes: the longest bring-up (Pod creation →
+    Ready) seen in this run so far, from the status and the Pods Ready now; 0 before any."""
+    seen = max(observed.servers_bringup_seconds.values(), default=0.0)
+    return max(previous_usage(previous).lead_seconds, seen)
 
 
 def _role(run: ClusterRun, key: str) -> str:
@@ -42,7 +64,7 @@ def account(
     now: str,
 ) -> GpuUsage:
     """The run's GPU usage after this reconcile (``desired``: replicas wanted per server key)."""
-    before = GpuUsage.from_json(previous if isinstance(previous, Mapping) else None).by_name()
+    before = previous_usage(previous).by_name()
     servers: list[ServerGpuUsage] = []
     seen: set[str] = set()
     for endpoint in (*run.models, *run.judges):
@@ -99,4 +121,7 @@ def _server(
         ready_since=since,
         in_use_since=in_use_since,
         held_until=until,
+        bring_up_seconds=max(
+            prior.bring_up_seconds if prior else 0.0, observed.servers_bringup_seconds.get(label, 0.0)
+        ),
     )

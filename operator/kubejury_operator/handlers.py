@@ -49,6 +49,7 @@ from kubejury_operator.observed import (
     deployment_state,
     job_state,
     pod_scheduling_problems,
+    servers_bringup_seconds,
     servers_ready_since,
 )
 from kubejury_operator.reconcile import Plan, plan, plan_invalid_spec
@@ -290,6 +291,7 @@ async def _observe_cluster(
         missing_secrets=await _missing_secrets(gw, namespace, evalrun.spec),
         unschedulable_pods=pod_scheduling_problems(children["Pod"]),
         servers_ready_since=servers_ready_since(children["Pod"]),
+        servers_bringup_seconds=servers_bringup_seconds(children["Pod"]),
     )
 
 

@@ -70,6 +70,8 @@ class Observed:
     unschedulable_pods: Mapping[str, str] = field(default_factory=dict)
     # Server Pods Ready now: endpoint key -> when the earliest of them became Ready (GPU accounting).
     servers_ready_since: Mapping[str, str] = field(default_factory=dict)
+    # ... and how long that Pod took from creation to Ready (the bring-up lead time on these nodes).
+    servers_bringup_seconds: Mapping[str, float] = field(default_factory=dict)
 
 
 def deployment_state(obj: Mapping[str, Any]) -> DeploymentState:
@@ -163,6 +165,26 @@ def servers_ready_since(pods: Sequence[Mapping[str, Any]]) -> dict[str, str]:
                 at = str(c["lastTransitionTime"])
                 since[str(key)] = min(since.get(str(key), at), at)
     return since
+
+
+def servers_bringup_seconds(pods: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Endpoint key → seconds its Ready model-server Pod took from creation to Ready (the longest
+    when several are Ready): how long a server takes to come up on these nodes, image pull and
+    weight loading included."""
+    from kubejury.records.gpu_usage import seconds_between
+
+    found: dict[str, float] = {}
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        key = labels.get(mf.LABEL_ENDPOINT) if labels.get(mf.LABEL_COMPONENT) == "server" else None
+        if not key or meta.get("deletionTimestamp"):
+            continue
+        for c in (pod.get("status") or {}).get("conditions") or []:
+            if c.get("type") == "Ready" and c.get("status") == "True":
+                took = seconds_between(meta.get("creationTimestamp"), c.get("lastTransitionTime"))
+                found[str(key)] = max(found.get(str(key), 0.0), took)
+    return found
 
 
 def progress_key(series: str, key: str) -> ProgressKey | None:

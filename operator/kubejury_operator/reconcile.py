@@ -49,7 +49,7 @@ from kubejury_operator import manifests as mf
 from kubejury_operator import status as st
 from kubejury_operator.cluster_run import ClusterRun
 from kubejury_operator.facts import Facts, judge_rounds, observe_facts
-from kubejury_operator.gpu_accounting import account
+from kubejury_operator.gpu_accounting import account, lead_seconds
 from kubejury_operator.manifests import Endpoint, Manifest
 from kubejury_operator.observed import Observed
 
@@ -89,7 +89,7 @@ class Plan:
 # ---------------------------------------------------------------------------- desired servers
 
 
-def desired_servers(run: ClusterRun, facts: Facts, observed: Observed) -> dict[str, int]:
+def desired_servers(run: ClusterRun, facts: Facts, observed: Observed, lead: float = 0.0) -> dict[str, int]:
     """Step 2: replicas wanted per server key (absent: zero).
 
     Models that still have series to generate, in bring-up order (``ClusterRun.bringup_order``:
@@ -97,11 +97,19 @@ def desired_servers(run: ClusterRun, facts: Facts, observed: Observed) -> dict[s
     model that also serves a judge is kept up by that role and not counted); every judge's
     server while it has a judging round running or due (:func:`judging_due`). Nothing while the
     run is blocked or finished.
+
+    Bring-up overlaps the previous model's tail: ``lead`` is how long a server takes to come up
+    here (:func:`kubejury_operator.gpu_accounting.lead_seconds`); for each generating model whose
+    progress says it finishes within ``lead`` (:func:`finishing_soon`), the next model's server
+    starts now, and a judge's server starts when answers will be waiting by the time it is Ready.
+    So no server waits for work and no work waits for a server; the bring-up itself is not held
+    time (docs/operator.md, "GPU accounting").
     """
     desired: dict[str, int] = {}
     if facts.terminal or facts.blocked:
         return desired
     judge_keys = {j.key for j in run.judges if j.in_cluster}
+    soon = finishing_soon(run, observed, facts, lead)
     budget = max(1, run.max_concurrent_models)
     for model in run.models_in_bringup_order():
         if not model.in_cluster or all((model.name, s) in facts.generated for s in run.series):
@@ -111,10 +119,36 @@ def desired_servers(run: ClusterRun, facts: Facts, observed: Observed) -> dict[s
         elif budget > 0:
             desired[model.key] = 1
             budget -= 1
+            if model.name in soon:
+                budget += 1  # its slot is as good as free: the next model starts its bring-up
     for judge in run.judges:
-        if judge.in_cluster and judging_due(run, observed, facts, judge):
+        if judge.in_cluster and (
+            judging_due(run, observed, facts, judge) or (soon and not judged_all(run, facts, judge))
+        ):
             desired[judge.key] = 1
     return desired
+
+
+def finishing_soon(run: ClusterRun, observed: Observed, facts: Facts, lead: float) -> frozenset[str]:
+    """Models whose remaining generation, at the rate their progress records report, ends within
+    ``lead`` seconds (every series they still generate has a record with a rate)."""
+    if lead <= 0:
+        return frozenset()
+    soon: set[str] = set()
+    for model in run.models:
+        left = [s for s in run.series if (model.name, s) not in facts.generated]
+        records = [observed.progress.get(("generate", s, model.name)) for s in left]
+        if not left or any(r is None or r.rate_per_s <= 0 for r in records):
+            continue
+        seconds = max(max(0, r.total - r.done) / r.rate_per_s for r in records if r is not None)
+        if seconds <= lead:
+            soon.add(model.name)
+    return frozenset(soon)
+
+
+def judged_all(run: ClusterRun, facts: Facts, judge: Endpoint) -> bool:
+    users = [j for j in run.judges if j.key == judge.key]
+    return all((j.name, s) in facts.judged for j in users for s in run.series)
 
 
 def judging_due(run: ClusterRun, observed: Observed, facts: Facts, judge: Endpoint) -> bool:
@@ -314,7 +348,7 @@ def plan(run: ClusterRun, observed: Observed, previous: Mapping[str, Any], now: 
     """Actions and new status for one reconcile of ``run`` (see the module docstring)."""
     previous_phase = str(previous.get("phase") or "Pending")
     facts = observe_facts(run, observed, previous_phase)
-    desired = desired_servers(run, facts, observed)
+    desired = desired_servers(run, facts, observed, lead_seconds(previous.get("gpu"), observed))
     gpu = account(run, observed, desired, previous.get("gpu"), now)
     actions = plan_actions(run, observed, facts, desired, gpu)
     phase = decide_phase(run, observed, facts, acting=bool(actions))

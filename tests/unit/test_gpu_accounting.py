@@ -22,7 +22,13 @@ from test_reconcile import (
 
 from kubejury.records.gpu_usage import GPU_USAGE_ENV, GpuUsage
 from kubejury_operator import manifests as mf
-from kubejury_operator.observed import JobState, Observed, job_state, servers_ready_since
+from kubejury_operator.observed import (
+    JobState,
+    Observed,
+    job_state,
+    servers_bringup_seconds,
+    servers_ready_since,
+)
 from kubejury_operator.reconcile import plan
 from kubejury_operator.status import status_changed
 
@@ -227,3 +233,25 @@ def test_a_pod_still_ready_after_its_scale_down_is_not_counted_twice() -> None:
     a = server(later.status["gpu"], "a")
     assert a["heldGpuSeconds"] == 4 * (80 + 220)  # only T3 → T4 added: the Pod really still holds GPUs
     assert a["readySince"] is None and a["heldUntil"] == T4
+
+
+def test_bring_up_time_is_pod_creation_to_ready_of_ready_server_pods() -> None:
+    def pod(component: str) -> dict[str, Any]:
+        return {
+            "metadata": {
+                "creationTimestamp": T0,
+                "labels": {mf.LABEL_COMPONENT: component, mf.LABEL_ENDPOINT: "m-a"},
+            },
+            "status": {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": T2}]},
+        }
+
+    assert servers_bringup_seconds([pod("server"), pod("generate")]) == {"m-a": 70.0}
+    run = one_model_run()
+    observed = Observed(
+        deployments=ready("m-a"),
+        present=present_for("m-a"),
+        servers_ready_since={"m-a": T2},
+        servers_bringup_seconds={"m-a": 70.0},
+    )
+    usage = GpuUsage.from_json(plan(run, observed, {}, T3).status["gpu"])
+    assert usage.by_name()["a"].bring_up_seconds == 70.0 and usage.lead_seconds == 70.0

@@ -722,3 +722,32 @@ def test_a_judges_server_is_up_only_while_it_has_a_round_running_or_due() -> Non
     assert scales(plan(run, judged, {"phase": "Generating"}, NOW)) == {dep_name("j-j"): 0, dep_name("m-a"): 0}
     running = replace(a_done, jobs={**a_done.jobs, **judge_jobs(["j"], RUNNING, complete=1)})
     assert dep_name("j-j") not in scales(plan(run, running, {"phase": "Generating"}, NOW))
+
+
+def progress(model: str, done: int, total: int, rate: float, series: str = "primary") -> ProgressRecord:
+    return ProgressRecord(
+        stage="generate", series=series, name=model, total=total, done=done, rate_per_s=rate
+    )
+
+
+def test_bring_up_overlaps_the_tail_of_a_model_finishing_within_the_bring_up_time_seen() -> None:
+    """Lead time = the longest Pod creation → Ready seen in the run (here 60 s on model a's server)."""
+    run = replace(inputs(max_models=1), series=("primary",))
+    generating = Observed(
+        deployments=ready("m-a"),
+        jobs=gen_jobs(["a"], RUNNING, ("primary",)),
+        present=present_for("m-a"),
+        servers_ready_since={"m-a": NOW},
+        servers_bringup_seconds={"m-a": 60.0},
+    )
+    far = replace(generating, progress={("generate", "primary", "a"): progress("a", 10, 100, 1.0)})
+    assert creates(plan(run, far, {"phase": "Generating"}, NOW), "Deployment") == set()  # 90 s left
+    near = replace(generating, progress={("generate", "primary", "a"): progress("a", 50, 100, 1.0)})
+    p = plan(run, near, {"phase": "Generating"}, NOW)  # 50 s left < 60 s bring-up
+    assert creates(p, "Deployment") == {dep_name("m-b"), dep_name("j-j")}  # next model and the judge
+    no_rate = replace(generating, progress={("generate", "primary", "a"): progress("a", 50, 100, 0.0)})
+    assert creates(plan(run, no_rate, {"phase": "Generating"}, NOW), "Deployment") == set()
+    unseen = replace(near, servers_bringup_seconds={})  # no bring-up seen yet: nothing starts early
+    assert creates(plan(run, unseen, {"phase": "Generating"}, NOW), "Deployment") == set()
+    remembered = {"phase": "Generating", "gpu": {"servers": {"a": {"gpus": 1, "bringUpSeconds": 60}}}}
+    assert dep_name("m-b") in creates(plan(run, unseen, remembered, NOW), "Deployment")

@@ -194,3 +194,25 @@ def test_the_cli_knows_status_with_namespace_watch_and_kubeconfig() -> None:
         ["status", "law-run", "-n", "team-a", "--watch", "--kubeconfig", "/tmp/kc"]
     )
     assert (args.name, args.namespace, args.watch, args.kubeconfig) == ("law-run", "team-a", True, "/tmp/kc")
+
+
+def test_gpu_time_per_server_is_shown_with_the_idle_share_of_a_finished_run() -> None:
+    status = _judging_status()
+    status.update(
+        phase="Succeeded",
+        completedAt="2026-11-30T21:00:00Z",
+        gpu={
+            "servers": {
+                "qwen": {"role": "model", "gpus": 2, "heldGpuSeconds": 7200, "usedGpuSeconds": 6480},
+                "gemma": {"role": "model+judge", "gpus": 0, "heldGpuSeconds": 0, "usedGpuSeconds": 0},
+            }
+        },
+    )
+    text = render(_evalrun(status))
+    rows = [
+        line.split()
+        for line in section(text, "GPU time (held = Ready × GPUs; used = its Jobs running × GPUs)")
+    ]
+    assert rows[1] == ["qwen", "model", "2", "2.000", "1.800", "down"]
+    assert "held idle so far: 10.0%" in text
+    assert RunStatus.from_json({"gpu": {"servers": ["broken"]}}).gpu.servers == ()

@@ -21,6 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from kubejury.errors import KubejuryError
+from kubejury.records.gpu_usage import usage_now
 from kubejury.records.run_status import RunStatus
 
 GROUP, VERSION, PLURAL = "kubejury.io", "v1alpha1", "evalruns"
@@ -129,6 +130,25 @@ def render(evalrun: Mapping[str, Any]) -> str:
         lines += _table(("name", "role", "runtime", "quant", "where", "fits", "why"), rows)
     else:
         lines.append("  not placed yet")
+
+    if status.gpu.servers:
+        now = status.completed_at or usage_now()
+        lines += ["", "GPU time (held = Ready × GPUs; used = its Jobs running × GPUs)"]
+        rows = [
+            (
+                g.name,
+                g.role,
+                str(g.gpus),
+                f"{g.held_at(now) / 3600:.3f}",
+                f"{g.used_at(now) / 3600:.3f}",
+                "up" if g.ready_since else "down",
+            )
+            for g in status.gpu.servers
+        ]
+        lines += _table(("server", "role", "GPUs", "held GPU-h", "used GPU-h", "server"), rows)
+        idle = status.gpu.idle_share_at(now)
+        if idle is not None:
+            lines.append(f"  held idle so far: {idle:.1%}")
 
     lines += ["", "Conditions"]
     if status.conditions:

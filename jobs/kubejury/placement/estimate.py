@@ -13,9 +13,11 @@ the spec, the placements (:mod:`kubejury.placement.planner`) and the benchmark's
   (:mod:`kubejury.placement.gpu_specs`), with token counts from :mod:`kubejury.placement.workload`;
 * **GPU-hours** busy (stage time × GPUs) and held (model servers' whole life × GPUs, bring-up
   and idle waits included), and the **wall time** of the run, from a schedule that follows the
-  operator's: at most ``maxConcurrentModels`` evaluated models' servers at once, in bring-up order;
-  judges' servers up from the start and judging each model's answers as they arrive (one queue per
-  judge server); a model that is also a judge (``sameAs``) served once, outside the budget.
+  operator's: at most ``maxConcurrentModels`` evaluated models generating at once, in bring-up
+  order, each next one brought up during the tail of the one whose slot it takes;
+  a judge's server up only while it has answers to judge (brought up when a model's answers
+  arrive, scaled to zero when none wait, as the operator does); a model that is also a judge
+  (``sameAs``) served once, outside the budget.
 
 It also decides the order evaluated models are brought up in (:func:`bringup_plan`), for the
 operator and for ``--order``. Pure: no I/O, no clock. Every assumption is a named constant and is
@@ -376,6 +378,32 @@ def _queue_end(start: float, jobs: Sequence[tuple[float, float]]) -> float:
     return t
 
 
+def _judging_windows(
+    startup: float, jobs: Sequence[tuple[float, float]], generating_until: float | None
+) -> list[tuple[float, float, float]]:
+    """(start, ready, end) of each time a judge's server is up, as the operator runs it: brought up
+    one bring-up ahead of the first answers it will judge (so it is Ready when they arrive),
+    judging rounds back to back while answers keep arriving, kept up when the next answers arrive
+    within a bring-up, else scaled to zero and brought up again ahead of them. A server that also
+    generates (``sameAs``) is up from the start until its own generation ends
+    (``generating_until``) and judges what waits then."""
+    windows: list[tuple[float, float, float]] = []
+    current: list[float] | None = None  # [start, ready, busy until]
+    if generating_until is not None:
+        current = [0.0, startup, generating_until]
+    for arrival, duration in sorted(jobs):
+        if current is not None and arrival - startup > current[2]:
+            windows.append((current[0], current[1], current[2]))
+            current = None
+        if current is None:
+            start = max(arrival - startup, windows[-1][2] if windows else 0.0, 0.0)
+            current = [start, start + startup, start + startup]
+        current[2] = max(current[2], arrival) + duration
+    if current is not None:
+        windows.append((current[0], current[1], current[2]))
+    return windows
+
+
 @dataclass(frozen=True)
 class _Schedule:
     order: tuple[str, ...]
@@ -403,18 +431,25 @@ def _schedule(spec: EvalRunSpec, st: _Stages, order: Order) -> _Schedule:
     budgeted = _budgeted(spec, st)
     wanted = {n: startup_seconds(facts[f"model:{n}"]) + gen_seconds[n] for n in budgeted}
     sequence = bringup_order(budgeted, wanted, order)
-    slots = [0.0] * min(max(1, spec.max_concurrent_models), max(1, len(sequence)))
+    slots: list[tuple[float, float]] = [(0.0, 0.0)] * min(
+        max(1, spec.max_concurrent_models), max(1, len(sequence))
+    )
     heapq.heapify(slots)
     windows: list[ServerWindow] = []
     answers_at: dict[str, float] = {m.name: 0.0 for m in spec.models}
     for name in sequence:
-        start = heapq.heappop(slots)
-        ready = start + startup_seconds(facts[f"model:{name}"])
+        # bring-up overlaps the tail of the model whose slot it takes (the operator starts it one
+        # bring-up before that model's generation ends), so it is Ready as the slot frees
+        # (never before that model is generating: the operator needs its progress rate)
+        bringup = startup_seconds(facts[f"model:{name}"])
+        free_at, holder_ready = heapq.heappop(slots)
+        start = max(0.0, holder_ready, free_at - bringup)
+        ready = start + bringup
         end = ready + gen_seconds[name]
-        heapq.heappush(slots, end)
+        heapq.heappush(slots, (end, ready))
         answers_at[name] = end
         windows.append(ServerWindow(name, facts[f"model:{name}"].gpus, start, ready, end))
-    # servers outside the budget: judges' (and the models they also are), up from the start
+    # servers outside the budget: judges' (and the models they also are)
     deployed = {key for key, f in facts.items() if f.server is not None}
     own_generation_end: dict[str, float] = {}
     for key in sorted({k for k in st.judge_server.values() if k.startswith("model:") and k in deployed}):
@@ -422,15 +457,17 @@ def _schedule(spec: EvalRunSpec, st: _Stages, order: Order) -> _Schedule:
         answers_at[name] = own_generation_end[key] = startup_seconds(facts[key]) + gen_seconds[name]
     models_count = max(1, len(spec.models))
     for key in sorted({k for k in st.judge_server.values() if k in deployed}):
-        ready = startup_seconds(facts[key])
         jobs = [
             (answers_at[m.name], judge_seconds[j.name] / models_count)
             for j in spec.judges
             if st.judge_server[j.name] == key
             for m in spec.models
         ]
-        end = _queue_end(own_generation_end.get(key, ready), jobs)
-        windows.append(ServerWindow(key.split(":", 1)[1], facts[key].gpus, 0.0, ready, end))
+        name = key.split(":", 1)[1]
+        for start, ready, end in _judging_windows(
+            startup_seconds(facts[key]), jobs, own_generation_end.get(key)
+        ):
+            windows.append(ServerWindow(name, facts[key].gpus, start, ready, end))
     return _Schedule(
         order=tuple(sequence),
         windows=tuple(windows),

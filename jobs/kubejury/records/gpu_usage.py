@@ -90,6 +90,7 @@ class ServerGpuUsage:
     ready_since: str | None = None  # open Ready interval
     in_use_since: str | None = None  # open in-use interval
     held_until: str | None = None  # when the last held interval was closed (never counted twice)
+    bring_up_seconds: float = 0.0  # longest Pod creation → Ready seen (not held time by definition)
 
     def held_at(self, now: str) -> float:
         """GPU-seconds held up to ``now`` (the open interval included)."""
@@ -112,6 +113,7 @@ class ServerGpuUsage:
             "readySince": self.ready_since,
             "inUseSince": self.in_use_since,
             "heldUntil": self.held_until,
+            "bringUpSeconds": round(self.bring_up_seconds, 1),
         }
 
     @classmethod
@@ -147,6 +149,7 @@ class ServerGpuUsage:
             ready_since=text("readySince"),
             in_use_since=text("inUseSince"),
             held_until=text("heldUntil"),
+            bring_up_seconds=number("bringUpSeconds"),
         )
 
 
@@ -169,6 +172,11 @@ class GpuUsage:
         """Share of held GPU time during which no Job used the server; ``None`` when nothing was held."""
         held = self.held_at(now)
         return None if held <= 0 else max(0.0, 1.0 - self.used_at(now) / held)
+
+    @property
+    def lead_seconds(self) -> float:
+        """The longest bring-up seen in the run: how early a server must start to be Ready in time."""
+        return max((s.bring_up_seconds for s in self.servers), default=0.0)
 
     @property
     def open(self) -> bool:

@@ -14,7 +14,7 @@ per model or judge), ``stages.aggregation`` (``done``, ``total``),
 ``placement.<model or judge>`` (:meth:`kubejury.placement.decision.Placement.to_json`) and,
 once the run succeeded, ``summary`` (``primarySeries``, ``reportUri``, ``leader``, ``ranking``
 rows with ``rank``, ``model``, ``weighted``, ``weightedCI``, ``degradation``, ``sigma``,
-``tier``; ``domainLeaders``).
+``tier``; ``domainLeaders``); ``gpu`` (:class:`kubejury.records.gpu_usage.GpuUsage`).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubejury.placement.decision import Placement
+from kubejury.records.gpu_usage import GpuUsage, GpuUsageError
 
 STAGE_ORDER = ("generation", "judging", "aggregation")
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
@@ -161,6 +162,7 @@ class RunStatus:
     stages: tuple[StageCounts, ...]
     placement: tuple[Placement, ...]
     summary: RunSummary | None
+    gpu: GpuUsage = field(default_factory=GpuUsage)  # GPU time per model server (status.gpu)
 
     @property
     def finished(self) -> bool:
@@ -193,4 +195,12 @@ class RunStatus:
                 if isinstance(entry, Mapping)
             ),
             summary=RunSummary.from_json(summary) if isinstance(summary, Mapping) else None,
+            gpu=_gpu(data.get("gpu")),
         )
+
+
+def _gpu(value: Any) -> GpuUsage:
+    try:
+        return GpuUsage.from_json(value) if isinstance(value, Mapping) else GpuUsage()
+    except GpuUsageError:
+        return GpuUsage()  # forgiving, as everything here: a broken part reads as absent
