@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import datetime
 import ssl
+import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Self
 
@@ -29,6 +30,10 @@ import aiohttp
 
 from kubejury.redact import redact, redact_tree
 from kubejury_operator.manifests import API_GROUP, API_VERSION, MANAGED_BY
+
+# How long a Secret that exists is reused before it is read again (see KubeGateway._secret): a
+# waiting or running EvalRun then costs about one Secret read per 5 minutes, not one per reconcile.
+SECRET_TTL_SECONDS = 300.0
 
 
 @dataclass(frozen=True)
@@ -149,10 +154,20 @@ def _matches(obj: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
 class KubeGateway:
     """Async Kubernetes API client for exactly what the operator does."""
 
-    def __init__(self, credentials: ApiCredentials, *, timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        credentials: ApiCredentials,
+        *,
+        timeout_s: float = 30.0,
+        secret_ttl_s: float = SECRET_TTL_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.credentials = credentials
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._session: aiohttp.ClientSession | None = None
+        self._secret_ttl = secret_ttl_s
+        self._clock = clock
+        self._secrets: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}
 
     async def __aenter__(self) -> Self:
         return self
@@ -281,9 +296,26 @@ class KubeGateway:
     async def list_nodes(self) -> list[dict[str, Any]]:
         return await self.list_objects("Node", None)
 
+    async def _secret(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A Secret, read at most once per ``secret_ttl_s`` while it exists: the operator may not
+        watch Secrets (least privilege), and a run is reconciled every tick, so without this every
+        reconcile of every run would ``get`` each Secret it names. A Secret that is missing is
+        asked for again on the next call (a run waiting for it starts as soon as it exists); a
+        changed one (rotated credentials) is seen within the TTL."""
+        key = (namespace, name)
+        cached = self._secrets.get(key)
+        if cached is not None and self._clock() - cached[0] < self._secret_ttl:
+            return cached[1]
+        secret = await self.get("Secret", namespace, name)
+        if secret is None:
+            self._secrets.pop(key, None)
+            return None
+        self._secrets[key] = (self._clock(), secret)
+        return secret
+
     async def secret_keys(self, namespace: str, name: str) -> frozenset[str] | None:
         """The keys of a Secret (never its values), or ``None`` when it does not exist."""
-        secret = await self.get("Secret", namespace, name)
+        secret = await self._secret(namespace, name)
         if secret is None:
             return None
         return frozenset({*(secret.get("data") or {}), *(secret.get("stringData") or {})})
@@ -292,7 +324,7 @@ class KubeGateway:
         """Decoded values of a Secret (used only for the run's storage credentials)."""
         import base64
 
-        secret = await self.get("Secret", namespace, name)
+        secret = await self._secret(namespace, name)
         if secret is None:
             return None
         data = {k: base64.b64decode(v).decode() for k, v in (secret.get("data") or {}).items()}
