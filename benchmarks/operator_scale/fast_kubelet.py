@@ -20,7 +20,7 @@ finished stage leaves behind, and nothing else:
    ``running``; after ``--hold`` seconds (drawn per pod, uniformly from a range: with a fixed time
    every Job would finish at the same phase of the operator's 15 s timer) it writes the record ``succeeded`` with every item done
    (generation: the benchmark's questions, divided among shards; judging: every answer stored in
-   the series so far), and for the aggregation Job a real ``report.json`` (made once by the
+   the series so far, a later round starting from what the earlier ones judged), and for the aggregation Job a real ``report.json`` (made once by the
    engine, :mod:`.report_template`) and the ``aggregate-report`` record.
 4. It marks the pod ``Succeeded`` with a terminated container (``exitCode: 0``), as a kubelet
    reports it; the real Job controller then completes the Job.
@@ -220,16 +220,28 @@ def write_stage_records(
             tracker.finish("succeeded", storage.uri_for(f"{layout.report_prefix}/report.json"))
         storage.write_json(key, tracker.record())
         return
+    key = layout.progress_key(work.series, work.stage, work.name, work.shard)
+    resumed = 0
     if work.stage == "generate":
         count = work.shard[1] if work.shard else 1
         total = QUESTIONS // count + (1 if work.shard and work.shard[0] < QUESTIONS % count else 0)
-    else:  # judging: every answer stored in the series so far (the generation records say how many)
+    else:  # judging: every answer stored in the series so far (the generation records say how many);
+        # a later round resumes from what the earlier ones judged, as the engine's stage does
         total = answers_stored(storage, layout, work.series)
-    tracker = ProgressTracker(work.stage, work.series, work.name, total=total)
+        resumed = min(total, recorded_done(storage, key))
+    tracker = ProgressTracker(work.stage, work.series, work.name, total=total, resumed=resumed)
     if finished:
         tracker.done = total
         tracker.finish("succeeded")
-    storage.write_json(layout.progress_key(work.series, work.stage, work.name, work.shard), tracker.record())
+    storage.write_json(key, tracker.record())
+
+
+def recorded_done(storage: Any, key: str) -> int:
+    """``done`` of the progress record already stored under ``key`` (0 when there is none)."""
+    from kubejury.records.progress import ProgressRecord
+
+    record = storage.read_json_or_none(key)
+    return ProgressRecord.from_json(record).done if isinstance(record, dict) else 0
 
 
 def answers_stored(storage: Any, layout: Any, series: str) -> int:

@@ -159,6 +159,28 @@ def test_refusals_and_deployment_creations_are_read_from_the_operators_requests(
     assert measure.time_to_create(at, created[("ns", "w010-001")], ["kj-w010-001-m-z"]) is None
 
 
+def test_refused_requests_and_writes_repeated_on_one_object_are_counted() -> None:
+    lines = [
+        audit_line("patch", "deployments", "2026-12-01T00:00:01Z", name="kj-r-m-a"),
+        audit_line("patch", "deployments", "2026-12-01T00:00:02Z", name="kj-r-m-a"),
+        audit_line("patch", "deployments", "2026-12-01T00:00:03Z", name="kj-r-m-a"),
+        audit_line("patch", "deployments", "2026-12-01T00:00:04Z", name="kj-r-m-b"),
+        audit_line("patch", "deployments", "2026-12-01T00:00:05Z", name="kj-r-m-c", namespace="other"),
+        audit_line("create", "jobs", "2026-12-01T00:00:06Z", name="kj-r-gen-a", code=409),
+        audit_line("patch", "deployments", "2026-12-01T00:02:00Z", name="kj-r-m-a"),  # outside
+    ]
+    start = measure.parse_time("2026-12-01T00:00:00Z")
+    window = measure.Window("active", start, start + 60)
+    requests = list(measure.requests_from_lines(lines))
+    assert measure.repeated_writes(requests, window, "patch", "deployments") == {
+        "requests": 5,
+        "objects": 3,
+        "max_per_object": 3,
+        "mean_per_object": 1.67,
+    }
+    assert measure.window_load(requests, window).operator_refused == {"create jobs 409": 1}
+
+
 # --------------------------------------------------------------------------------- arithmetic
 
 
@@ -294,6 +316,13 @@ def test_the_fast_kubelet_leaves_the_records_the_operator_reads(tmp_path: Path) 
     assert generation.complete and generation.done == generation.total == fast_kubelet.QUESTIONS
     judging = progress[("judge", "primary", "j")]
     assert judging.complete and judging.total == fast_kubelet.QUESTIONS  # every answer stored so far
+    # a later round starts from what the earlier ones judged, as the engine's stage resumes
+    more = fast_kubelet.StageWork("generate", "primary", "qwen")
+    fast_kubelet.write_stage_records(target, more, finished=True)
+    fast_kubelet.write_stage_records(target, fast_kubelet.StageWork("judge", "primary", "j"), finished=False)
+    second = json.loads((folder / "judge-j.json").read_text())
+    assert (second["state"], second["total"]) == ("running", 2 * fast_kubelet.QUESTIONS)
+    assert second["done"] == second["resumed"] == fast_kubelet.QUESTIONS
     assert (tmp_path / "w010-001" / "report" / "report.json").read_bytes() == report_doc
     aggregate = json.loads((tmp_path / "w010-001" / "progress" / "aggregate-report.json").read_text())
     assert aggregate["state"] == "succeeded"
