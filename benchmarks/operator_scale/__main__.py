@@ -13,9 +13,11 @@ import asyncio
 import logging
 import os
 import shlex
+import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from . import report
 from .bench import Options, run
@@ -86,6 +88,17 @@ def parse(argv: list[str] | None = None) -> tuple[Options, argparse.Namespace]:
     return options, args
 
 
+async def _cancellable(options: Options) -> dict[str, Any]:
+    """``run``, cancelled by SIGTERM or SIGINT (also when started in the background, where SIGINT is
+    ignored), so that the operator, the fast kubelet and the cluster are stopped on the way out."""
+    task = asyncio.current_task()
+    assert task is not None
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    return await run(options)
+
+
 def main(argv: list[str] | None = None) -> int:
     options, args = parse(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -93,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         ["python", "-m", "benchmarks.operator_scale", *(sys.argv[1:] if argv is None else argv)]
     )
     started = time.time()
-    document = asyncio.run(run(options))
+    document = asyncio.run(_cancellable(options))
     document["meta"] = report.machine(command, started, time.time(), options)
     md, js = report.write(document, args.out)
     print(f"wrote {md} and {js}")

@@ -83,28 +83,58 @@ def e2e_module(name: str) -> ModuleType:
     return importlib.import_module(name)
 
 
-def code_digest() -> str:
-    """A digest of the operator's and the engine's source as the round started it: another engineer
-    may edit the tree while the benchmark runs, and every round starts a fresh operator process."""
+SOURCES = (
+    ("operator/kubejury_operator", "kubejury_operator"),
+    ("jobs/kubejury", "kubejury"),
+    ("charts/kubejury", "charts/kubejury"),
+)
+
+
+@dataclass(frozen=True)
+class Source:
+    """The operator, engine and chart every round runs: a copy taken when the benchmark starts, so
+    that edits to the working tree during an hour-long benchmark (another engineer's) cannot make
+    two rounds measure different code. The operator and the fast kubelet import from it
+    (``PYTHONPATH``, ahead of the editable install); helm installs its chart."""
+
+    root: Path
+    digest: str
+    git_head: str
+    tree_clean: bool  # the working tree had no uncommitted change there
+
+    @property
+    def chart(self) -> Path:
+        return self.root / "charts" / "kubejury"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"digest": self.digest, "git_head": self.git_head, "tree_clean": self.tree_clean}
+
+
+def snapshot_source(work: Path) -> Source:
+    root = work / "source"
+    shutil.rmtree(root, ignore_errors=True)
     digest = hashlib.sha256()
-    for root in (
-        REPO / "operator" / "kubejury_operator",
-        REPO / "jobs" / "kubejury",
-        REPO / "charts" / "kubejury",
-    ):
-        for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-            digest.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:12]
+    for relative, target in SOURCES:
+        shutil.copytree(REPO / relative, root / target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        for path in sorted(p for p in (root / target).rglob("*") if p.is_file()):
+            digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--", *(r for r, _ in SOURCES)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    return Source(root, digest.hexdigest()[:12], head.stdout.strip() or "?", not dirty.stdout.strip())
 
 
-def git_head() -> str:
-    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
-    return done.stdout.strip() or "?"
-
-
-def design_values(design: str) -> dict[str, str]:
-    """The chart values that select the operator's design (``operator.extraEnv``)."""
-    return {"operator.extraEnv[0].name": "KUBEJURY_OBSERVATION", "operator.extraEnv[0].value": design}
+def design_values(design: str, source: Path | None = None) -> dict[str, str]:
+    """The chart values that select the operator's design (``operator.extraEnv``), and the source
+    copy it imports (a host path: only the local operator process of this harness uses it)."""
+    values = {"operator.extraEnv[0].name": "KUBEJURY_OBSERVATION", "operator.extraEnv[0].value": design}
+    if source is not None:
+        values |= {"operator.extraEnv[1].name": "PYTHONPATH", "operator.extraEnv[1].value": str(source)}
+    return values
 
 
 # ------------------------------------------------------------------------------------- setup
@@ -119,6 +149,7 @@ class Bench:
     kube: Kube
     nodes: dict[str, Any]
     report_path: Path
+    source: Source
     started: float = field(default_factory=time.time)
 
     @property
@@ -257,10 +288,12 @@ def start_fast_kubelet(bench: Bench, round_dir: Path) -> subprocess.Popen[bytes]
     argv = [sys.executable, "-m", "benchmarks.operator_scale.fast_kubelet"]
     argv += ["--kubeconfig", str(bench.cluster.kubeconfig), "--results-dir", str(bench.results_dir)]
     argv += ["--report", str(bench.report_path), "--hold", bench.options.hold]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(bench.source.root), str(REPO)])}
     with (round_dir / "fast-kubelet.log").open("ab") as out:
         return subprocess.Popen(
             argv,
             cwd=str(REPO),
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -432,11 +465,14 @@ async def run_round(bench: Bench, design: str, scale: int) -> dict[str, Any]:
     round_dir = bench.round_dir(round_id)
     names = workload.run_names(scale, options.namespaces, prefix="bench")
     names = [workload.RunName(r.namespace, f"{round_id}-{r.name.removeprefix('run-')}") for r in names]
-    operator_up = e2e_module("operator_up")
-    code = code_digest()
-    log.info("round %s: %s design, %d runs (source %s, HEAD %s)", round_id, design, scale, code, git_head())
+    operator_up: Any = e2e_module("operator_up")
+    log.info("round %s: %s design, %d runs (source %s)", round_id, design, scale, bench.source.digest)
+    operator_up.CHART = bench.source.chart  # helm installs the copy's chart
     state = await operator_up.up(
-        options.state.resolve(), work_dir=bench.work, extra_values=design_values(design), start_kubelet=False
+        options.state.resolve(),
+        work_dir=bench.work,
+        extra_values=design_values(design, bench.source.root),
+        start_kubelet=False,
     )
     kubelet = start_fast_kubelet(bench, round_dir)
     observed = Observed(models=len(workload.study_spec()["models"]))
@@ -483,6 +519,9 @@ async def run_round(bench: Bench, design: str, scale: int) -> dict[str, Any]:
         after = cpu_samples(bench, state.operator_pid, extra)
         await asyncio.sleep(1)
         audit_end = audit_size(bench)
+    except BaseException:
+        stop_process(kubelet)
+        raise
     finally:
         stop.set()
         for task in [*watches, sampling]:
@@ -512,7 +551,7 @@ async def run_round(bench: Bench, design: str, scale: int) -> dict[str, Any]:
         loads=loads,
         cpu_series=cpu_series,
     )
-    result["source"] = {"digest": code, "git_head": git_head()}
+    result["source"] = bench.source.to_json()
     return result
 
 
@@ -603,6 +642,12 @@ def summarize_round(
             "operator_requests_per_run_active": round(active_requests / max(scale, 1), 1),
             "operator_per_finished_run_per_min_idle": round(idle.operator_total / max(len(finished), 1), 3),
             "operator_403": measure.forbidden(tally.operator),
+            "operator_deployment_patches_active": measure.repeated_writes(
+                tally.operator, active.window, "patch", "deployments"
+            ),
+            "operator_status_patches_active": measure.repeated_writes(
+                tally.operator, active.window, "patch", "evalruns/status"
+            ),
         },
         "status_delay_s": {
             "all": measure.distribution([d.seconds for d in delays]),
@@ -635,11 +680,18 @@ def _round(value: float | None, digits: int) -> float | None:
 
 async def run(options: Options) -> dict[str, Any]:
     """Every round of ``options``; the results document (:mod:`.report` writes it out)."""
+    source = snapshot_source(options.state.resolve())
+    log.info(
+        "operator, engine and chart copied to %s (digest %s, HEAD %s)",
+        source.root,
+        source.digest,
+        source.git_head,
+    )
     cluster, nodes = start_cluster(options)
     try:
         report_path = prepare_report(options.state.resolve() / "bench")
         async with Kube(Credentials.load(cluster.kubeconfig)) as kube:
-            bench = Bench(options, cluster, kube, nodes, report_path)
+            bench = Bench(options, cluster, kube, nodes, report_path, source)
             await prepare_namespaces(bench)
             rounds = []
             for scale in options.scales:
@@ -652,7 +704,9 @@ async def run(options: Options) -> dict[str, Any]:
             "gpus": nodemix.gpus_by_product(nodes),
         }
     finally:
+        operator_up = e2e_module("operator_up")
+        operator_up.down(options.state.resolve())  # a round cut short leaves its operator running
         with contextlib.suppress(Exception):
-            e2e_module("operator_up").helm_uninstall(cluster.kubeconfig)
+            operator_up.helm_uninstall(cluster.kubeconfig)
         if not options.keep_cluster:
             cluster.stop()

@@ -138,6 +138,7 @@ class WindowLoad:
     operator_by_verb_resource: dict[str, float] = field(default_factory=dict)
     all_by_verb: dict[str, float] = field(default_factory=dict)
     by_user: dict[str, float] = field(default_factory=dict)
+    operator_refused: dict[str, int] = field(default_factory=dict)  # "create jobs 409" → count
 
     @property
     def operator_total(self) -> float:
@@ -157,6 +158,7 @@ class WindowLoad:
             "all_per_min": round(self.all_total, 2),
             "all_by_verb_per_min": _rounded(self.all_by_verb),
             "by_user_per_min": _rounded(dict(sorted(self.by_user.items(), key=lambda kv: -kv[1])[:15])),
+            "operator_refused": dict(sorted(self.operator_refused.items(), key=lambda kv: -kv[1])),
         }
 
 
@@ -192,10 +194,13 @@ class AuditTally:
         window = next(w for w in self.windows if w.name == name)
         op_verb: Counter[str] = Counter()
         op_resource: Counter[str] = Counter()
+        refused: Counter[str] = Counter()
         for r in self.operator:
             if window.holds(r.at):
                 op_verb[r.verb] += 1
                 op_resource[f"{r.verb} {r.resource}"] += 1
+                if r.code >= 400:
+                    refused[f"{r.verb} {r.resource} {r.code}"] += 1
         per = window.minutes
         return WindowLoad(
             window,
@@ -203,6 +208,7 @@ class AuditTally:
             operator_by_verb_resource={k: v / per for k, v in op_resource.items()},
             all_by_verb={k: v / per for k, v in self._all[name].items()},
             by_user={k: v / per for k, v in self._users[name].items()},
+            operator_refused=dict(refused),
         )
 
 
@@ -214,6 +220,25 @@ def window_load(
     for request in requests:
         tally.add(request)
     return tally.load(window.name)
+
+
+def repeated_writes(
+    requests: Iterable[Request], window: Window, verb: str, resource: str, operator_user: str = OPERATOR_USER
+) -> dict[str, float | int]:
+    """How often the operator sent ``verb`` to the same object of ``resource`` in ``window``
+    (e.g. scale patches of one Deployment): requests, distinct objects, the most for one object."""
+    per_object: Counter[tuple[str, str]] = Counter(
+        (r.namespace, r.name)
+        for r in requests
+        if r.user == operator_user and r.verb == verb and r.resource == resource and window.holds(r.at)
+    )
+    total = sum(per_object.values())
+    return {
+        "requests": total,
+        "objects": len(per_object),
+        "max_per_object": max(per_object.values(), default=0),
+        "mean_per_object": round(total / len(per_object), 2) if per_object else 0.0,
+    }
 
 
 def forbidden(requests: Iterable[Request], operator_user: str = OPERATOR_USER) -> int:

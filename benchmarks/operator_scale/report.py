@@ -137,6 +137,21 @@ def _rows() -> list[tuple[str, tuple[str, ...], int]]:
             3,
         ),
         ("operator 403 responses", ("api", "operator_403"), 0),
+        (
+            "operator scale patches per Deployment, mean",
+            ("api", "operator_deployment_patches_active", "mean_per_object"),
+            2,
+        ),
+        (
+            "operator scale patches of one Deployment, most",
+            ("api", "operator_deployment_patches_active", "max_per_object"),
+            0,
+        ),
+        (
+            "operator status patches per run, active",
+            ("api", "operator_status_patches_active", "mean_per_object"),
+            1,
+        ),
         ("load average (1 min), mean during the round", ("load_average_1m", "mean"), 2),
     ]
 
@@ -173,6 +188,15 @@ def side_by_side(scale: int, rounds: Mapping[str, Mapping[str, Any]]) -> list[st
             lines.append(
                 f"| operator `{verb}` requests/min, {window} | {_num(a, 1)} | {_num(b, 1)} | {_ratio(b, a)} |"
             )
+    for window in ("active", "idle"):
+        refusals = sorted(
+            set(_get(old, "api", window, "operator_refused") or {})
+            | set(_get(new, "api", window, "operator_refused") or {})
+        )
+        for what in refusals:
+            a = _get(old, "api", window, "operator_refused", what) or 0
+            b = _get(new, "api", window, "operator_refused", what) or 0
+            lines.append(f"| operator requests refused `{what}`, {window} | {a} | {b} | {_ratio(b, a)} |")
     lines.append("")
     return lines
 
