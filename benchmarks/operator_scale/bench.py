@@ -54,9 +54,12 @@ CHILD_RESOURCES = ("jobs", "deployments", "pods")
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 #: The benchmark cluster's controller-manager and scheduler: more client QPS than the defaults
 #: (20/30 and 50/100), as large clusters configure them; the tests' clusters keep the defaults.
+#: The API server keeps its audit log in one file (it rotates at 100 MB by default).
 CLUSTER_EXTRA_ARGS: dict[str, list[str]] = {
     "kube-controller-manager": ["--kube-api-qps=200", "--kube-api-burst=400", "--concurrent-job-syncs=20"],
     "kube-scheduler": ["--kube-api-qps=200", "--kube-api-burst=400"],
+    # the audit log is read by windows: keep it one file (the default rotates it every 100 MB)
+    "kube-apiserver": ["--audit-log-maxsize=1000000"],
 }
 TERMINAL = ("Succeeded", "Failed")
 
@@ -174,6 +177,8 @@ def start_cluster(options: Options) -> tuple[Any, dict[str, Any]]:
     nodes_file = options.state / f"nodes-{options.nodes}.json"
     nodes_file.write_text(json.dumps(nodes), encoding="utf-8")
     devcluster.stop_cluster(options.state.resolve())  # a fresh etcd and audit log for every invocation
+    for rotated in options.state.resolve().glob("audit-*.log"):  # an earlier invocation's
+        rotated.unlink()
     log.info("starting the dev cluster with %d nodes in %s", options.nodes, options.state)
     cluster = devcluster.start_cluster(nodes_file, options.state.resolve(), extra_args=CLUSTER_EXTRA_ARGS)
     return cluster, nodes
@@ -391,20 +396,30 @@ async def teardown(bench: Bench, round_id: str, names: Sequence[workload.RunName
     log.warning("children of %s still present after teardown", round_id)
 
 
-def audit_size(bench: Bench) -> int:
+@dataclass(frozen=True)
+class AuditMark:
+    """Where the audit log stood: its inode and size (the API server may rotate it)."""
+
+    inode: int
+    size: int
+    at: float
+
+
+def audit_mark(bench: Bench) -> AuditMark:
     try:
-        return int(bench.cluster.audit_log.stat().st_size)
+        stat = bench.cluster.audit_log.stat()
     except OSError:
-        return 0
+        return AuditMark(0, 0, time.time())
+    return AuditMark(int(stat.st_ino), int(stat.st_size), time.time())
 
 
-def read_audit(bench: Bench, start: int, end: int, tally: measure.AuditTally) -> None:
-    with bench.cluster.audit_log.open("rb") as handle:
+def _read_lines(path: Path, start: int, end: int | None, tally: measure.AuditTally) -> None:
+    with path.open("rb") as handle:
         handle.seek(start)
-        remaining = end - start
+        remaining = float("inf") if end is None else end - start
         tail = b""
         while remaining > 0:
-            chunk = handle.read(min(remaining, 8 << 20))
+            chunk = handle.read(int(min(remaining, 8 << 20)))
             if not chunk:
                 break
             remaining -= len(chunk)
@@ -412,6 +427,21 @@ def read_audit(bench: Bench, start: int, end: int, tally: measure.AuditTally) ->
             tail = lines.pop()
             tally.add_lines(lines)
         tally.add_lines([tail])
+
+
+def read_audit(bench: Bench, first: AuditMark, last: AuditMark, tally: measure.AuditTally) -> None:
+    """The audit events written between two marks into ``tally``: the slice of ``audit.log`` when
+    it was not rotated in between; otherwise every rotated file written to since (the API server
+    names them ``audit-<time>.log``) and the new ``audit.log`` — the tally keeps only its windows."""
+    log_path = bench.cluster.audit_log
+    if first.inode == last.inode and first.size <= last.size:
+        _read_lines(log_path, first.size, last.size, tally)
+        return
+    log.info("  the audit log was rotated during the round: reading the rotated files too")
+    for rotated in sorted(log_path.parent.glob("audit-*.log")):
+        if rotated.stat().st_mtime >= first.at - 1:
+            _read_lines(rotated, 0, None, tally)
+    _read_lines(log_path, 0, last.size, tally)
 
 
 def remove_results(bench: Bench, names: Sequence[workload.RunName]) -> None:
@@ -499,7 +529,7 @@ async def run_round(bench: Bench, design: str, scale: int) -> dict[str, Any]:
         await asyncio.wait_for(asyncio.gather(*(s.wait() for s in synced)), 60)
         await asyncio.sleep(5)  # the operator's start-up (its first lists) stays out of the windows
         extra = {"fast-kubelet": kubelet.pid, "benchmark": os.getpid()}
-        audit_start = audit_size(bench)
+        audit_start = audit_mark(bench)
         t_start = time.time()
         before = cpu_samples(bench, state.operator_pid, extra)
         await create_runs(bench, names, round_id, observed)
@@ -518,7 +548,7 @@ async def run_round(bench: Bench, design: str, scale: int) -> dict[str, Any]:
         t_idle = time.time()
         after = cpu_samples(bench, state.operator_pid, extra)
         await asyncio.sleep(1)
-        audit_end = audit_size(bench)
+        audit_end = audit_mark(bench)
     except BaseException:
         stop_process(kubelet)
         raise
