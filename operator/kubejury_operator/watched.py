@@ -50,15 +50,58 @@ def _plain(value: Any) -> Any:
     return value
 
 
+# What the observers (kubejury_operator.observed) read of a child; the rest — Pod and Job
+# templates, env, volumes, managed fields — is not kept: at a hundred runs it was most of the
+# operator's memory.
+KEPT_METADATA = (
+    "name",
+    "namespace",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "creationTimestamp",
+    "deletionTimestamp",
+)
+KEPT_SPEC = ("replicas",)
+KEPT_STATUS = (
+    "phase",
+    "conditions",
+    "replicas",
+    "readyReplicas",
+    "startTime",
+    "completionTime",
+    "active",
+    "succeeded",
+    "failed",
+)
+
+
+def observed_part(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a child the observers read (:data:`KEPT_METADATA`, ``spec.replicas``,
+    :data:`KEPT_STATUS`), as plain dicts."""
+    meta = body.get("metadata") or {}
+    spec = body.get("spec") or {}
+    status = body.get("status") or {}
+    part: dict[str, Any] = {
+        "kind": body.get("kind"),
+        "metadata": {k: _plain(meta[k]) for k in KEPT_METADATA if k in meta},
+        "status": {k: _plain(status[k]) for k in KEPT_STATUS if k in status},
+    }
+    kept_spec = {k: _plain(spec[k]) for k in KEPT_SPEC if k in spec}
+    if kept_spec:
+        part["spec"] = kept_spec
+    return part
+
+
 def child_entry(body: Mapping[str, Any]) -> dict[RunKey, dict[str, Any]] | None:
     """The index entry of one child: keyed by (namespace, run label); ``None`` for objects that
-    belong to no run. The object is kept whole (metadata, spec, status): the observers read it."""
+    belong to no run. Only what the observers read is kept (:func:`observed_part`)."""
     meta = body.get("metadata") or {}
     labels = meta.get("labels") or {}
     run = labels.get(mf.LABEL_RUN)
     if labels.get(mf.LABEL_MANAGED_BY) != mf.MANAGED_BY or not run:
         return None
-    return {(str(meta.get("namespace") or ""), str(run)): _plain(body)}
+    return {(str(meta.get("namespace") or ""), str(run)): observed_part(body)}
 
 
 def node_entry(body: Mapping[str, Any]) -> dict[None, dict[str, Any]]:

@@ -12,7 +12,7 @@ def test_a_child_is_indexed_under_its_namespace_and_run_label() -> None:
     job = {
         "metadata": {"name": "kj-r-aggregate", "namespace": "evals", "labels": mf.labels("r", "aggregate")}
     }
-    assert watched.child_entry(job) == {("evals", "r"): job}
+    assert watched.child_entry(job) == {("evals", "r"): {"kind": None, "status": {}, **job}}
 
 
 def test_objects_of_other_managers_or_without_a_run_are_not_indexed() -> None:
@@ -49,3 +49,57 @@ def test_a_childs_run_is_its_evalrun_owner_and_a_run_being_deleted_is_not_reconc
     deleting = {"metadata": {**run["metadata"], "deletionTimestamp": "2026-11-30T20:00:00Z"}}
     assert watched.latest_run({("evals", "r"): [deleting]}, ("evals", "r")) is None
     assert watched.latest_run({}, ("evals", "r")) is None
+
+
+def test_the_cache_keeps_what_the_observers_read_and_nothing_else() -> None:
+    """Observed from the trimmed entry exactly as from the whole object; templates are dropped."""
+    from kubejury.placement.decision import Placement
+    from kubejury_operator.observed import (
+        deployment_state,
+        job_state,
+        pod_scheduling_problems,
+        servers_bringup_seconds,
+        servers_ready_since,
+    )
+
+    ref = mf.RunRef("r", "evals", "uid-1")
+    placement = Placement(runtime="vllm", quantization="fp8", tensor_parallel_size=1, gpu_product="NVIDIA-L4")
+    endpoint = mf.Endpoint(
+        key="m-a", name="a", source="hf://o/a", served_model="a", runtime="vllm", placement=placement
+    )
+    deployment = mf.model_deployment(ref, endpoint, 1, mf.WorkloadSettings())
+    deployment["status"] = {
+        "readyReplicas": 1,
+        "conditions": [{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}],
+    }
+    job = mf.aggregation_job(ref, mf.WorkloadSettings(), mf.JobStorage(uri="s3://b/runs"))
+    job["metadata"]["labels"][mf.LABEL_USES_SERVER] = "m-a"
+    job["status"] = {
+        "startTime": "2026-12-01T10:00:00Z",
+        "completionTime": "2026-12-01T10:01:00Z",
+        "conditions": [{"type": "Complete", "status": "True"}],
+    }
+    pod = {
+        "kind": "Pod",
+        "metadata": {
+            **deployment["spec"]["template"]["metadata"],
+            "name": "p",
+            "namespace": "evals",
+            "creationTimestamp": "2026-12-01T09:58:00Z",
+        },
+        "spec": deployment["spec"]["template"]["spec"],
+        "status": {
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-12-01T10:00:00Z"}],
+        },
+    }
+    (dep_entry,) = (watched.child_entry(deployment) or {}).values()
+    (job_entry,) = (watched.child_entry(job) or {}).values()
+    (pod_entry,) = (watched.child_entry(pod) or {}).values()
+    assert deployment_state(dep_entry) == deployment_state(deployment)
+    assert job_state(job_entry) == job_state(job) and job_state(job_entry).finished_at is not None
+    for read in (pod_scheduling_problems, servers_ready_since, servers_bringup_seconds):
+        assert read([pod_entry]) == read([pod])
+    assert servers_bringup_seconds([pod_entry]) == {"m-a": 120.0}
+    assert "template" not in dep_entry.get("spec", {}) and "spec" not in pod_entry
+    assert len(str(pod_entry)) < len(str(pod)) / 2
