@@ -131,6 +131,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/roofline_vs_published.py
 	$(BIN)/python benchmarks/bringup_order.py
 	$(BIN)/python benchmarks/kube_gateway_clients.py
+	$(BIN)/python benchmarks/cache_memory.py
 
 # --- Dev cluster (docs/testing.md): real etcd, kube-apiserver, kube-controller-manager and
 # kube-scheduler built from Go modules at the versions pinned in cluster/kube/go.mod, KWOK
