@@ -170,6 +170,33 @@ def _verbs(rounds: Mapping[str, Mapping[str, Any]], window: str) -> list[str]:
     return sorted(verbs)
 
 
+UNFINISHED = "n/a†"
+FOOTNOTE = (
+    "† The round ended at its timeout with runs still active, so its idle window was not idle: "
+    "no idle figure is given for it."
+)
+
+
+def _idle(path: Sequence[str]) -> bool:
+    """Whether ``path`` names a figure of the idle window."""
+    return any(part == "idle" or part.endswith("_idle") for part in path)
+
+
+def _cell(round_: Mapping[str, Any] | None, path: Sequence[str], digits: int) -> str:
+    if round_ is not None and _idle(path) and not round_.get("all_finished", True):
+        return UNFINISHED
+    return _num(_get(round_, *path), digits)
+
+
+def _rate_cell(round_: Mapping[str, Any] | None, path: Sequence[str]) -> str:
+    """A per-verb rate: 0 when the round made no such request."""
+    if round_ is None:
+        return "—"
+    if _idle(path) and not round_.get("all_finished", True):
+        return UNFINISHED
+    return _num(_get(round_, *path) or 0.0, 1)
+
+
 def side_by_side(scale: int, rounds: Mapping[str, Mapping[str, Any]]) -> list[str]:
     old, new = rounds.get("list"), rounds.get("watch")
     lines = [
@@ -180,13 +207,18 @@ def side_by_side(scale: int, rounds: Mapping[str, Mapping[str, Any]]) -> list[st
     ]
     for label, path, digits in _rows():
         a, b = _get(old, *path), _get(new, *path)
-        lines.append(f"| {label} | {_num(a, digits)} | {_num(b, digits)} | {_ratio(b, a)} |")
+        cells = (_cell(old, path, digits), _cell(new, path, digits))
+        ratio_text = "—" if UNFINISHED in cells else _ratio(b, a)
+        lines.append(f"| {label} | {cells[0]} | {cells[1]} | {ratio_text} |")
     for window in ("active", "idle"):
         for verb in _verbs(rounds, window):
-            a = _get(old, "api", window, "operator_by_verb_per_min", verb) or 0.0
-            b = _get(new, "api", window, "operator_by_verb_per_min", verb) or 0.0
+            path = ("api", window, "operator_by_verb_per_min", verb)
+            a = _get(old, *path) or 0.0
+            b = _get(new, *path) or 0.0
+            cells = (_rate_cell(old, path), _rate_cell(new, path))
+            ratio_text = "—" if UNFINISHED in cells else _ratio(b, a)
             lines.append(
-                f"| operator `{verb}` requests/min, {window} | {_num(a, 1)} | {_num(b, 1)} | {_ratio(b, a)} |"
+                f"| operator `{verb}` requests/min, {window} | {cells[0]} | {cells[1]} | {ratio_text} |"
             )
     for window in ("active", "idle"):
         refusals = sorted(
@@ -236,18 +268,32 @@ def targets(rounds: Sequence[Mapping[str, Any]]) -> list[str]:
     lines = [
         f"## Targets (issue 13), at {scale} runs",
         "",
+        "An idle figure needs a round whose runs all finished: where the largest one did not, the",
+        "largest scale at which they did is used, and named.",
+        "",
         f"| target | {NAMES['list']} | {NAMES['watch']} |",
         "|---|---|---|",
     ]
     for label, path, limit, unit in checks:
         cells = []
         for design in ("list", "watch"):
-            value = _get(by_scale[scale].get(design), *path)
+            chosen = by_scale[scale].get(design)
+            at = scale
+            if _idle(path):
+                finished = [
+                    s for s, r in by_scale.items() if design in r and r[design].get("all_finished", True)
+                ]
+                at = max(finished, default=scale)
+                chosen = by_scale[at].get(design) if finished else None
+            value = _get(chosen, *path)
             if value is None:
                 cells.append("not measured")
-            else:
-                verdict = "**met**" if float(value) <= limit else "**not met**"
-                cells.append(f"{_num(value, 3)} {unit}: {verdict}")
+                continue
+            verdict = "**met**" if float(value) <= limit else "**not met**"
+            note = f" (at {at} runs)" if at != scale else ""
+            if chosen is not None and not chosen.get("all_finished", True):
+                note += f" (until the timeout; {_get(chosen, 'outcome', 'unfinished')} runs unfinished)"
+            cells.append(f"{_num(value, 3)} {unit}: {verdict}{note}")
         lines.append(f"| {label} | {cells[0]} | {cells[1]} |")
     lines.append("")
     return lines
@@ -279,7 +325,7 @@ def growth(rounds: Sequence[Mapping[str, Any]]) -> list[str]:
             r = by_design.get(design)
             if r is None:
                 continue
-            cells = [_num(_get(r, *path), digits) for _, path, digits in columns]
+            cells = [_cell(r, path, digits) for _, path, digits in columns]
             lines.append(f"| {NAMES[design]} | {scale} | " + " | ".join(cells) + " |")
     lines.append("")
     return lines
@@ -343,6 +389,8 @@ def render(document: Mapping[str, Any]) -> str:
     for scale, by_design in _by_scale(rounds).items():
         lines += side_by_side(scale, by_design)
     lines += growth(rounds)
+    if unfinished:
+        lines += [FOOTNOTE, ""]
     lines += [
         "## How the figures are taken",
         "",
@@ -368,3 +416,22 @@ def render(document: Mapping[str, Any]) -> str:
 
 def _counts(values: Mapping[str, Any]) -> str:
     return ", ".join(f"{k} {v}" for k, v in values.items())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m benchmarks.operator_scale.report RESULTS.json``: write the Markdown again from the
+    JSON (e.g. after a change of this module), next to it."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("results", type=Path)
+    args = parser.parse_args(argv)
+    document = json.loads(args.results.read_text(encoding="utf-8"))
+    md = args.results.with_suffix(".md")
+    md.write_text(render(document), encoding="utf-8")
+    print(f"wrote {md}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -396,3 +396,23 @@ def test_the_markdown_shows_both_designs_with_ratios_and_the_targets() -> None:
     assert "| status delay p99 (s) | 15.00 | 2.00 | ×0.13 |" in text
     assert "| operator `list` requests/min, active | 80.0 | 0.0 | ×0.00 |" in text
     assert "`make bench-operator`" in text
+
+
+def test_a_round_cut_short_by_its_timeout_gives_no_idle_figure_and_the_target_says_where_it_was_met() -> None:
+    cut_short = round_result("watch", 100, 0.5, 3.0)
+    cut_short["all_finished"] = False
+    cut_short["outcome"] = {"succeeded": 60, "unfinished": 40}
+    document = {
+        "meta": {},
+        "rounds": [
+            round_result("list", 30, 32.0, 14.0),
+            round_result("watch", 30, 0.0, 1.0),
+            round_result("list", 100, 32.0, 15.0),
+            cut_short,
+        ],
+    }
+    text = report.render(document)
+    assert "| … per finished run, idle | 32.000 | n/a† | — |" in text
+    assert "0.000 req/min per run: **met** (at 30 runs)" in text
+    assert "3.000 s: **met** (until the timeout; 40 runs unfinished)" in text
+    assert "Not every run finished" in text and report.FOOTNOTE in text
