@@ -384,6 +384,10 @@ def render(document: Mapping[str, Any]) -> str:
             + " — their active window ended at the round's timeout.",
             "",
         ]
+    notes = list(document.get("notes") or [])
+    if notes:
+        lines += ["## Notes", "", "Added after the run by whoever ran it (`report.py --note`):", ""]
+        lines += [f"- {note}" for note in notes] + [""]
     lines += targets(rounds)
     lines += ["## Side by side, per scale", ""]
     for scale, by_design in _by_scale(rounds).items():
@@ -419,14 +423,19 @@ def _counts(values: Mapping[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m benchmarks.operator_scale.report RESULTS.json``: write the Markdown again from the
-    JSON (e.g. after a change of this module), next to it."""
+    """``python -m benchmarks.operator_scale.report RESULTS.json [--note TEXT]``: write the Markdown
+    again from the JSON (e.g. after a change of this module), next to it; ``--note`` first adds an
+    observation the figures cannot show (e.g. other work on the machine during a round) to both."""
     import argparse
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("results", type=Path)
+    parser.add_argument("--note", action="append", default=[], help="add a note to the results (repeatable)")
     args = parser.parse_args(argv)
     document = json.loads(args.results.read_text(encoding="utf-8"))
+    if args.note:
+        document["notes"] = [*(document.get("notes") or []), *args.note]
+        args.results.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
     md = args.results.with_suffix(".md")
     md.write_text(render(document), encoding="utf-8")
     print(f"wrote {md}")

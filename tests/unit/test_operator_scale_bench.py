@@ -396,6 +396,9 @@ def test_the_markdown_shows_both_designs_with_ratios_and_the_targets() -> None:
     assert "| status delay p99 (s) | 15.00 | 2.00 | ×0.13 |" in text
     assert "| operator `list` requests/min, active | 80.0 | 0.0 | ×0.00 |" in text
     assert "`make bench-operator`" in text
+    assert "## Notes" not in text
+    document["notes"] = ["another CI run shared the machine during the watch round at 100 runs"]
+    assert "- another CI run shared the machine during the watch round at 100 runs" in report.render(document)
 
 
 def test_a_round_cut_short_by_its_timeout_gives_no_idle_figure_and_the_target_says_where_it_was_met() -> None:
