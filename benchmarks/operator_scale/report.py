@@ -362,6 +362,7 @@ def render(document: Mapping[str, Any]) -> str:
     ]
     sources = {str(_get(r, "source", "digest")) for r in rounds}
     heads = sorted({str(_get(r, "source", "git_head")) for r in rounds})
+    lines.pop()  # the source is one more item of the list above
     lines += [
         f"- **Source:** git HEAD {', '.join(heads)}; "
         + (
