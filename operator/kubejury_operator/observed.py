@@ -9,7 +9,7 @@ module and nowhere else; it is pure (the handlers fetch, this module reads).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -150,10 +150,9 @@ def pod_scheduling_problems(pods: Sequence[Mapping[str, Any]]) -> dict[str, str]
     return problems
 
 
-def servers_ready_since(pods: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-    """Endpoint key → when its server became Ready: the earliest ``Ready`` transition among its
-    model-server Pods that are Ready now and not being deleted (GPU accounting's held time)."""
-    since: dict[str, str] = {}
+def _ready_server_pods(pods: Sequence[Mapping[str, Any]]) -> Iterator[tuple[str, Any, Any]]:
+    """(endpoint key, creationTimestamp, Ready lastTransitionTime) of each model-server Pod that is
+    Ready now and not being deleted."""
     for pod in pods:
         meta = pod.get("metadata") or {}
         labels = meta.get("labels") or {}
@@ -161,9 +160,17 @@ def servers_ready_since(pods: Sequence[Mapping[str, Any]]) -> dict[str, str]:
         if not key or meta.get("deletionTimestamp"):
             continue
         for c in (pod.get("status") or {}).get("conditions") or []:
-            if c.get("type") == "Ready" and c.get("status") == "True" and c.get("lastTransitionTime"):
-                at = str(c["lastTransitionTime"])
-                since[str(key)] = min(since.get(str(key), at), at)
+            if c.get("type") == "Ready" and c.get("status") == "True":
+                yield str(key), meta.get("creationTimestamp"), c.get("lastTransitionTime")
+
+
+def servers_ready_since(pods: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Endpoint key → when its server became Ready: the earliest ``Ready`` transition among its
+    model-server Pods that are Ready now and not being deleted (GPU accounting's held time)."""
+    since: dict[str, str] = {}
+    for key, _created, ready_at in _ready_server_pods(pods):
+        if ready_at:
+            since[key] = min(since.get(key, str(ready_at)), str(ready_at))
     return since
 
 
@@ -174,16 +181,8 @@ def servers_bringup_seconds(pods: Sequence[Mapping[str, Any]]) -> dict[str, floa
     from kubejury.records.gpu_usage import seconds_between
 
     found: dict[str, float] = {}
-    for pod in pods:
-        meta = pod.get("metadata") or {}
-        labels = meta.get("labels") or {}
-        key = labels.get(mf.LABEL_ENDPOINT) if labels.get(mf.LABEL_COMPONENT) == "server" else None
-        if not key or meta.get("deletionTimestamp"):
-            continue
-        for c in (pod.get("status") or {}).get("conditions") or []:
-            if c.get("type") == "Ready" and c.get("status") == "True":
-                took = seconds_between(meta.get("creationTimestamp"), c.get("lastTransitionTime"))
-                found[str(key)] = max(found.get(str(key), 0.0), took)
+    for key, created, ready_at in _ready_server_pods(pods):
+        found[key] = max(found.get(key, 0.0), seconds_between(created, ready_at))
     return found
 
 
