@@ -370,14 +370,6 @@ class RunEstimate:
         }
 
 
-def _queue_end(start: float, jobs: Sequence[tuple[float, float]]) -> float:
-    """When one server finishes jobs (arrival, duration) served one at a time in arrival order."""
-    t = start
-    for arrival, duration in sorted(jobs):
-        t = max(t, arrival) + duration
-    return t
-
-
 def _judging_windows(
     startup: float, jobs: Sequence[tuple[float, float]], generating_until: float | None
 ) -> list[tuple[float, float, float]]:
