@@ -9,8 +9,11 @@ Why this module exists: kopf decides *when* to act; :mod:`kubejury_operator.reco
   plan, apply, patch ``status`` when it changed, post Events. The same code path serves create,
   resume after an operator restart, and every later change, so a restart at any point resumes the
   run without redoing finished work. A settled (finished) run returns before any call.
-* ``@kopf.index`` per child kind, Nodes and EvalRuns: the caches. ``@kopf.on.event`` on Jobs and
-  Deployments: a child's change reconciles its run at once (one reconcile per run at a time).
+* ``@kopf.index`` per child kind, Nodes and EvalRuns: the caches, fed by watches the API server
+  filters by label. ``@kopf.on.event`` on Jobs and Deployments: a change of what the planner reads
+  of a child reconciles its run soon (one reconcile per run at a time, at least
+  :data:`CHILD_EVENT_MIN_GAP` apart), seeing the operator's own recent writes even before the
+  caches do (:mod:`.expectations`).
 * ``@kopf.on.delete`` (kopf's finalizer ``kubejury.io/finalizer``): deletes the run's children
   (owner references make the cluster's garbage collector do the same; deleting explicitly frees
   GPUs at once and does not depend on it) and, only with ``spec.cleanupPolicy: Delete``, the
@@ -31,7 +34,8 @@ import dataclasses
 import datetime
 import logging
 import os
-from collections.abc import Mapping
+import time
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +47,7 @@ from kubejury_operator import manifests as mf
 from kubejury_operator import metrics, run_storage, watched
 from kubejury_operator import status as st
 from kubejury_operator.cluster_run import cluster_run
+from kubejury_operator.expectations import Expectations
 from kubejury_operator.gateway import ApiCredentials, GatewayError, KubeGateway
 from kubejury_operator.observed import (
     Observed,
@@ -52,6 +57,7 @@ from kubejury_operator.observed import (
     servers_bringup_seconds,
     servers_ready_since,
 )
+from kubejury_operator.progress_cache import ProgressCache
 from kubejury_operator.reconcile import Plan, plan, plan_invalid_spec
 from kubejury_operator.tenancy import TenantPolicy, policy_problems
 from kubejury_operator.watched import Caches
@@ -84,9 +90,47 @@ class OperatorRuntime:
     # reconcile already waiting (several events of one change make one reconcile)
     _locks: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict, repr=False)
     _waiting: set[tuple[str, str]] = field(default_factory=set, repr=False)
+    # per run: when its last reconcile ended and how long it took (monotonic seconds)
+    _reconciled: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict, repr=False)
+    # per run: its writes the caches do not show yet (watch design only)
+    _expectations: dict[tuple[str, str], Expectations] = field(default_factory=dict, repr=False)
+    # per child (kind, namespace, name): what the planner last read of it (watch design only)
+    _trigger_states: dict[tuple[str, str, str], Hashable] = field(default_factory=dict, repr=False)
+    progress: ProgressCache = field(default_factory=ProgressCache, repr=False)
 
     def run_lock(self, namespace: str, name: str) -> asyncio.Lock:
         return self._locks.setdefault((namespace, name), asyncio.Lock())
+
+    def expectations(self, namespace: str, name: str) -> Expectations:
+        return self._expectations.setdefault((namespace, name), Expectations())
+
+    def reconciled(self, namespace: str, name: str, started: float, ended: float) -> None:
+        self._reconciled[(namespace, name)] = (ended, ended - started)
+
+    def next_child_reconcile(self, namespace: str, name: str, now: float) -> float:
+        """Seconds until a child's change may reconcile the run (see :data:`CHILD_EVENT_MIN_GAP`)."""
+        ended, took = self._reconciled.get((namespace, name), (float("-inf"), 0.0))
+        gap = max(CHILD_EVENT_MIN_GAP, CHILD_EVENT_BACKOFF * took)
+        return max(CHILD_EVENT_DELAY, ended + gap - now)
+
+    def child_changed(self, kind: str, body: Mapping[str, Any], deleted: bool) -> bool:
+        """Whether a Job's or Deployment's event changes what the planner reads of it."""
+        meta = body.get("metadata") or {}
+        key = (kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        if deleted:
+            self._trigger_states.pop(key, None)
+            return True
+        state = watched.trigger_state(kind, body)
+        if self._trigger_states.get(key, _UNSEEN) == state:
+            return False
+        self._trigger_states[key] = state
+        return True
+
+    def forget(self, namespace: str, name: str) -> None:
+        """A deleted run's per-run state (its children's entries go with their DELETED events)."""
+        for table in (self._locks, self._reconciled, self._expectations):
+            table.pop((namespace, name), None)
+        self.progress.forget((namespace, name))
 
     def gateway(self) -> KubeGateway:
         if self.closed:  # a handler kopf left running past shutdown must not open a new session
@@ -102,6 +146,9 @@ class OperatorRuntime:
         if self._gateway is not None:
             await self._gateway.close()
             self._gateway = None
+
+
+_UNSEEN = object()
 
 
 def _runtime(memo: Any) -> OperatorRuntime:
@@ -147,6 +194,9 @@ def configure(
     )
     settings.posting.level = logging.WARNING  # our own Events tell the story; kopf's only for problems
     settings.watching.server_timeout = int(env.get("KUBEJURY_WATCH_TIMEOUT", "300"))
+    if observation_mode(env) == "watch":
+        for resource, selector in watched.watch_label_selectors().items():
+            settings.watching.label_selectors[resource] = selector
     configure_admission(settings, env)
     logger.info("kubejury operator configured; reconcile interval %ss", interval)
 
@@ -303,15 +353,21 @@ async def _observe_storage(
     series: tuple[str, ...],
     previous: Mapping[str, Any],
     logger: logging.Logger | Any,
+    cache: ProgressCache | None = None,
 ) -> Observed:
     """``observed`` with the progress records and, once aggregated, the report summary. A
-    finished run reads nothing; storage trouble never stops orchestration (counters wait)."""
+    finished run reads nothing; storage trouble never stops orchestration (counters wait).
+    With ``cache``, a recent reading is reused (:mod:`.progress_cache`)."""
     finished = previous.get("phase") == "Failed" or (
         previous.get("phase") == "Succeeded" and previous.get("summary") is not None
     )
     if finished:
         return observed
     namespace, name = ref.namespace, ref.name
+    now = time.monotonic()
+    reused = cache.fresh((namespace, name), observed, now) if cache is not None else None
+    if reused is not None:
+        return dataclasses.replace(observed, progress=reused[0], summary=reused[1])
     aggregation = observed.jobs.get(mf.aggregation_job_name(name))
     secret = await _storage_secret(gw, namespace, evalrun)
     try:
@@ -326,6 +382,8 @@ async def _observe_storage(
     except Exception as exc:
         logger.warning("cannot read progress records of %s/%s: %s", namespace, name, exc)
         return observed
+    if cache is not None:
+        cache.store((namespace, name), observed, (progress, summary), now)
     return dataclasses.replace(observed, progress=progress, summary=summary)
 
 
@@ -333,13 +391,19 @@ async def _observe_storage(
 
 
 async def _apply(
-    gw: KubeGateway, obj: Mapping[str, Any], decided: Plan, previous: Mapping[str, Any], logger: Any
+    gw: KubeGateway,
+    obj: Mapping[str, Any],
+    decided: Plan,
+    previous: Mapping[str, Any],
+    logger: Any,
+    expectations: Expectations | None = None,
 ) -> None:
     """Carry out a plan: its actions, the status patch (only when it changed), its Events.
 
     An action the API server refuses (anything but 409, which means "already there": a quota's 403,
     a 422, …) does not stop the others or the status patch: it lands in the ``ApplyFailed``
-    condition naming the object and the API's message, and the next reconcile tries again."""
+    condition naming the object and the API's message, and the next reconcile tries again. Each
+    create and scale done is remembered in ``expectations`` until the caches show it."""
     meta = obj.get("metadata") or {}
     name, namespace = str(meta["name"]), str(meta.get("namespace") or "default")
     failures: list[st.ApplyFailure] = []
@@ -347,8 +411,12 @@ async def _apply(
         try:
             if action.verb == "create" and action.manifest is not None:
                 await gw.create(action.manifest)
+                if expectations is not None:
+                    expectations.expect_created(action.kind, action.name, action.manifest, time.monotonic())
             elif action.verb == "scale" and action.replicas is not None:
                 await gw.scale(action.kind, namespace, action.name, action.replicas)
+                if expectations is not None:
+                    expectations.expect_scaled(action.name, action.replicas, time.monotonic())
             elif action.verb == "delete":
                 await gw.delete(action.kind, namespace, action.name)
             logger.info("%s", action.describe())
@@ -400,48 +468,82 @@ async def reconcile(
         placements = compute_placements(evalrun, nodes)
     run = cluster_run(obj, evalrun, placements, runtime.settings)
     observed = await _observe_cluster(gw, namespace, name, evalrun, caches)
-    observed = await _observe_storage(gw, evalrun, observed, run.ref, run.series, previous, logger)
+    expectations = runtime.expectations(namespace, name) if caches is not None else None
+    if expectations is not None:  # the caches may not show this operator's latest writes yet
+        expectations.settle(observed, time.monotonic())
+        observed = expectations.view(observed)
+    progress_cache = runtime.progress if caches is not None else None
+    observed = await _observe_storage(
+        gw, evalrun, observed, run.ref, run.series, previous, logger, progress_cache
+    )
     decided = plan(run, observed, previous, _now())
-    await _apply(gw, obj, decided, previous, logger)
+    await _apply(gw, obj, decided, previous, logger, expectations)
     metrics.observe_run(metrics.observation(namespace, name, decided.status, observed.progress))
     return decided.phase
 
 
-async def reconcile_timer(body: kopf.Body, memo: Any, logger: kopf.Logger, **kwargs: Any) -> None:
-    runtime = _runtime(memo)
+async def _reconcile_locked(
+    runtime: OperatorRuntime, body: Mapping[str, Any], logger: Any, trigger: str, caches: Caches | None
+) -> None:
+    """One reconcile of the run, under its lock; when it ended and how long it took are kept (the
+    next child-event reconcile waits for :meth:`OperatorRuntime.next_child_reconcile`)."""
     meta = body.get("metadata") or {}
-    async with runtime.run_lock(str(meta.get("namespace") or "default"), str(meta.get("name"))):
-        with metrics.track_reconcile("timer"):
-            await reconcile(runtime, body, logger, Caches.from_handler_kwargs(kwargs))
+    namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
+    async with runtime.run_lock(namespace, name):
+        started = time.monotonic()
+        try:
+            with metrics.track_reconcile(trigger):
+                await reconcile(runtime, body, logger, caches)
+        finally:
+            runtime.reconciled(namespace, name, started, time.monotonic())
+
+
+async def reconcile_timer(body: kopf.Body, memo: Any, logger: kopf.Logger, **kwargs: Any) -> None:
+    await _reconcile_locked(_runtime(memo), body, logger, "timer", Caches.from_handler_kwargs(kwargs))
 
 
 # seconds: the events of one change (and our own last status write) settle into one reconcile;
 # short, because a server Ready but not yet used, or a Job done but its server not yet scaled down,
 # is GPU time held idle (docs/operator.md, "GPU accounting")
 CHILD_EVENT_DELAY = 0.25
+# A run's child-event reconciles start at least this long after its previous reconcile ended, and
+# at least CHILD_EVENT_BACKOFF times as long as that one took: a burst of Job completions makes one
+# reconcile and one status write, and a busy operator (whose reconciles take longer) reconciles
+# each run less often instead of falling behind (the scale benchmark, docs/benchmarks.md).
+CHILD_EVENT_MIN_GAP = 1.0
+CHILD_EVENT_BACKOFF = 2.0
 
 
-async def on_child_event(body: kopf.Body, memo: Any, logger: kopf.Logger, **kwargs: Any) -> None:
-    """A Job or Deployment of a run changed: reconcile that run now rather than at the next tick."""
-    owner = watched.owner_run(body)
-    runtime = getattr(memo, "kubejury", None)
-    if owner is None or not isinstance(runtime, OperatorRuntime) or owner in runtime._waiting:
-        return
-    runtime._waiting.add(owner)
-    try:
-        await asyncio.sleep(CHILD_EVENT_DELAY)
-    finally:
-        runtime._waiting.discard(owner)
-    run = watched.latest_run(kwargs.get(watched.EVALRUN_INDEX) or {}, owner)
-    if run is None:
-        return
-    async with runtime.run_lock(*owner):
-        with metrics.track_reconcile("child-event"):
-            await reconcile(runtime, run, logger, Caches.from_handler_kwargs(kwargs))
+def _child_event_handler(kind: str) -> Any:
+    async def on_child_event(body: kopf.Body, memo: Any, logger: kopf.Logger, **kwargs: Any) -> None:
+        """A Job or Deployment of a run changed what the planner reads of it: reconcile that run
+        soon rather than at the next tick."""
+        owner = watched.owner_run(body)
+        runtime = getattr(memo, "kubejury", None)
+        if owner is None or not isinstance(runtime, OperatorRuntime):
+            return
+        deleted = kwargs.get("type") == "DELETED"
+        if not runtime.child_changed(kind, body, deleted=deleted) or owner in runtime._waiting:
+            return
+        runtime._waiting.add(owner)
+        try:
+            await asyncio.sleep(runtime.next_child_reconcile(*owner, time.monotonic()))
+        finally:
+            runtime._waiting.discard(owner)
+        run = watched.latest_run(kwargs.get(watched.EVALRUN_INDEX) or {}, owner)
+        if run is None:
+            return
+        await _reconcile_locked(runtime, run, logger, "child-event", Caches.from_handler_kwargs(kwargs))
+
+    return on_child_event
 
 
 def _index_child(body: kopf.Body, **_: Any) -> Any:
     return watched.child_entry(body)
+
+
+def _index_pod(body: kopf.Body, **_: Any) -> Any:
+    return watched.pod_entry(body)
 
 
 def _index_node(body: kopf.Body, **_: Any) -> Any:
@@ -470,6 +572,7 @@ async def on_delete(body: kopf.Body, memo: Any, logger: kopf.Logger, **_: Any) -
         if (obj.get("spec") or {}).get("cleanupPolicy") == "Delete":
             await _delete_stored_results(gw, obj, _runtime(memo).policy, logger)
         metrics.forget_run(namespace, name)
+        _runtime(memo).forget(namespace, name)
 
 
 async def _delete_stored_results(
@@ -570,8 +673,9 @@ def _register_watches(registry: kopf.OperatorRegistry) -> None:
     """The watch-fed caches (one index per kind) and the child-change triggers."""
     for kind, index in watched.CHILD_INDEXES.items():  # one watch per kind for the whole operator
         group, version, plural = watched.RESOURCES[kind]
-        kopf.index(group, version, plural, id=index, labels=dict(watched.CHILD_LABELS), registry=registry)(
-            _index_child
+        labels = watched.POD_LABELS if kind == "Pod" else watched.CHILD_LABELS
+        kopf.index(group, version, plural, id=index, labels=dict(labels), registry=registry)(
+            _index_pod if kind == "Pod" else _index_child
         )
     kopf.index("", "v1", "nodes", id=watched.NODE_INDEX, registry=registry)(_index_node)
     kopf.index(GROUP, VERSION, PLURAL, id=watched.EVALRUN_INDEX, registry=registry)(_index_evalrun)
@@ -584,4 +688,4 @@ def _register_watches(registry: kopf.OperatorRegistry) -> None:
             id=f"{plural}-changed",
             labels=dict(watched.CHILD_LABELS),
             registry=registry,
-        )(on_child_event)
+        )(_child_event_handler(kind))

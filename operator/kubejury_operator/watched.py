@@ -11,7 +11,7 @@ registry; kopf fills them before any handler runs, so a reconcile never sees a h
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +38,25 @@ RESOURCES: dict[str, tuple[str, str, str]] = {
     "Node": ("", "v1", "nodes"),
 }
 CHILD_LABELS = {mf.LABEL_MANAGED_BY: mf.MANAGED_BY}  # only the operator's own objects are watched
+# Of the Pods, only model servers' are read (GPU time held, servers waiting for a node); a Job's
+# Pods — most of a busy cluster's Pod events — are never sent to the operator.
+POD_LABELS = {**CHILD_LABELS, mf.LABEL_COMPONENT: "server"}
+
+
+def label_selector(labels: Mapping[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+def watch_label_selectors() -> dict[tuple[str, str, str], str]:
+    """(group, version, plural) -> the label selector its watch sends to the API server.
+
+    kopf filters a handler's ``labels=`` in the operator, after the API server has sent every
+    object of the kind in the cluster; a selector in ``settings.watching.label_selectors`` makes
+    the API server filter instead, so other teams' Jobs and Pods cost the operator nothing."""
+    selectors = {RESOURCES[kind]: label_selector(CHILD_LABELS) for kind in CHILD_INDEXES if kind != "Pod"}
+    selectors[RESOURCES["Pod"]] = label_selector(POD_LABELS)
+    return selectors
+
 
 RunKey = tuple[str, str]  # (namespace, kubejury.io/run label value)
 
@@ -104,9 +123,27 @@ def child_entry(body: Mapping[str, Any]) -> dict[RunKey, dict[str, Any]] | None:
     return {(str(meta.get("namespace") or ""), str(run)): observed_part(body)}
 
 
+def pod_entry(body: Mapping[str, Any]) -> dict[RunKey, dict[str, Any]] | None:
+    """A model server's Pod as :func:`child_entry` indexes it; ``None`` for any other Pod (a Job's:
+    nothing reads them, and the watch's selector keeps them away already)."""
+    labels = (body.get("metadata") or {}).get("labels") or {}
+    return child_entry(body) if labels.get(mf.LABEL_COMPONENT) == "server" else None
+
+
 def node_entry(body: Mapping[str, Any]) -> dict[None, dict[str, Any]]:
-    """Every Node under one key: placement reads them all."""
-    return {None: _plain(body)}
+    """Every Node under one key: placement reads them all — their name, labels, taints,
+    schedulability and allocatable resources (not their heartbeats, images or managed fields)."""
+    meta = body.get("metadata") or {}
+    spec = body.get("spec") or {}
+    status = body.get("status") or {}
+    return {
+        None: {
+            "kind": "Node",
+            "metadata": {k: _plain(meta[k]) for k in ("name", "labels") if k in meta},
+            "spec": {k: _plain(spec[k]) for k in ("taints", "unschedulable") if k in spec},
+            "status": {k: _plain(status[k]) for k in ("allocatable",) if k in status},
+        }
+    }
 
 
 @dataclass(frozen=True)
@@ -143,6 +180,19 @@ TRIGGER_KINDS = ("Job", "Deployment")
 def evalrun_entry(body: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
     meta = body.get("metadata") or {}
     return {(str(meta.get("namespace") or ""), str(meta.get("name") or "")): _plain(body)}
+
+
+def trigger_state(kind: str, body: Mapping[str, Any]) -> Hashable:
+    """What the planner reads of a Job or Deployment (:func:`~kubejury_operator.observed.job_state`,
+    :func:`~kubejury_operator.observed.deployment_state`): a change of anything else — a Job's
+    active or ready count, a Deployment's updated or available replicas — reconciles nothing."""
+    from kubejury_operator.observed import deployment_state, job_state
+
+    if kind == "Job":
+        return job_state(body)
+    if kind == "Deployment":
+        return deployment_state(body)
+    return None
 
 
 def owner_run(body: Mapping[str, Any]) -> tuple[str, str] | None:

@@ -18,6 +18,7 @@ from factories import as_kopf_body, build_evalrun
 from kubejury.config.spec import parse_evalrun
 from kubejury_operator import handlers
 from kubejury_operator.gateway import ApiCredentials, KubeGateway
+from kubejury_operator.manifests import WorkloadSettings
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -276,3 +277,44 @@ def test_list_observation_registers_the_design_before_issue_13_without_caches_or
     assert handlers.observation_mode({}) == "watch"
     with pytest.raises(ValueError, match="KUBEJURY_OBSERVATION='poll'"):
         handlers.observation_mode({"KUBEJURY_OBSERVATION": "poll"})
+
+
+def test_the_watch_design_asks_the_api_server_to_filter_its_childrens_watches() -> None:
+    from kubejury_operator import watched
+
+    def selectors(env: dict[str, str]) -> dict[Any, str]:
+        settings = kopf.OperatorSettings()
+        handlers.configure(settings, SimpleNamespace(), logging.getLogger("test"), env, 15.0)
+        return dict(settings.watching.label_selectors.items())
+
+    watching = selectors({})
+    assert len(watching) == len(watched.CHILD_INDEXES)
+    assert set(watching.values()) == set(watched.watch_label_selectors().values())
+    assert selectors({"KUBEJURY_OBSERVATION": "list"}) == {}
+
+
+def test_a_child_event_reconciles_only_on_a_change_the_planner_reads() -> None:
+    runtime = handlers.OperatorRuntime(settings=WorkloadSettings())
+    job = {"kind": "Job", "metadata": {"name": "j", "namespace": "evals"}, "status": {"active": 1}}
+    assert runtime.child_changed("Job", job, deleted=False)  # first sight
+    assert not runtime.child_changed("Job", {**job, "status": {"active": 1, "ready": 1}}, deleted=False)
+    done = {**job, "status": {"conditions": [{"type": "Complete", "status": "True"}]}}
+    assert runtime.child_changed("Job", done, deleted=False)
+    assert runtime.child_changed("Job", done, deleted=True)
+    assert runtime.child_changed("Job", done, deleted=False)  # seen afresh after its deletion
+
+
+def test_child_event_reconciles_of_a_run_are_spaced_and_back_off_when_reconciles_are_slow() -> None:
+    runtime = handlers.OperatorRuntime(settings=WorkloadSettings())
+    assert runtime.next_child_reconcile("evals", "r", now=50.0) == handlers.CHILD_EVENT_DELAY
+    runtime.reconciled("evals", "r", started=99.9, ended=100.0)
+    assert runtime.next_child_reconcile("evals", "r", now=100.0) == pytest.approx(
+        handlers.CHILD_EVENT_MIN_GAP
+    )
+    assert runtime.next_child_reconcile("evals", "r", now=105.0) == handlers.CHILD_EVENT_DELAY
+    runtime.reconciled("evals", "r", started=100.0, ended=103.0)  # a 3 s reconcile: a busy operator
+    assert runtime.next_child_reconcile("evals", "r", now=103.0) == pytest.approx(
+        handlers.CHILD_EVENT_BACKOFF * 3.0
+    )
+    runtime.forget("evals", "r")
+    assert runtime.next_child_reconcile("evals", "r", now=103.0) == handlers.CHILD_EVENT_DELAY

@@ -751,3 +751,30 @@ def test_bring_up_overlaps_the_tail_of_a_model_finishing_within_the_bring_up_tim
     assert creates(plan(run, unseen, {"phase": "Generating"}, NOW), "Deployment") == set()
     remembered = {"phase": "Generating", "gpu": {"servers": {"a": {"gpus": 1, "bringUpSeconds": 60}}}}
     assert dep_name("m-b") in creates(plan(run, unseen, remembered, NOW), "Deployment")
+
+
+def test_a_reconcile_whose_caches_lag_behind_its_own_writes_sends_none_of_them_again() -> None:
+    """The watch-fed caches show the operator's creates and scales a moment after it made them:
+    seen through its expectations, the next reconcile neither re-creates nor re-scales."""
+    from kubejury_operator.expectations import Expectations
+
+    run = inputs()
+    lagging = Observed(
+        deployments=ready("m-a", "m-b"), jobs=gen_jobs(["a"], DONE), present=present_for("m-a", "m-b")
+    )
+    first = plan(run, lagging, {"phase": "Generating"}, NOW)
+    assert scales(first) == {dep_name("m-a"): 0}
+    assert creates(first, "Deployment") == creates(first, "Service") == {dep_name("m-c"), dep_name("j-j")}
+    assert creates(first, "Job") == {"kj-r-gen-b-primary", "kj-r-gen-b-t08"}
+    expectations = Expectations()
+    for action in first.actions:
+        if action.verb == "create" and action.manifest is not None:
+            expectations.expect_created(action.kind, action.name, action.manifest, 100.0)
+        elif action.verb == "scale" and action.replicas is not None:
+            expectations.expect_scaled(action.name, action.replicas, 100.0)
+
+    expectations.settle(lagging, 100.5)  # the caches still show the world before those writes
+    again = plan(run, expectations.view(lagging), {"phase": "Generating"}, NOW)
+    assert again.actions == ()
+    assert again.status["stages"] == first.status["stages"]
+    assert plan(run, lagging, {"phase": "Generating"}, NOW).actions == first.actions  # without them

@@ -103,3 +103,48 @@ def test_the_cache_keeps_what_the_observers_read_and_nothing_else() -> None:
     assert servers_bringup_seconds([pod_entry]) == {"m-a": 120.0}
     assert "template" not in dep_entry.get("spec", {}) and "spec" not in pod_entry
     assert len(str(pod_entry)) < len(str(pod)) / 2
+
+
+def test_only_model_servers_pods_are_watched_and_indexed() -> None:
+    server = {
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "evals", "labels": mf.labels("r", "server")},
+    }
+    job_pod = {
+        "kind": "Pod",
+        "metadata": {"name": "q", "namespace": "evals", "labels": mf.labels("r", "generate")},
+    }
+    assert watched.pod_entry(server) == watched.child_entry(server) and watched.pod_entry(job_pod) is None
+    selectors = watched.watch_label_selectors()
+    assert selectors[("", "v1", "pods")] == (
+        f"{mf.LABEL_MANAGED_BY}={mf.MANAGED_BY},{mf.LABEL_COMPONENT}=server"
+    )
+    assert selectors[("batch", "v1", "jobs")] == f"{mf.LABEL_MANAGED_BY}={mf.MANAGED_BY}"
+    assert set(selectors) == {watched.RESOURCES[kind] for kind in watched.CHILD_INDEXES}
+
+
+def test_a_node_is_kept_as_placement_reads_it_without_its_heartbeats() -> None:
+    import json
+    from pathlib import Path
+
+    from kubejury.placement.gpu_nodes import parse_node
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "nodes" / "mixed-cluster.json"
+    for node in json.loads(path.read_text())["items"]:
+        node = {**node, "status": {**node.get("status", {}), "conditions": [{"type": "Ready"}]}}
+        (entry,) = watched.node_entry(node).values()
+        assert parse_node(entry) == parse_node(node)
+        assert "conditions" not in entry["status"]
+
+
+def test_a_childs_change_matters_only_when_what_the_planner_reads_of_it_changes() -> None:
+    job = {"kind": "Job", "metadata": {"name": "j"}, "status": {"active": 1}}
+    more_pods = {**job, "status": {"active": 2, "ready": 1}}
+    done = {**job, "status": {"conditions": [{"type": "Complete", "status": "True"}]}}
+    assert watched.trigger_state("Job", job) == watched.trigger_state("Job", more_pods)
+    assert watched.trigger_state("Job", job) != watched.trigger_state("Job", done)
+    dep = {"kind": "Deployment", "spec": {"replicas": 1}, "status": {"replicas": 1}}
+    available = {**dep, "status": {"replicas": 1, "availableReplicas": 0, "updatedReplicas": 1}}
+    ready = {**dep, "status": {"readyReplicas": 1}}
+    assert watched.trigger_state("Deployment", dep) == watched.trigger_state("Deployment", available)
+    assert watched.trigger_state("Deployment", dep) != watched.trigger_state("Deployment", ready)

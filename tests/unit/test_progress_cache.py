@@ -1,0 +1,30 @@
+"""The progress cache: a reading is reused for a few seconds, never across a Job's completion."""
+
+from __future__ import annotations
+
+from kubejury.records.progress import ProgressRecord
+from kubejury_operator.observed import JobState, Observed
+from kubejury_operator.progress_cache import PROGRESS_MAX_AGE_SECONDS, ProgressCache
+
+RUN = ("evals", "r")
+RECORD = ProgressRecord(stage="generate", series="primary", name="a", done=3, total=10)
+READING = ({("generate", "primary", "a"): RECORD}, None)
+
+
+def test_a_reading_is_reused_while_young_and_no_job_finished() -> None:
+    running = Observed(jobs={"kj-r-gen-a-primary": JobState()})
+    cache = ProgressCache()
+    assert cache.fresh(RUN, running, now=0.0) is None
+    cache.store(RUN, running, READING, now=0.0)
+    assert cache.fresh(RUN, running, now=PROGRESS_MAX_AGE_SECONDS - 0.1) == READING
+    assert cache.fresh(RUN, running, now=PROGRESS_MAX_AGE_SECONDS) is None
+    assert cache.fresh(("evals", "other"), running, now=0.1) is None
+
+
+def test_a_job_finishing_makes_the_next_reconcile_read_again() -> None:
+    cache = ProgressCache()
+    cache.store(RUN, Observed(jobs={"kj-r-gen-a-primary": JobState()}), READING, now=0.0)
+    finished = Observed(jobs={"kj-r-gen-a-primary": JobState(succeeded=True)})
+    assert cache.fresh(RUN, finished, now=0.1) is None
+    cache.forget(RUN)
+    assert cache.fresh(RUN, Observed(jobs={"kj-r-gen-a-primary": JobState()}), now=0.1) is None
