@@ -9,6 +9,7 @@ finding 5). Pure, vocabulary level: the engine and the operator both use it.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -44,9 +45,19 @@ def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
     for value in secrets:
         if value and len(value) >= 4:
             text = text.replace(value, MASK)
+    return _redact_short(text) if len(text) <= _REMEMBERED_LENGTH else _redact_patterns(text)
+
+
+def _redact_patterns(text: str) -> str:
     for pattern, replacement in _PATTERNS:
         text = pattern.sub(replacement, text)
     return text
+
+
+# The patterns' answers for short strings are remembered: the operator redacts every string of a
+# run's status on each write, and nearly all of them (names, reasons, timestamps) repeat.
+_REMEMBERED_LENGTH = 256
+_redact_short = functools.lru_cache(maxsize=16384)(_redact_patterns)
 
 
 def redact_tree(value: Any, secrets: Iterable[str | None] = ()) -> Any:

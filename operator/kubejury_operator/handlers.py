@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
+import json
 import logging
 import os
 import time
@@ -90,13 +91,17 @@ class OperatorRuntime:
     # reconcile already waiting (several events of one change make one reconcile)
     _locks: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict, repr=False)
     _waiting: set[tuple[str, str]] = field(default_factory=set, repr=False)
-    # per run: when its last reconcile ended and how long it took (monotonic seconds)
-    _reconciled: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict, repr=False)
+    # per run: when its last reconcile ended (monotonic seconds)
+    _reconciled: dict[tuple[str, str], float] = field(default_factory=dict, repr=False)
     # per run: its writes the caches do not show yet (watch design only)
     _expectations: dict[tuple[str, str], Expectations] = field(default_factory=dict, repr=False)
     # per child (kind, namespace, name): what the planner last read of it (watch design only)
     _trigger_states: dict[tuple[str, str, str], Hashable] = field(default_factory=dict, repr=False)
     progress: ProgressCache = field(default_factory=ProgressCache, repr=False)
+    # per run: its spec as last parsed, and what it was parsed from (see parsed_spec)
+    _parsed: dict[tuple[str, str], tuple[str, tuple[specmod.EvalRun | None, list[specmod.FieldProblem]]]] = (
+        field(default_factory=dict, repr=False)
+    )
 
     def run_lock(self, namespace: str, name: str) -> asyncio.Lock:
         return self._locks.setdefault((namespace, name), asyncio.Lock())
@@ -104,14 +109,13 @@ class OperatorRuntime:
     def expectations(self, namespace: str, name: str) -> Expectations:
         return self._expectations.setdefault((namespace, name), Expectations())
 
-    def reconciled(self, namespace: str, name: str, started: float, ended: float) -> None:
-        self._reconciled[(namespace, name)] = (ended, ended - started)
+    def reconciled(self, namespace: str, name: str, ended: float) -> None:
+        self._reconciled[(namespace, name)] = ended
 
     def next_child_reconcile(self, namespace: str, name: str, now: float) -> float:
         """Seconds until a child's change may reconcile the run (see :data:`CHILD_EVENT_MIN_GAP`)."""
-        ended, took = self._reconciled.get((namespace, name), (float("-inf"), 0.0))
-        gap = max(CHILD_EVENT_MIN_GAP, CHILD_EVENT_BACKOFF * took)
-        return max(CHILD_EVENT_DELAY, ended + gap - now)
+        ended = self._reconciled.get((namespace, name), float("-inf"))
+        return max(CHILD_EVENT_DELAY, ended + CHILD_EVENT_MIN_GAP - now)
 
     def child_changed(self, kind: str, body: Mapping[str, Any], deleted: bool) -> bool:
         """Whether a Job's or Deployment's event changes what the planner reads of it."""
@@ -126,9 +130,28 @@ class OperatorRuntime:
         self._trigger_states[key] = state
         return True
 
+    def parsed_spec(
+        self, obj: Mapping[str, Any]
+    ) -> tuple[specmod.EvalRun | None, list[specmod.FieldProblem]]:
+        """:func:`kubejury.config.spec.evalrun_problems` of the run, parsed again only when its spec
+        (``metadata.generation``), labels or annotations changed — not for each status write."""
+        meta = obj.get("metadata") or {}
+        key = (str(meta.get("namespace") or "default"), str(meta.get("name")))
+        source = json.dumps(
+            [meta.get("uid"), meta.get("generation"), meta.get("labels"), meta.get("annotations")],
+            sort_keys=True,
+            default=str,
+        )
+        known = self._parsed.get(key)
+        if known is not None and known[0] == source:
+            return known[1][0], list(known[1][1])
+        evalrun, problems = specmod.evalrun_problems({k: v for k, v in obj.items() if k != "status"})
+        self._parsed[key] = (source, (evalrun, list(problems)))
+        return evalrun, list(problems)
+
     def forget(self, namespace: str, name: str) -> None:
         """A deleted run's per-run state (its children's entries go with their DELETED events)."""
-        for table in (self._locks, self._reconciled, self._expectations):
+        for table in (self._locks, self._reconciled, self._expectations, self._parsed):
             table.pop((namespace, name), None)
         self.progress.forget((namespace, name))
 
@@ -197,8 +220,20 @@ def configure(
     if observation_mode(env) == "watch":
         for resource, selector in watched.watch_label_selectors().items():
             settings.watching.label_selectors[resource] = selector
+        quiet = logging.getLogger("kopf.objects")
+        if not any(isinstance(f, QuietChildEvents) for f in quiet.filters):
+            quiet.addFilter(QuietChildEvents())
     configure_admission(settings, env)
     logger.info("kubejury operator configured; reconcile interval %ss", interval)
+
+
+class QuietChildEvents(logging.Filter):
+    """Drops kopf's "Handler '…-changed' succeeded." line, logged for every event of every child
+    (hundreds a second on a busy operator): it says nothing the reconcile's own log does not."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.msg if isinstance(record.msg, str) else ""
+        return not (message.startswith("Handler '") and message.endswith("-changed' succeeded."))
 
 
 def observation_mode(env: Mapping[str, str]) -> str:
@@ -449,7 +484,7 @@ async def reconcile(
         return str(previous["phase"])  # finished and written: costs nothing from now on
     gw = runtime.gateway()
 
-    evalrun, problems = specmod.evalrun_problems({k: v for k, v in obj.items() if k != "status"})
+    evalrun, problems = runtime.parsed_spec(obj)
     # The chart's allow-lists hold here too: the webhook may be off or have failed open.
     beyond = policy_problems(obj, runtime.policy) if evalrun is not None else []
     if evalrun is None or beyond:
@@ -485,17 +520,16 @@ async def reconcile(
 async def _reconcile_locked(
     runtime: OperatorRuntime, body: Mapping[str, Any], logger: Any, trigger: str, caches: Caches | None
 ) -> None:
-    """One reconcile of the run, under its lock; when it ended and how long it took are kept (the
-    next child-event reconcile waits for :meth:`OperatorRuntime.next_child_reconcile`)."""
+    """One reconcile of the run, under its lock; when it ended is kept (the next child-event
+    reconcile waits for :meth:`OperatorRuntime.next_child_reconcile`)."""
     meta = body.get("metadata") or {}
     namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
     async with runtime.run_lock(namespace, name):
-        started = time.monotonic()
         try:
             with metrics.track_reconcile(trigger):
                 await reconcile(runtime, body, logger, caches)
         finally:
-            runtime.reconciled(namespace, name, started, time.monotonic())
+            runtime.reconciled(namespace, name, time.monotonic())
 
 
 async def reconcile_timer(body: kopf.Body, memo: Any, logger: kopf.Logger, **kwargs: Any) -> None:
@@ -506,12 +540,10 @@ async def reconcile_timer(body: kopf.Body, memo: Any, logger: kopf.Logger, **kwa
 # short, because a server Ready but not yet used, or a Job done but its server not yet scaled down,
 # is GPU time held idle (docs/operator.md, "GPU accounting")
 CHILD_EVENT_DELAY = 0.25
-# A run's child-event reconciles start at least this long after its previous reconcile ended, and
-# at least CHILD_EVENT_BACKOFF times as long as that one took: a burst of Job completions makes one
-# reconcile and one status write, and a busy operator (whose reconciles take longer) reconciles
-# each run less often instead of falling behind (the scale benchmark, docs/benchmarks.md).
+# A run's child-event reconciles start at least this long after its previous reconcile ended: a
+# burst of Job completions makes one reconcile and one status write, not one each (the scale
+# benchmark, docs/benchmarks.md). Longer would make the status and the GPU policy late.
 CHILD_EVENT_MIN_GAP = 1.0
-CHILD_EVENT_BACKOFF = 2.0
 
 
 def _child_event_handler(kind: str) -> Any:

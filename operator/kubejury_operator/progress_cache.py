@@ -5,9 +5,12 @@ end, its report are read from storage on every reconcile, and a busy run is reco
 change of one of its Jobs. At a hundred runs, decoding those records was the second-largest share
 of the operator's CPU in the scale benchmark's profile. The records feed counters and the rate
 that decides when the next server starts its bring-up; a few seconds' delay changes neither in a
-way anyone sees. So a reading is reused for :data:`PROGRESS_MAX_AGE_SECONDS` — unless a Job of the
-run has finished since (its final counters, a model's generation just completed, the report just
-written): then it is read at once. Pure: times are arguments; the handlers hold one cache.
+way anyone sees — a stage counts as done when its Job succeeded, whatever its record says. So a
+reading is reused for :data:`PROGRESS_MAX_AGE_SECONDS`, unless the aggregation Job has finished
+since: the report and the final counters are then read at once, so ``Succeeded`` is written with
+them. (Re-reading on every Job's completion, as first built, kept almost nothing: in the scale
+benchmark most reconciles follow a Job's completion.) Pure: times are arguments; the handlers
+hold one cache.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubejury.records.progress import ProgressRecord
+from kubejury_operator.manifests import aggregation_job_name
 from kubejury_operator.observed import Observed, ProgressKey
 
 PROGRESS_MAX_AGE_SECONDS = 5.0
@@ -25,34 +29,41 @@ RunKey = tuple[str, str]  # (namespace, name)
 Reading = tuple[Mapping[ProgressKey, ProgressRecord], Mapping[str, Any] | None]  # progress, summary
 
 
-def finished_jobs(observed: Observed) -> frozenset[str]:
-    """The run's Jobs that have finished (succeeded or failed), by name: what invalidates a reading."""
-    return frozenset(name for name, job in observed.jobs.items() if job.finished)
+def aggregation_finished(run: RunKey, observed: Observed) -> bool:
+    """Whether the run's aggregation Job has finished: what makes a reading stale at once."""
+    job = observed.jobs.get(aggregation_job_name(run[1]))
+    return bool(job and job.finished)
 
 
 @dataclass
 class _Entry:
     at: float
-    finished: frozenset[str]
+    aggregated: bool
     reading: Reading
 
 
 @dataclass
 class ProgressCache:
-    """The last reading of each run's progress, and when and after which finished Jobs it was taken."""
+    """The last reading of each run's progress, when it was taken, and whether the aggregation had
+    finished then."""
 
     max_age: float = PROGRESS_MAX_AGE_SECONDS
     _entries: dict[RunKey, _Entry] = field(default_factory=dict)
 
     def fresh(self, run: RunKey, observed: Observed, now: float) -> Reading | None:
-        """The last reading when it is younger than ``max_age`` and no Job finished since; else None."""
+        """The last reading when it is younger than ``max_age`` and the aggregation did not finish
+        since; else None."""
         entry = self._entries.get(run)
-        if entry is None or now - entry.at >= self.max_age or entry.finished != finished_jobs(observed):
+        if (
+            entry is None
+            or now - entry.at >= self.max_age
+            or entry.aggregated != aggregation_finished(run, observed)
+        ):
             return None
         return entry.reading
 
     def store(self, run: RunKey, observed: Observed, reading: Reading, now: float) -> None:
-        self._entries[run] = _Entry(now, finished_jobs(observed), reading)
+        self._entries[run] = _Entry(now, aggregation_finished(run, observed), reading)
 
     def forget(self, run: RunKey) -> None:
         self._entries.pop(run, None)

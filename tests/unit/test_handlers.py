@@ -304,17 +304,28 @@ def test_a_child_event_reconciles_only_on_a_change_the_planner_reads() -> None:
     assert runtime.child_changed("Job", done, deleted=False)  # seen afresh after its deletion
 
 
-def test_child_event_reconciles_of_a_run_are_spaced_and_back_off_when_reconciles_are_slow() -> None:
+def test_child_event_reconciles_of_a_run_are_spaced_to_coalesce_a_burst() -> None:
     runtime = handlers.OperatorRuntime(settings=WorkloadSettings())
     assert runtime.next_child_reconcile("evals", "r", now=50.0) == handlers.CHILD_EVENT_DELAY
-    runtime.reconciled("evals", "r", started=99.9, ended=100.0)
+    runtime.reconciled("evals", "r", ended=100.0)
     assert runtime.next_child_reconcile("evals", "r", now=100.0) == pytest.approx(
         handlers.CHILD_EVENT_MIN_GAP
     )
-    assert runtime.next_child_reconcile("evals", "r", now=105.0) == handlers.CHILD_EVENT_DELAY
-    runtime.reconciled("evals", "r", started=100.0, ended=103.0)  # a 3 s reconcile: a busy operator
-    assert runtime.next_child_reconcile("evals", "r", now=103.0) == pytest.approx(
-        handlers.CHILD_EVENT_BACKOFF * 3.0
+    assert runtime.next_child_reconcile("evals", "r", now=100.5) == pytest.approx(
+        handlers.CHILD_EVENT_MIN_GAP - 0.5
     )
+    assert runtime.next_child_reconcile("evals", "r", now=105.0) == handlers.CHILD_EVENT_DELAY
     runtime.forget("evals", "r")
-    assert runtime.next_child_reconcile("evals", "r", now=103.0) == handlers.CHILD_EVENT_DELAY
+    assert runtime.next_child_reconcile("evals", "r", now=100.0) == handlers.CHILD_EVENT_DELAY
+
+
+def test_kopfs_line_per_child_event_is_dropped_and_every_other_line_kept() -> None:
+    quiet = handlers.QuietChildEvents()
+
+    def record(message: str) -> logging.LogRecord:
+        return logging.LogRecord("kopf.objects", logging.INFO, __file__, 1, message, None, None)
+
+    assert not quiet.filter(record("Handler 'jobs-changed' succeeded."))
+    assert quiet.filter(record("Handler 'reconcile' succeeded."))
+    assert quiet.filter(record("Handler 'jobs-changed' failed with an exception and will try again"))
+    assert quiet.filter(record("create Job/kj-r-aggregate"))
