@@ -329,3 +329,42 @@ def test_kopfs_line_per_child_event_is_dropped_and_every_other_line_kept() -> No
     assert quiet.filter(record("Handler 'reconcile' succeeded."))
     assert quiet.filter(record("Handler 'jobs-changed' failed with an exception and will try again"))
     assert quiet.filter(record("create Job/kj-r-aggregate"))
+
+
+def test_the_diff_base_is_kopfs_own_essence_built_without_copying_the_status() -> None:
+    raw: Any = {
+        "apiVersion": "kubejury.io/v1alpha1",
+        "kind": "EvalRun",
+        "metadata": {
+            "name": "r",
+            "namespace": "evals",
+            "uid": "u",
+            "generation": 2,
+            "labels": {"team": "a"},
+            "annotations": {"note": "x", "kubejury.io/last-handled-configuration": "{}"},
+            "managedFields": [{"manager": "kubectl"}],
+        },
+        "spec": {"models": [{"name": "m"}]},
+        "status": {"phase": "Generating", "stages": {"generation": {"done": 3}}},
+    }
+    kopfs = kopf.AnnotationsDiffBaseStorage(prefix="kubejury.io", key="last-handled-configuration")
+    ours = handlers.LeanDiffBaseStorage(prefix="kubejury.io", key="last-handled-configuration")
+    assert ours.build(body=kopf.Body(raw)) == kopfs.build(body=kopf.Body(raw))
+    assert "status" not in ours.build(body=kopf.Body(raw))
+
+
+def test_the_planners_view_of_a_run_is_rebuilt_only_when_its_spec_or_pinned_placement_changes() -> None:
+    from kubejury.config.spec import parse_evalrun
+
+    runtime = handlers.OperatorRuntime(settings=WorkloadSettings())
+    body = build_evalrun()
+    body["metadata"].update(uid="u-1", generation=1)
+    evalrun = parse_evalrun(body)
+    nodes = json.loads((REPO / "examples" / "nodes" / "h100-cluster.json").read_text())["items"]
+    placement = {n: p.to_json() for n, p in handlers.compute_placements(evalrun, nodes).items()}
+    assert runtime.pinned_run(body, evalrun, {"phase": "Pending", "placement": placement}) is None
+    running = {"phase": "Generating", "placement": placement}
+    first = runtime.pinned_run(body, evalrun, running)
+    assert first is not None and runtime.pinned_run(body, evalrun, dict(running)) is first
+    respec = {**body, "metadata": {**body["metadata"], "generation": 2}}
+    assert runtime.pinned_run(respec, evalrun, running) is not first
