@@ -74,6 +74,7 @@ DEFAULT_RECONCILE_INTERVAL = 15.0  # seconds; KUBEJURY_RECONCILE_INTERVAL overri
 # waits for the tick. "list" is kept only so benchmarks/operator_scale.py measures both designs on
 # the same cluster in one run; nothing else uses it.
 OBSERVATION_MODES = ("watch", "list")
+LIST_PAGE_SIZE = 500
 CHILD_KINDS = ("Job", "Deployment", "Service", "ConfigMap", "ServiceAccount")
 
 
@@ -244,6 +245,9 @@ def configure(
     )
     settings.posting.level = logging.WARNING  # our own Events tell the story; kopf's only for problems
     settings.watching.server_timeout = int(env.get("KUBEJURY_WATCH_TIMEOUT", "300"))
+    # Lists (at start-up, after a watch's 410 Gone) in pages, as client-go's pager does: a cluster
+    # with thousands of the operator's Jobs is not parsed as one answer.
+    settings.watching.chunk_size = LIST_PAGE_SIZE
     if observation_mode(env) == "watch":
         for resource, selector in watched.watch_label_selectors().items():
             settings.watching.label_selectors[resource] = selector

@@ -289,6 +289,9 @@ def test_the_watch_design_asks_the_api_server_to_filter_its_childrens_watches() 
 
     watching = selectors({})
     assert len(watching) == len(watched.CHILD_INDEXES)
+    settings = kopf.OperatorSettings()
+    handlers.configure(settings, SimpleNamespace(), logging.getLogger("test"), {}, 15.0)
+    assert settings.watching.chunk_size == handlers.LIST_PAGE_SIZE
     assert set(watching.values()) == set(watched.watch_label_selectors().values())
     assert selectors({"KUBEJURY_OBSERVATION": "list"}) == {}
 
