@@ -59,7 +59,7 @@ from kubejury_operator.observed import (
     servers_ready_since,
 )
 from kubejury_operator.progress_cache import ProgressCache
-from kubejury_operator.reconcile import Plan, plan, plan_invalid_spec
+from kubejury_operator.reconcile import Action, Plan, plan, plan_invalid_spec
 from kubejury_operator.tenancy import TenantPolicy, policy_problems
 from kubejury_operator.watched import Caches
 
@@ -472,6 +472,33 @@ async def _observe_storage(
 # --------------------------------------------------------------------------------- reconcile
 
 
+# Children that other children use (the spec ConfigMap the Jobs mount, the ServiceAccount they run
+# as): a plan's actions on these are carried out before the rest.
+PREREQUISITE_KINDS = frozenset({"ConfigMap", "ServiceAccount"})
+
+
+async def _carry_out(
+    gw: KubeGateway, namespace: str, action: Action, logger: Any, expectations: Expectations | None
+) -> st.ApplyFailure | None:
+    """One action; the failure to report when the API server refused it."""
+    try:
+        if action.verb == "create" and action.manifest is not None:
+            await gw.create(action.manifest)
+            if expectations is not None:
+                expectations.expect_created(action.kind, action.name, action.manifest, time.monotonic())
+        elif action.verb == "scale" and action.replicas is not None:
+            await gw.scale(action.kind, namespace, action.name, action.replicas)
+            if expectations is not None:
+                expectations.expect_scaled(action.name, action.replicas, time.monotonic())
+        elif action.verb == "delete":
+            await gw.delete(action.kind, namespace, action.name)
+        logger.info("%s", action.describe())
+        return None
+    except GatewayError as exc:
+        logger.warning("%s failed: %s", action.describe(), exc)
+        return st.ApplyFailure(action.describe(), exc.reason, exc.api_message)
+
+
 async def _apply(
     gw: KubeGateway,
     obj: Mapping[str, Any],
@@ -482,29 +509,21 @@ async def _apply(
 ) -> None:
     """Carry out a plan: its actions, the status patch (only when it changed), its Events.
 
-    An action the API server refuses (anything but 409, which means "already there": a quota's 403,
-    a 422, …) does not stop the others or the status patch: it lands in the ``ApplyFailed``
-    condition naming the object and the API's message, and the next reconcile tries again. Each
-    create and scale done is remembered in ``expectations`` until the caches show it."""
+    The actions go out concurrently — the ConfigMap and ServiceAccount first, then everything else —
+    so a reconcile takes one round trip to the API server per wave, not one per object: on a busy
+    API server the status patch after them was seconds late. An action the API server refuses
+    (anything but 409, which means "already there": a quota's 403, a 422, …) does not stop the
+    others or the status patch: it lands in the ``ApplyFailed`` condition naming the object and
+    the API's message, and the next reconcile tries again. Each create and scale done is
+    remembered in ``expectations`` until the caches show it."""
     meta = obj.get("metadata") or {}
     name, namespace = str(meta["name"]), str(meta.get("namespace") or "default")
     failures: list[st.ApplyFailure] = []
-    for action in decided.actions:
-        try:
-            if action.verb == "create" and action.manifest is not None:
-                await gw.create(action.manifest)
-                if expectations is not None:
-                    expectations.expect_created(action.kind, action.name, action.manifest, time.monotonic())
-            elif action.verb == "scale" and action.replicas is not None:
-                await gw.scale(action.kind, namespace, action.name, action.replicas)
-                if expectations is not None:
-                    expectations.expect_scaled(action.name, action.replicas, time.monotonic())
-            elif action.verb == "delete":
-                await gw.delete(action.kind, namespace, action.name)
-            logger.info("%s", action.describe())
-        except GatewayError as exc:
-            logger.warning("%s failed: %s", action.describe(), exc)
-            failures.append(st.ApplyFailure(action.describe(), exc.reason, exc.api_message))
+    first = [a for a in decided.actions if a.kind in PREREQUISITE_KINDS]
+    rest = [a for a in decided.actions if a.kind not in PREREQUISITE_KINDS]
+    for wave in (first, rest):
+        results = await asyncio.gather(*(_carry_out(gw, namespace, a, logger, expectations) for a in wave))
+        failures += [f for f in results if f is not None]
     status = st.with_apply_result(decided.status, failures, previous, _now())
     if st.status_changed(previous, status):
         await gw.patch_status("EvalRun", namespace, name, status)

@@ -371,3 +371,46 @@ def test_the_planners_view_of_a_run_is_rebuilt_only_when_its_spec_or_pinned_plac
     assert first is not None and runtime.pinned_run(body, evalrun, dict(running)) is first
     respec = {**body, "metadata": {**body["metadata"], "generation": 2}}
     assert runtime.pinned_run(respec, evalrun, running) is not first
+
+
+async def test_a_plans_actions_go_out_concurrently_after_the_objects_the_others_use() -> None:
+    """A fake gateway records when each request starts and ends: the ConfigMap and ServiceAccount
+    are done before any Job is sent, and the Jobs are in flight together, not one after another."""
+    from kubejury_operator.reconcile import Action, Plan
+
+    log: list[str] = []
+    in_flight = 0
+    most = 0
+
+    class Gateway:
+        async def create(self, manifest: Mapping[str, Any]) -> bool:
+            nonlocal in_flight, most
+            in_flight += 1
+            most = max(most, in_flight)
+            log.append(f"start {manifest['kind']}")
+            await asyncio.sleep(0.01)
+            log.append(f"end {manifest['kind']}")
+            in_flight -= 1
+            return True
+
+        async def patch_status(self, *args: Any) -> None:
+            log.append("status")
+
+    def create(kind: str, name: str) -> Action:
+        return Action("create", kind, name, {"kind": kind, "metadata": {"name": name}})
+
+    decided = Plan(
+        actions=(
+            create("Job", "a"),
+            create("ConfigMap", "spec"),
+            create("Job", "b"),
+            create("ServiceAccount", "sa"),
+        ),
+        status={"phase": "Provisioning"},
+        events=(),
+    )
+    body = {"metadata": {"name": "r", "namespace": "evals"}}
+    await handlers._apply(Gateway(), body, decided, {}, logging.getLogger("test"))  # type: ignore[arg-type]
+    first_job = log.index("start Job")
+    assert log[:first_job].count("end ConfigMap") == 1 and log[:first_job].count("end ServiceAccount") == 1
+    assert most == 2 and log[-1] == "status"
