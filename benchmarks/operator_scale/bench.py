@@ -225,7 +225,7 @@ class Observed:
         meta = obj["metadata"]
         key = (str(meta["namespace"]), str(meta["name"]))
         status = obj.get("status") or {}
-        point = measure.status_point(time.time(), status)
+        point = measure.status_point(time.time(), status, measure.status_written(meta))
         history = self.points.setdefault(key, [])
         last = history[-1] if history else None
         if last is None or (
@@ -254,7 +254,8 @@ class Observed:
         component = str(labels.get("kubejury.io/component", ""))
         annotations = meta.get("annotations") or {}
         final = component != "judge" or int(annotations.get("kubejury.io/models-complete", 0)) >= self.models
-        self.jobs.setdefault(run, []).append(measure.JobDone(component, time.time(), final))
+        completed = measure.completed_at(obj.get("status") or {})
+        self.jobs.setdefault(run, []).append(measure.JobDone(component, time.time(), final, completed))
         counted = f"{component}{'' if final or component != 'judge' else ' (earlier round)'}"
         self.job_counts[counted] = self.job_counts.get(counted, 0) + 1
 
@@ -606,11 +607,17 @@ def summarize_round(
     succeeded = sum(1 for k in observed.runs if observed.phases.get(k) == ("Succeeded", True))
     # status delay, per run then pooled
     delays: list[measure.Delay] = []
-    missing = 0
+    server_delays: list[measure.Delay] = []
+    missing = server_missing = 0
     for key in observed.runs:
         found, lost = measure.status_delays(observed.jobs.get(key, []), observed.points.get(key, []))
         delays += found
         missing += lost
+        found, lost = measure.status_delays(
+            observed.jobs.get(key, []), observed.points.get(key, []), server_clock=True
+        )
+        server_delays += found
+        server_missing += lost
     # time to create the servers, from the audit log
     created_at = observed.created_at
     creations = measure.deployment_creations(tally.operator, list(observed.runs))
@@ -687,6 +694,15 @@ def summarize_round(
             },
             "early": sum(1 for d in delays if d.early),
             "never_reflected": missing,
+        },
+        "status_delay_server_clock_s": {
+            "all": measure.distribution([d.seconds for d in server_delays]),
+            **{
+                kind: measure.distribution([d.seconds for d in server_delays if d.kind == kind])
+                for kind in ("generate", "judge", "aggregate")
+            },
+            "early": sum(1 for d in server_delays if d.early),
+            "never_reflected": server_missing,
         },
         "deployments_s": {
             "first_wave_size": wave_size,

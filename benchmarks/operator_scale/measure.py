@@ -16,6 +16,12 @@ without a cluster (``tests/unit/test_operator_scale_bench.py``) and read in one 
   for aggregation, phase ``Succeeded`` with a summary. A status that already showed it (the
   operator may count a generation done from its progress record) counts as 0 s and is reported
   as "early".
+* The same delay **on the API server's clock**: from the Job's ``Complete`` condition's
+  ``lastTransitionTime`` to the time the API server recorded for the status write that reflects
+  it (the ``status`` entry of the EvalRun's ``managedFields``). Both are whole seconds, so each
+  delay is ±1 s; what it leaves out is the benchmark's own watches — on a saturated machine they
+  receive events seconds late, and the watch-clock delay then measures the benchmark as much as
+  the operator.
 """
 
 from __future__ import annotations
@@ -287,6 +293,7 @@ class JobDone:
     kind: str  # "generate" | "judge" | "aggregate"
     at: float
     final: bool = True  # judging: the round created after every model's answers existed
+    completed: float | None = None  # the Complete condition's lastTransitionTime (API server clock)
 
 
 @dataclass(frozen=True)
@@ -298,9 +305,10 @@ class StatusPoint:
     generation_jobs_done: int
     judging_jobs_done: int
     summary: bool
+    written: float | None = None  # when the API server recorded this status's write
 
 
-def status_point(at: float, status: Mapping[str, Any]) -> StatusPoint:
+def status_point(at: float, status: Mapping[str, Any], written: float | None = None) -> StatusPoint:
     stages = status.get("stages") or {}
     return StatusPoint(
         at=at,
@@ -308,7 +316,27 @@ def status_point(at: float, status: Mapping[str, Any]) -> StatusPoint:
         generation_jobs_done=int((stages.get("generation") or {}).get("jobsDone") or 0),
         judging_jobs_done=int((stages.get("judging") or {}).get("jobsDone") or 0),
         summary=status.get("summary") is not None,
+        written=written,
     )
+
+
+def status_written(meta: Mapping[str, Any]) -> float | None:
+    """When the API server recorded the object's latest status write: the newest ``time`` of its
+    ``managedFields`` entries for the ``status`` subresource (whole seconds)."""
+    times = [
+        parse_time(str(entry["time"]))
+        for entry in meta.get("managedFields") or []
+        if isinstance(entry, Mapping) and entry.get("subresource") == "status" and entry.get("time")
+    ]
+    return max(times) if times else None
+
+
+def completed_at(status: Mapping[str, Any]) -> float | None:
+    """A Job's ``Complete=True`` condition's ``lastTransitionTime`` (whole seconds)."""
+    for c in status.get("conditions") or []:
+        if c.get("type") == "Complete" and c.get("status") == "True" and c.get("lastTransitionTime"):
+            return parse_time(str(c["lastTransitionTime"]))
+    return None
 
 
 @dataclass(frozen=True)
@@ -318,33 +346,51 @@ class Delay:
     early: bool  # the status reflected it before the Job was seen Complete
 
 
-def _reflected(points: Sequence[StatusPoint], done: float, test: Any) -> Delay | None:
+def _reflected(points: Sequence[StatusPoint], done: float, test: Any, server: bool) -> Delay | None:
     for point in points:
         if test(point):
-            return Delay("", max(0.0, point.at - done), point.at < done)
+            at = point.written if server else point.at
+            if at is None:
+                return None
+            return Delay("", max(0.0, at - done), at < done)
     return None
 
 
-def status_delays(jobs: Sequence[JobDone], points: Sequence[StatusPoint]) -> tuple[list[Delay], int]:
+def status_delays(
+    jobs: Sequence[JobDone], points: Sequence[StatusPoint], *, server_clock: bool = False
+) -> tuple[list[Delay], int]:
     """The delay of every counted Job of one run (module docstring), and how many were never
-    reflected while the benchmark watched."""
+    reflected while the benchmark watched (or, ``server_clock``, lack a server timestamp)."""
     ordered = sorted(points, key=lambda p: p.at)
     delays: list[Delay] = []
     missing = 0
+
+    def when(job: JobDone) -> float | None:
+        return job.completed if server_clock else job.at
+
+    def reflected(done: float, test: Any) -> Delay | None:
+        return _reflected(ordered, done, test, server_clock)
+
     for kind in ("generate", "judge"):
-        done = sorted(j.at for j in jobs if j.kind == kind and j.final)
+        done = sorted(t for j in jobs if j.kind == kind and j.final and (t := when(j)) is not None)
+        missing += sum(1 for j in jobs if j.kind == kind and j.final and when(j) is None)
         for k, at in enumerate(done, start=1):
             if kind == "generate":
-                found = _reflected(ordered, at, lambda p, k=k: p.generation_jobs_done >= k)
+                found = reflected(at, lambda p, k=k: p.generation_jobs_done >= k)
             else:
-                found = _reflected(ordered, at, lambda p, k=k: p.judging_jobs_done >= k)
+                found = reflected(at, lambda p, k=k: p.judging_jobs_done >= k)
             if found is None:
                 missing += 1
             else:
                 delays.append(Delay(kind, found.seconds, found.early))
     for job in jobs:
         if job.kind == "aggregate":
-            found = _reflected(ordered, job.at, lambda p: p.phase == "Succeeded" and p.summary)
+            finished = when(job)
+            found = (
+                None
+                if finished is None
+                else reflected(finished, lambda p: p.phase == "Succeeded" and p.summary)
+            )
             if found is None:
                 missing += 1
             else:

@@ -419,3 +419,27 @@ def test_a_round_cut_short_by_its_timeout_gives_no_idle_figure_and_the_target_sa
     assert "0.000 req/min per run: **met** (at 30 runs)" in text
     assert "3.000 s: **met** (until the timeout; 40 runs unfinished)" in text
     assert "Not every run finished" in text and report.FOOTNOTE in text
+
+
+def test_status_delays_on_the_api_servers_clock_leave_the_benchmarks_watch_lag_out() -> None:
+    """The watches saw the Job at 10 and the status at 30 (20 s); the API server completed the Job
+    at 100 and recorded the status write at 102: 2 s on its clock."""
+    jobs = [measure.JobDone("generate", 10.0, completed=100.0), measure.JobDone("generate", 11.0)]
+    points = [measure.StatusPoint(30.0, "Generating", 1, 0, False, written=102.0)]
+    watch, _ = measure.status_delays(jobs[:1], points)
+    server, missing = measure.status_delays(jobs, points, server_clock=True)
+    assert [d.seconds for d in watch] == [20.0]
+    assert [d.seconds for d in server] == [2.0] and missing == 1  # the second Job has no timestamp
+    meta = {
+        "managedFields": [
+            {"manager": "kubectl", "time": "2026-12-01T10:00:00Z"},
+            {"manager": "kubejury", "subresource": "status", "time": "2026-12-01T10:00:07Z"},
+        ]
+    }
+    assert measure.status_written(meta) == measure.parse_time("2026-12-01T10:00:07Z")
+    assert measure.status_written({}) is None
+    done = {
+        "conditions": [{"type": "Complete", "status": "True", "lastTransitionTime": "2026-12-01T10:00:05Z"}]
+    }
+    assert measure.completed_at(done) == measure.parse_time("2026-12-01T10:00:05Z")
+    assert measure.completed_at({"conditions": [{"type": "Complete", "status": "False"}]}) is None
