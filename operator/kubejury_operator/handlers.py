@@ -80,7 +80,9 @@ CHILD_KINDS = ("Job", "Deployment", "Service", "ConfigMap", "ServiceAccount")
 
 @dataclass
 class OperatorRuntime:
-    """Process-wide state shared by all handlers through kopf's memo (never per-run state)."""
+    """Process-wide state shared by all handlers through kopf's memo. What it keeps per run only
+    saves work — a lock, the last reconcile's end, writes the caches do not show yet, a recent
+    progress reading, the parsed spec — and never decides a plan: a restart loses none of a run."""
 
     settings: mf.WorkloadSettings
     credentials: ApiCredentials | None = None
