@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubejury_operator import manifests as mf
+from kubejury_operator.observed import deployment_state, job_state
 
 # kind -> the id of its kopf index (the keyword kopf passes it to handlers under)
 CHILD_INDEXES: dict[str, str] = {
@@ -189,8 +190,6 @@ def trigger_state(kind: str, body: Mapping[str, Any]) -> Hashable:
     """What the planner reads of a Job or Deployment (:func:`~kubejury_operator.observed.job_state`,
     :func:`~kubejury_operator.observed.deployment_state`): a change of anything else — a Job's
     active or ready count, a Deployment's updated or available replicas — reconciles nothing."""
-    from kubejury_operator.observed import deployment_state, job_state
-
     if kind == "Job":
         return job_state(body)
     if kind == "Deployment":
