@@ -270,33 +270,31 @@ class KubeGateway:
         patch: Mapping[str, Any],
         *,
         subresource: str | None = None,
+        want_body: bool = True,
     ) -> dict[str, Any] | None:
-        """JSON merge patch; ``None`` when the object is gone."""
+        """JSON merge patch; ``None`` when the object is gone (``{}`` without ``want_body``)."""
         url = self._url(kind, namespace, name, subresource)
         return await self._request(
-            "PATCH", url, json=patch, content_type="application/merge-patch+json", ok_missing=True
+            "PATCH",
+            url,
+            json=patch,
+            content_type="application/merge-patch+json",
+            ok_missing=True,
+            want_body=want_body,
         )
 
     async def scale(self, kind: str, namespace: str, name: str, replicas: int) -> None:
-        url = self._url(kind, namespace, name)
-        await self._request(
-            "PATCH",
-            url,
-            json={"spec": {"replicas": replicas}},
-            content_type="application/merge-patch+json",
-            ok_missing=True,
-            want_body=False,
-        )
+        await self.patch(kind, namespace, name, {"spec": {"replicas": replicas}}, want_body=False)
 
     async def patch_status(self, kind: str, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         """Status is readable by every viewer of the run: its strings are redacted here, the one
         place status is written (a condition may quote an error that echoed a credential)."""
-        await self._request(
-            "PATCH",
-            self._url(kind, namespace, name, "status"),
-            json={"status": redact_tree(dict(status))},
-            content_type="application/merge-patch+json",
-            ok_missing=True,
+        await self.patch(
+            kind,
+            namespace,
+            name,
+            {"status": redact_tree(dict(status))},
+            subresource="status",
             want_body=False,
         )
 
