@@ -686,24 +686,8 @@ def summarize_round(
                 tally.operator, active.window, "patch", "evalruns/status"
             ),
         },
-        "status_delay_s": {
-            "all": measure.distribution([d.seconds for d in delays]),
-            **{
-                kind: measure.distribution([d.seconds for d in delays if d.kind == kind])
-                for kind in ("generate", "judge", "aggregate")
-            },
-            "early": sum(1 for d in delays if d.early),
-            "never_reflected": missing,
-        },
-        "status_delay_server_clock_s": {
-            "all": measure.distribution([d.seconds for d in server_delays]),
-            **{
-                kind: measure.distribution([d.seconds for d in server_delays if d.kind == kind])
-                for kind in ("generate", "judge", "aggregate")
-            },
-            "early": sum(1 for d in server_delays if d.early),
-            "never_reflected": server_missing,
-        },
+        "status_delay_s": measure.delay_summary(delays, missing),
+        "status_delay_server_clock_s": measure.delay_summary(server_delays, server_missing),
         "deployments_s": {
             "first_wave_size": wave_size,
             "first_wave": measure.distribution(first_wave),

@@ -398,6 +398,20 @@ def status_delays(
     return delays, missing
 
 
+def delay_summary(delays: Sequence[Delay], never_reflected: int) -> dict[str, Any]:
+    """Percentiles of one round's status delays, pooled and per kind of Job, with the early and the
+    never-reflected counts (the JSON's ``status_delay_s`` and ``status_delay_server_clock_s``)."""
+    return {
+        "all": distribution([d.seconds for d in delays]),
+        **{
+            kind: distribution([d.seconds for d in delays if d.kind == kind])
+            for kind in ("generate", "judge", "aggregate")
+        },
+        "early": sum(1 for d in delays if d.early),
+        "never_reflected": never_reflected,
+    }
+
+
 def peak_rate(samples: Sequence[tuple[float, float]], span: float) -> float | None:
     """The highest rate of a cumulative counter over any stretch of at least ``span`` seconds
     between two samples ``(time, value)`` (e.g. CPU-seconds → cores); None with too few samples."""
