@@ -587,16 +587,24 @@ async def reconcile(
 async def _reconcile_locked(
     runtime: OperatorRuntime, body: Mapping[str, Any], logger: Any, trigger: str, caches: Caches | None
 ) -> None:
-    """One reconcile of the run, under its lock; when it ended is kept (the next child-event
-    reconcile waits for :meth:`OperatorRuntime.next_child_reconcile`)."""
+    """One reconcile of the run, under its lock (see :func:`_reconcile_held`)."""
+    meta = body.get("metadata") or {}
+    async with runtime.run_lock(str(meta.get("namespace") or "default"), str(meta.get("name"))):
+        await _reconcile_held(runtime, body, logger, trigger, caches)
+
+
+async def _reconcile_held(
+    runtime: OperatorRuntime, body: Mapping[str, Any], logger: Any, trigger: str, caches: Caches | None
+) -> None:
+    """One reconcile of the run, its lock already held; when it ended is kept (the next
+    child-event reconcile waits for :meth:`OperatorRuntime.next_child_reconcile`)."""
     meta = body.get("metadata") or {}
     namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
-    async with runtime.run_lock(namespace, name):
-        try:
-            with metrics.track_reconcile(trigger):
-                await reconcile(runtime, body, logger, caches)
-        finally:
-            runtime.reconciled(namespace, name, time.monotonic())
+    try:
+        with metrics.track_reconcile(trigger):
+            await reconcile(runtime, body, logger, caches)
+    finally:
+        runtime.reconciled(namespace, name, time.monotonic())
 
 
 async def reconcile_timer(body: kopf.Body, memo: Any, logger: kopf.Logger, **kwargs: Any) -> None:
@@ -616,7 +624,12 @@ CHILD_EVENT_MIN_GAP = 1.0
 def _child_event_handler(kind: str) -> Any:
     async def on_child_event(body: kopf.Body, memo: Any, logger: kopf.Logger, **kwargs: Any) -> None:
         """A Job or Deployment of a run changed what the planner reads of it: reconcile that run
-        soon rather than at the next tick."""
+        soon rather than at the next tick.
+
+        A controller's work queue, per run: one reconcile running and at most one waiting. The
+        waiting one holds the run's place in ``_waiting`` until it has the lock and reads the
+        caches, so every change that arrives meanwhile is in what it reads and adds no reconcile
+        of its own (left out, each event behind a running reconcile queued one more)."""
         owner = watched.owner_run(body)
         runtime = getattr(memo, "kubejury", None)
         if owner is None or not isinstance(runtime, OperatorRuntime):
@@ -626,13 +639,16 @@ def _child_event_handler(kind: str) -> Any:
             return
         runtime._waiting.add(owner)
         try:
-            await asyncio.sleep(runtime.next_child_reconcile(*owner, time.monotonic()))
+            async with runtime.run_lock(*owner):
+                await asyncio.sleep(runtime.next_child_reconcile(*owner, time.monotonic()))
+                # No await from here to the caches' reading: a change after this queues anew.
+                runtime._waiting.discard(owner)
+                run = watched.latest_run(kwargs.get(watched.EVALRUN_INDEX) or {}, owner)
+                if run is None:
+                    return
+                await _reconcile_held(runtime, run, logger, "child-event", Caches.from_handler_kwargs(kwargs))
         finally:
             runtime._waiting.discard(owner)
-        run = watched.latest_run(kwargs.get(watched.EVALRUN_INDEX) or {}, owner)
-        if run is None:
-            return
-        await _reconcile_locked(runtime, run, logger, "child-event", Caches.from_handler_kwargs(kwargs))
 
     return on_child_event
 

@@ -414,3 +414,45 @@ async def test_a_plans_actions_go_out_concurrently_after_the_objects_the_others_
     first_job = log.index("start Job")
     assert log[:first_job].count("end ConfigMap") == 1 and log[:first_job].count("end ServiceAccount") == 1
     assert most == 2 and log[-1] == "status"
+
+
+async def test_child_events_during_a_reconcile_make_one_more_reconcile_not_one_each(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Workqueue semantics: per run, one reconcile running and at most one waiting. Events of other
+    Jobs that arrive while a reconcile waits for the run's lock are seen by that reconcile (it
+    reads the caches once it holds the lock), so they add none of their own. A queue of waiting
+    reconciles made a busy run's status minutes late in the scale benchmark (judging, 100 runs)."""
+    monkeypatch.setattr(handlers, "CHILD_EVENT_DELAY", 0.02)
+    monkeypatch.setattr(handlers, "CHILD_EVENT_MIN_GAP", 0.02)
+    started: list[float] = []
+    loop = asyncio.get_running_loop()
+
+    async def slow_reconcile(runtime: Any, body: Any, logger: Any, caches: Any = None) -> str:
+        started.append(loop.time())
+        await asyncio.sleep(0.3)  # an API server answering slowly
+        return "Generating"
+
+    monkeypatch.setattr(handlers, "reconcile", slow_reconcile)
+    runtime = handlers.OperatorRuntime(settings=WorkloadSettings())
+    run = {"metadata": {"name": "r", "namespace": "evals"}}
+    on_event = handlers._child_event_handler("Job")
+
+    def job(n: int) -> dict[str, Any]:
+        owner = {"apiVersion": "kubejury.io/v1alpha1", "kind": "EvalRun", "name": "r"}
+        meta = {"name": f"j{n}", "namespace": "evals", "ownerReferences": [owner]}
+        return {"kind": "Job", "metadata": meta, "status": {"active": 1}}
+
+    async def event(n: int, after: float) -> None:
+        await asyncio.sleep(after)
+        await on_event(
+            body=job(n),
+            memo=SimpleNamespace(kubejury=runtime),
+            logger=logging.getLogger("test"),
+            type="MODIFIED",
+            **{handlers.watched.EVALRUN_INDEX: {("evals", "r"): [run]}},
+        )
+
+    # j0 starts a reconcile at ~0.02 s that runs until ~0.32 s; j1..j5 change while it runs
+    await asyncio.gather(event(0, 0.0), *(event(n, 0.05 + 0.05 * n) for n in range(1, 6)))
+    assert len(started) == 2
