@@ -512,23 +512,38 @@ async def _apply(
     """Carry out a plan: its actions, the status patch (only when it changed), its Events.
 
     The actions go out concurrently — the ConfigMap and ServiceAccount first, then everything else —
-    so a reconcile takes one round trip to the API server per wave, not one per object: on a busy
-    API server the status patch after them was seconds late. An action the API server refuses
-    (anything but 409, which means "already there": a quota's 403, a 422, …) does not stop the
-    others or the status patch: it lands in the ``ApplyFailed`` condition naming the object and
-    the API's message, and the next reconcile tries again. Each create and scale done is
-    remembered in ``expectations`` until the caches show it."""
+    so a reconcile takes one round trip to the API server per wave, not one per object. The status
+    says what was observed, which no action changes, so it goes out with the first wave: on a busy
+    API server a status written after the actions was a round trip or two late. An action the API
+    server refuses (anything but 409, which means "already there": a quota's 403, a 422, …) does
+    not stop the others: it lands in the ``ApplyFailed`` condition naming the object and the API's
+    message, written by a second patch, and the next reconcile tries again (after a refusal the
+    whole status waits for the actions, so the condition does not flip to False and back). Only
+    what changed is sent (:func:`~kubejury_operator.status.status_patch`). Each create and scale
+    done is remembered in ``expectations`` until the caches show it."""
     meta = obj.get("metadata") or {}
     name, namespace = str(meta["name"]), str(meta.get("namespace") or "default")
+    now = _now()
     failures: list[st.ApplyFailure] = []
     first = [a for a in decided.actions if a.kind in PREREQUISITE_KINDS]
     rest = [a for a in decided.actions if a.kind not in PREREQUISITE_KINDS]
-    for wave in (first, rest):
-        results = await asyncio.gather(*(_carry_out(gw, namespace, a, logger, expectations) for a in wave))
-        failures += [f for f in results if f is not None]
-    status = st.with_apply_result(decided.status, failures, previous, _now())
-    if st.status_changed(previous, status):
-        await gw.patch_status("EvalRun", namespace, name, status)
+    written: Mapping[str, Any] = previous
+
+    async def write(status: Mapping[str, Any]) -> None:
+        nonlocal written
+        patch = st.status_patch(written, status)
+        if patch:
+            await gw.patch_status("EvalRun", namespace, name, patch)
+        written = {**written, **status}
+
+    early = None if st.apply_failed(previous) else st.with_apply_result(decided.status, (), previous, now)
+    for wave, status in ((first, early), (rest, None)):
+        results = await asyncio.gather(
+            *(_carry_out(gw, namespace, a, logger, expectations) for a in wave),
+            *((write(status),) if status is not None else ()),
+        )
+        failures += [f for f in results if isinstance(f, st.ApplyFailure)]
+    await write(st.with_apply_result(decided.status, failures, previous, now))
     for event in decided.events:
         try:
             await gw.post_event(obj, event.type, event.reason, event.message)

@@ -383,16 +383,32 @@ def _without_nulls(value: Any) -> Any:
     return value
 
 
-def status_changed(previous: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
-    """Whether patching ``new`` would change the stored status. A merge patch deletes the keys it
-    sets to ``None`` (they never come back as ``None``) and keeps the keys it leaves out, so both
-    sides are compared on ``new``'s keys with ``None`` values dropped. The gateway stores status
-    redacted (credentials masked), so ``new`` is compared as it would be stored."""
+def status_patch(previous: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """The merge patch that makes the stored status ``new``: the top-level keys whose value would
+    change, and nothing else. A merge patch deletes the keys it sets to ``None`` (they never come
+    back as ``None``) and keeps the keys it leaves out, so both sides are compared on ``new``'s keys
+    with ``None`` values dropped. The gateway stores status redacted (credentials masked), so
+    ``new`` is compared as it would be stored. Leaving out what did not change — the pinned
+    placement is two thirds of a busy run's status — keeps each write small for the API server,
+    which decodes, validates and stores every byte sent."""
     stored_new = redact_tree(dict(new))
-    changed: bool = _without_nulls({k: v for k, v in previous.items() if k in new}) != _without_nulls(
-        stored_new
+    return {
+        key: new[key]
+        for key, value in stored_new.items()
+        if _without_nulls(previous.get(key)) != _without_nulls(value)
+    }
+
+
+def status_changed(previous: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether patching ``new`` would change the stored status (:func:`status_patch`)."""
+    return bool(status_patch(previous, new))
+
+
+def apply_failed(status: Mapping[str, Any]) -> bool:
+    """Whether ``status`` says the API server refused one of the last reconcile's changes."""
+    return any(
+        c.get("type") == APPLY_FAILED and c.get("status") == "True" for c in status.get("conditions") or []
     )
-    return changed
 
 
 def settled(previous: Mapping[str, Any], generation: int) -> bool:

@@ -36,6 +36,15 @@ def test_a_status_differing_only_in_empty_fields_is_unchanged() -> None:
     assert st.status_changed({"phase": "Pending", "startedAt": "t"}, {"phase": "Pending", "startedAt": None})
 
 
+def test_a_status_patch_carries_only_the_keys_that_change() -> None:
+    placement = {"m": {"quantization": "fp8", "reason": "Hopper: online FP8"}}
+    stored = {"phase": "Generating", "progress": "1/4", "placement": placement, "startedAt": "t"}
+    new = {"phase": "Generating", "progress": "2/4", "placement": placement, "startedAt": "t"}
+    assert st.status_patch(stored, new) == {"progress": "2/4"}
+    assert st.status_patch(stored, {**new, "startedAt": None}) == {"progress": "2/4", "startedAt": None}
+    assert st.status_patch(stored, {**stored, "completedAt": None}) == {}
+
+
 def test_a_status_stored_redacted_is_unchanged_when_recomputed_with_the_credential() -> None:
     """The gateway redacts status strings before patching; comparing the stored (redacted) status
     with a recomputed unredacted one must not re-patch the run on every tick."""

@@ -16,7 +16,7 @@ import pytest
 
 from factories import as_kopf_body, build_evalrun
 from kubejury.config.spec import parse_evalrun
-from kubejury_operator import handlers
+from kubejury_operator import handlers, watched
 from kubejury_operator.gateway import ApiCredentials, KubeGateway
 from kubejury_operator.manifests import WorkloadSettings
 
@@ -280,8 +280,6 @@ def test_list_observation_registers_the_design_before_issue_13_without_caches_or
 
 
 def test_the_watch_design_asks_the_api_server_to_filter_its_childrens_watches() -> None:
-    from kubejury_operator import watched
-
     def selectors(env: dict[str, str]) -> dict[Any, str]:
         settings = kopf.OperatorSettings()
         handlers.configure(settings, SimpleNamespace(), logging.getLogger("test"), env, 15.0)
@@ -375,7 +373,8 @@ def test_the_planners_view_of_a_run_is_rebuilt_only_when_its_spec_or_pinned_plac
 
 async def test_a_plans_actions_go_out_concurrently_after_the_objects_the_others_use() -> None:
     """A fake gateway records when each request starts and ends: the ConfigMap and ServiceAccount
-    are done before any Job is sent, and the Jobs are in flight together, not one after another."""
+    are done before any Job is sent, and the Jobs are in flight together, not one after another.
+    The status (what was observed) goes out with the first wave, once."""
     from kubejury_operator.reconcile import Action, Plan
 
     log: list[str] = []
@@ -413,7 +412,56 @@ async def test_a_plans_actions_go_out_concurrently_after_the_objects_the_others_
     await handlers._apply(Gateway(), body, decided, {}, logging.getLogger("test"))  # type: ignore[arg-type]
     first_job = log.index("start Job")
     assert log[:first_job].count("end ConfigMap") == 1 and log[:first_job].count("end ServiceAccount") == 1
-    assert most == 2 and log[-1] == "status"
+    assert most == 2 and log.count("status") == 1
+    assert log.index("status") < first_job
+
+
+class RefusingGateway:
+    """A fake gateway that refuses to create Jobs (a quota's 403) and records each status patch."""
+
+    def __init__(self) -> None:
+        self.patches: list[dict[str, Any]] = []
+
+    async def create(self, manifest: Mapping[str, Any]) -> bool:
+        if manifest["kind"] == "Job":
+            from kubejury_operator.gateway import GatewayError
+
+            raise GatewayError(403, "exceeded quota: gpu", reason="Forbidden")
+        return True
+
+    async def patch_status(self, kind: str, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        self.patches.append(dict(status))
+
+
+def _conditions(status: Mapping[str, Any]) -> dict[str, str]:
+    return {c["type"]: c["status"] for c in status.get("conditions") or []}
+
+
+async def test_a_refused_action_is_reported_by_a_second_patch_of_the_conditions_only() -> None:
+    from kubejury_operator.reconcile import Action, Plan
+
+    decided = Plan(
+        actions=(Action("create", "Job", "a", {"kind": "Job", "metadata": {"name": "a"}}),),
+        status={"phase": "Generating", "placement": {"m": {"quantization": "fp8"}}},
+        events=(),
+    )
+    gateway = RefusingGateway()
+    body = {"metadata": {"name": "r", "namespace": "evals"}}
+    await handlers._apply(gateway, body, decided, {}, logging.getLogger("test"))  # type: ignore[arg-type]
+    assert [_conditions(p).get("ApplyFailed") for p in gateway.patches] == ["False", "True"]
+    assert set(gateway.patches[1]) == {"conditions"}  # the placement is not sent again
+
+    # A run whose last reconcile was refused writes its status once, after the actions: the
+    # condition does not flip to False and back.
+    again = RefusingGateway()
+    previous = {
+        **decided.status,
+        "conditions": [{"type": "ApplyFailed", "status": "True", "reason": "Forbidden"}],
+    }
+    changed = Plan(actions=decided.actions, status={**decided.status, "phase": "Judging"}, events=())
+    await handlers._apply(again, body, changed, previous, logging.getLogger("test"))  # type: ignore[arg-type]
+    assert len(again.patches) == 1 and _conditions(again.patches[0])["ApplyFailed"] == "True"
+    assert again.patches[0]["phase"] == "Judging" and "placement" not in again.patches[0]
 
 
 async def test_child_events_during_a_reconcile_make_one_more_reconcile_not_one_each(
@@ -450,7 +498,7 @@ async def test_child_events_during_a_reconcile_make_one_more_reconcile_not_one_e
             memo=SimpleNamespace(kubejury=runtime),
             logger=logging.getLogger("test"),
             type="MODIFIED",
-            **{handlers.watched.EVALRUN_INDEX: {("evals", "r"): [run]}},
+            **{watched.EVALRUN_INDEX: {("evals", "r"): [run]}},
         )
 
     # j0 starts a reconcile at ~0.02 s that runs until ~0.32 s; j1..j5 change while it runs
