@@ -653,17 +653,20 @@ def _child_event_handler(kind: str) -> Any:
         if not runtime.child_changed(kind, body, deleted=deleted) or owner in runtime._waiting:
             return
         runtime._waiting.add(owner)
+        queued = True  # this call holds the run's place in _waiting until it reads the caches
         try:
             async with runtime.run_lock(*owner):
                 await asyncio.sleep(runtime.next_child_reconcile(*owner, time.monotonic()))
                 # No await from here to the caches' reading: a change after this queues anew.
                 runtime._waiting.discard(owner)
+                queued = False
                 run = watched.latest_run(kwargs.get(watched.EVALRUN_INDEX) or {}, owner)
                 if run is None:
                     return
                 await _reconcile_held(runtime, run, logger, "child-event", Caches.from_handler_kwargs(kwargs))
         finally:
-            runtime._waiting.discard(owner)
+            if queued:  # cancelled while waiting; never the place of the next one queued
+                runtime._waiting.discard(owner)
 
     return on_child_event
 

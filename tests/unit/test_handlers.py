@@ -504,3 +504,40 @@ async def test_child_events_during_a_reconcile_make_one_more_reconcile_not_one_e
     # j0 starts a reconcile at ~0.02 s that runs until ~0.32 s; j1..j5 change while it runs
     await asyncio.gather(event(0, 0.0), *(event(n, 0.05 + 0.05 * n) for n in range(1, 6)))
     assert len(started) == 2
+
+
+async def test_a_steady_stream_of_child_events_never_queues_more_than_one_reconcile(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Events keep arriving through many reconciles: each reconcile still starts at most one
+    reconcile later than the event that asked for it (the queue does not grow), and the last one
+    starts right after the stream stops."""
+    monkeypatch.setattr(handlers, "CHILD_EVENT_DELAY", 0.02)
+    monkeypatch.setattr(handlers, "CHILD_EVENT_MIN_GAP", 0.02)
+    started: list[float] = []
+    loop = asyncio.get_running_loop()
+
+    async def slow_reconcile(runtime: Any, body: Any, logger: Any, caches: Any = None) -> str:
+        started.append(loop.time())
+        await asyncio.sleep(0.2)
+        return "Generating"
+
+    monkeypatch.setattr(handlers, "reconcile", slow_reconcile)
+    runtime = handlers.OperatorRuntime(settings=WorkloadSettings())
+    on_event = handlers._child_event_handler("Job")
+    owner = {"apiVersion": "kubejury.io/v1alpha1", "kind": "EvalRun", "name": "r"}
+    index = {watched.EVALRUN_INDEX: {("evals", "r"): [{"metadata": {"name": "r", "namespace": "evals"}}]}}
+
+    async def event(n: int) -> None:
+        await asyncio.sleep(0.03 * n)
+        meta = {"name": f"j{n}", "namespace": "evals", "ownerReferences": [owner]}
+        job = {"kind": "Job", "metadata": meta, "status": {"active": 1}}
+        await on_event(
+            body=job, memo=SimpleNamespace(kubejury=runtime), logger=logging.getLogger("t"), **index
+        )
+
+    begin = loop.time()
+    await asyncio.gather(*(event(n) for n in range(40)))  # 1.2 s of events, a reconcile takes 0.2 s
+    stream_end = 0.03 * 39
+    assert started[-1] - begin <= stream_end + 0.2 + 0.02 + 0.1
+    assert len(started) <= 1.2 / 0.22 + 2
