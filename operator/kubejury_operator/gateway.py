@@ -34,6 +34,12 @@ from kubejury_operator.manifests import API_GROUP, API_VERSION, MANAGED_BY
 # How long a Secret that exists is reused before it is read again (see KubeGateway._secret): a
 # waiting or running EvalRun then costs about one Secret read per 5 minutes, not one per reconcile.
 SECRET_TTL_SECONDS = 300.0
+# Requests in flight to the API server at once (HTTP/1.1: one per connection). At sixteen, a
+# hundred busy runs queued their status writes behind each other in this process for seconds that
+# the API server did not account for (the scale benchmark, docs/benchmarks.md); the API server's
+# own priority and fairness, not this pool, should decide whose requests wait. client-go multiplexes
+# over HTTP/2 without such a bound.
+MAX_CONNECTIONS = 64
 
 
 @dataclass(frozen=True)
@@ -190,7 +196,7 @@ class KubeGateway:
                 headers=self.credentials.headers(),
                 auth=auth,
                 timeout=self._timeout,
-                connector=aiohttp.TCPConnector(ssl=self.credentials.ssl_context(), limit=16),
+                connector=aiohttp.TCPConnector(ssl=self.credentials.ssl_context(), limit=MAX_CONNECTIONS),
             )
         return self._session
 

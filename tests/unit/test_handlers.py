@@ -541,3 +541,20 @@ async def test_a_steady_stream_of_child_events_never_queues_more_than_one_reconc
     stream_end = 0.03 * 39
     assert started[-1] - begin <= stream_end + 0.2 + 0.02 + 0.1
     assert len(started) <= 1.2 / 0.22 + 2
+
+
+def test_the_timer_skips_a_run_reconciled_within_half_an_interval() -> None:
+    runtime = handlers.OperatorRuntime(settings=WorkloadSettings(), interval=15.0)
+    assert runtime.timer_due("evals", "r", now=10.0)  # never reconciled: the first reconcile
+    runtime.reconciled("evals", "r", ended=100.0)
+    assert not runtime.timer_due("evals", "r", now=107.0)  # a child's change just reconciled it
+    assert runtime.timer_due("evals", "r", now=107.5)
+    listing = handlers.OperatorRuntime(settings=WorkloadSettings(), interval=15.0, observation="list")
+    listing.reconciled("evals", "r", ended=100.0)
+    assert listing.timer_due("evals", "r", now=100.1)  # the design before issue 13 ticks as it did
+
+
+def test_configure_gives_the_runtime_the_reconcile_interval() -> None:
+    memo = SimpleNamespace()
+    handlers.configure(kopf.OperatorSettings(), memo, logging.getLogger("test"), {}, 7.0)
+    assert memo.kubejury.interval == 7.0
