@@ -8,11 +8,12 @@ Why this module exists: kopf decides *when* to act; :mod:`kubejury_operator.reco
   children and nodes (from the watch-fed caches of :mod:`.watched`), secrets and progress records,
   plan, apply, patch ``status`` when it changed, post Events. The same code path serves create,
   resume after an operator restart, and every later change, so a restart at any point resumes the
-  run without redoing finished work. A settled (finished) run returns before any call.
+  run without redoing finished work. A settled (finished) run returns before any call; in the
+  watch design a run reconciled less than half an interval ago is skipped.
 * ``@kopf.index`` per child kind, Nodes and EvalRuns: the caches, fed by watches the API server
   filters by label. ``@kopf.on.event`` on Jobs and Deployments: a change of what the planner reads
-  of a child reconciles its run soon (one reconcile per run at a time, at least
-  :data:`CHILD_EVENT_MIN_GAP` apart), seeing the operator's own recent writes even before the
+  of a child reconciles its run soon (one reconcile per run at a time and at most one waiting,
+  at least :data:`CHILD_EVENT_MIN_GAP` apart), seeing the operator's own recent writes even before the
   caches do (:mod:`.expectations`).
 * ``@kopf.on.delete`` (kopf's finalizer ``kubejury.io/finalizer``): deletes the run's children
   (owner references make the cluster's garbage collector do the same; deleting explicitly frees
