@@ -98,6 +98,8 @@ class OperatorRuntime:
     _waiting: set[tuple[str, str]] = field(default_factory=set, repr=False)
     # per run: when its last reconcile ended (monotonic seconds)
     _reconciled: dict[tuple[str, str], float] = field(default_factory=dict, repr=False)
+    # per run: when its status was last written (monotonic seconds; watch design only)
+    _written: dict[tuple[str, str], float] = field(default_factory=dict, repr=False)
     # per run: its writes the caches do not show yet (watch design only)
     _expectations: dict[tuple[str, str], Expectations] = field(default_factory=dict, repr=False)
     # per child (kind, namespace, name): what the planner last read of it (watch design only)
@@ -118,6 +120,14 @@ class OperatorRuntime:
 
     def reconciled(self, namespace: str, name: str, ended: float) -> None:
         self._reconciled[(namespace, name)] = ended
+
+    def status_written(self, namespace: str, name: str, at: float) -> None:
+        self._written[(namespace, name)] = at
+
+    def since_status_written(self, namespace: str, name: str, now: float) -> float | None:
+        """Seconds since this process last wrote the run's status; None when it has not."""
+        at = self._written.get((namespace, name))
+        return None if at is None else now - at
 
     def timer_due(self, namespace: str, name: str, now: float) -> bool:
         """Whether the timer's reconcile of a run is worth doing: in the watch design, not when
@@ -185,7 +195,14 @@ class OperatorRuntime:
 
     def forget(self, namespace: str, name: str) -> None:
         """A deleted run's per-run state (its children's entries go with their DELETED events)."""
-        for table in (self._locks, self._reconciled, self._expectations, self._parsed, self._runs):
+        for table in (
+            self._locks,
+            self._reconciled,
+            self._written,
+            self._expectations,
+            self._parsed,
+            self._runs,
+        ):
             table.pop((namespace, name), None)
         self.progress.forget((namespace, name))
 
@@ -522,8 +539,10 @@ async def _apply(
     previous: Mapping[str, Any],
     logger: Any,
     expectations: Expectations | None = None,
-) -> None:
-    """Carry out a plan: its actions, the status patch (only when it changed), its Events.
+    since_written: float | None = None,
+) -> bool:
+    """Carry out a plan: its actions, the status patch (only when it changed), its Events; returns
+    whether the status was written.
 
     The actions go out concurrently — the ConfigMap and ServiceAccount first, then everything else —
     so a reconcile takes one round trip to the API server per wave, not one per object. The status
@@ -533,8 +552,11 @@ async def _apply(
     not stop the others: it lands in the ``ApplyFailed`` condition naming the object and the API's
     message, written by a second patch, and the next reconcile tries again (after a refusal the
     whole status waits for the actions, so the condition does not flip to False and back). Only
-    what changed is sent (:func:`~kubejury_operator.status.status_patch`). Each create and scale
-    done is remembered in ``expectations`` until the caches show it."""
+    what changed is sent (:func:`~kubejury_operator.status.status_patch`), and a change of counters
+    only waits until the run's last write (``since_written`` seconds ago; None: write at once) is
+    :data:`~kubejury_operator.status.MINOR_STATUS_INTERVAL` old
+    (:func:`~kubejury_operator.status.write_due`). Each create and scale done is remembered in
+    ``expectations`` until the caches show it."""
     meta = obj.get("metadata") or {}
     name, namespace = str(meta["name"]), str(meta.get("namespace") or "default")
     now = _now()
@@ -542,13 +564,14 @@ async def _apply(
     first = [a for a in decided.actions if a.kind in PREREQUISITE_KINDS]
     rest = [a for a in decided.actions if a.kind not in PREREQUISITE_KINDS]
     written: Mapping[str, Any] = previous
+    wrote = False
 
     async def write(status: Mapping[str, Any]) -> None:
-        nonlocal written
-        patch = st.status_patch(written, status)
-        if patch:
-            await gw.patch_status("EvalRun", namespace, name, patch)
-        written = {**written, **status}
+        nonlocal written, wrote
+        if not st.write_due(written, status, None if wrote else since_written):
+            return
+        await gw.patch_status("EvalRun", namespace, name, st.status_patch(written, status))
+        written, wrote = {**written, **status}, True
 
     early = None if st.apply_failed(previous) else st.with_apply_result(decided.status, (), previous, now)
     for wave, status in ((first, early), (rest, None)):
@@ -563,6 +586,7 @@ async def _apply(
             await gw.post_event(obj, event.type, event.reason, event.message)
         except GatewayError as exc:  # an Event is informational: never fail a reconcile over one
             logger.warning("cannot post Event %s for %s/%s: %s", event.reason, namespace, name, exc)
+    return wrote
 
 
 async def reconcile(
@@ -608,7 +632,10 @@ async def reconcile(
         gw, evalrun, observed, run.ref, run.series, previous, logger, progress_cache
     )
     decided = plan(run, observed, previous, _now())
-    await _apply(gw, obj, decided, previous, logger, expectations)
+    now = time.monotonic()
+    since = runtime.since_status_written(namespace, name, now) if caches is not None else None
+    if await _apply(gw, obj, decided, previous, logger, expectations, since):
+        runtime.status_written(namespace, name, now)
     metrics.observe_run(metrics.observation(namespace, name, decided.status, observed.progress))
     return decided.phase
 

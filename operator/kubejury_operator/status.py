@@ -399,6 +399,60 @@ def status_patch(previous: Mapping[str, Any], new: Mapping[str, Any]) -> dict[st
     }
 
 
+# seconds: a status whose only changes are counters (items done, a Job's in-use time, condition
+# messages) is written at most this often per run; see :func:`significant_part`
+MINOR_STATUS_INTERVAL = 15.0
+_SIGNIFICANT_KEYS = ("phase", "observedGeneration", "placement", "startedAt", "completedAt", "summary")
+
+
+def significant_part(status: Mapping[str, Any]) -> Any:
+    """What of a status is written as soon as it changes; the rest waits for
+    :data:`MINOR_STATUS_INTERVAL`. Significant: the phase, each condition's status and reason, the
+    Jobs done per stage, the placement, the summary and times, and each server's held GPU time
+    (Ready since, held seconds, bring-up): a held interval is closed at the reconcile that scales
+    the server down, so that write cannot wait. Not: item counters and condition messages (from
+    progress records, seconds old anyway) and GPU in-use time, which the next write derives again
+    from the Jobs' own start and completion times. At a hundred runs the counters alone made most
+    of the operator's writes, each a whole EvalRun stored, validated and sent again by the API
+    server."""
+    stages = status.get("stages") or {}
+    gpu = status.get("gpu") or {}
+    servers = gpu.get("servers") or {}
+    return (
+        tuple(repr(status.get(key)) for key in _SIGNIFICANT_KEYS),
+        tuple((c.get("type"), c.get("status"), c.get("reason")) for c in status.get("conditions") or []),
+        tuple(sorted((name, (stage or {}).get("jobsDone")) for name, stage in stages.items())),
+        tuple(
+            sorted(
+                (
+                    name,
+                    s.get("readySince"),
+                    s.get("heldGpuSeconds"),
+                    s.get("heldUntil"),
+                    s.get("bringUpSeconds"),
+                )
+                for name, s in servers.items()
+            )
+        ),
+        (gpu.get("heldGpuSeconds"), gpu.get("idleShare")),
+    )
+
+
+def write_due(previous: Mapping[str, Any], new: Mapping[str, Any], since_written: float | None) -> bool:
+    """Whether ``new`` is written now: it changes the stored status, and either something
+    significant changed (:func:`significant_part`) or the run's last write is at least
+    :data:`MINOR_STATUS_INTERVAL` old (``since_written``: seconds; None when unknown, e.g. after a
+    restart)."""
+    if not status_changed(previous, new):
+        return False
+    if since_written is None or since_written >= MINOR_STATUS_INTERVAL:
+        return True
+    stored_new = redact_tree(dict(new))
+    merged = {**previous, **{k: v for k, v in stored_new.items() if v is not None}}
+    merged = {k: v for k, v in merged.items() if not (k in new and new[k] is None)}
+    return bool(significant_part(merged) != significant_part(previous))
+
+
 def status_changed(previous: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     """Whether patching ``new`` would change the stored status (:func:`status_patch`)."""
     return bool(status_patch(previous, new))
