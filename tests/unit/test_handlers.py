@@ -558,3 +558,41 @@ def test_configure_gives_the_runtime_the_reconcile_interval() -> None:
     memo = SimpleNamespace()
     handlers.configure(kopf.OperatorSettings(), memo, logging.getLogger("test"), {}, 7.0)
     assert memo.kubejury.interval == 7.0
+
+
+async def test_a_reconcile_that_moved_only_counters_writes_no_status_until_the_minor_interval() -> None:
+    from kubejury_operator import status as st
+    from kubejury_operator.reconcile import Plan
+
+    patches: list[Mapping[str, Any]] = []
+
+    class Gateway:
+        async def patch_status(self, kind: str, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+            patches.append(status)
+
+    applied = {
+        "type": "ApplyFailed",
+        "status": "False",
+        "reason": "Applied",
+        "message": "The API server accepted every change",
+    }
+    previous = {
+        "phase": "Generating",
+        "progress": "1/10",
+        "stages": {"generation": {"done": 1, "jobsDone": 0}},
+        "conditions": [applied],
+    }
+    counters = Plan(
+        actions=(),
+        status={**previous, "progress": "2/10", "stages": {"generation": {"done": 2, "jobsDone": 0}}},
+        events=(),
+    )
+    body = {"metadata": {"name": "r", "namespace": "evals"}}
+    log = logging.getLogger("test")
+    gateway: Any = Gateway()
+    assert not await handlers._apply(gateway, body, counters, previous, log, since_written=1.0)
+    assert patches == []
+    assert await handlers._apply(
+        gateway, body, counters, previous, log, since_written=st.MINOR_STATUS_INTERVAL
+    )
+    assert len(patches) == 1 and patches[0]["progress"] == "2/10"
