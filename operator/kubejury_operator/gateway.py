@@ -34,12 +34,12 @@ from kubejury_operator.manifests import API_GROUP, API_VERSION, MANAGED_BY
 # How long a Secret that exists is reused before it is read again (see KubeGateway._secret): a
 # waiting or running EvalRun then costs about one Secret read per 5 minutes, not one per reconcile.
 SECRET_TTL_SECONDS = 300.0
-# Requests in flight to the API server at once (HTTP/1.1: one per connection). At sixteen, a
-# hundred busy runs queued their status writes behind each other in this process for seconds that
-# the API server did not account for (the scale benchmark, docs/benchmarks.md); the API server's
-# own priority and fairness, not this pool, should decide whose requests wait. client-go multiplexes
-# over HTTP/2 without such a bound.
-MAX_CONNECTIONS = 64
+# Requests in flight to the API server at once (HTTP/1.1: one per connection). Measured at a
+# hundred busy runs (the scale benchmark, 1 December): with 64 the API server took ten times as long
+# per EvalRun status patch (p50 5.7 s against 0.5 s; nearly every patch conflicted once with its
+# lagging watch cache and went to etcd twice) and the operator saw its writes no sooner; the queue
+# only moved from this process into the API server, where every other client waits in it too.
+MAX_CONNECTIONS = 16
 
 
 @dataclass(frozen=True)
