@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -464,13 +464,12 @@ async def test_a_refused_action_is_reported_by_a_second_patch_of_the_conditions_
     assert again.patches[0]["phase"] == "Judging" and "placement" not in again.patches[0]
 
 
-async def test_child_events_during_a_reconcile_make_one_more_reconcile_not_one_each(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Workqueue semantics: per run, one reconcile running and at most one waiting. Events of other
-    Jobs that arrive while a reconcile waits for the run's lock are seen by that reconcile (it
-    reads the caches once it holds the lock), so they add none of their own. A queue of waiting
-    reconciles made a busy run's status minutes late in the scale benchmark (judging, 100 runs)."""
+def child_event_sender(
+    monkeypatch: pytest.MonkeyPatch, reconcile_seconds: float
+) -> tuple[list[float], Callable[[int, float], Awaitable[None]]]:
+    """Events of Jobs ``j<n>`` of run evals/r, each sent ``after`` seconds by the real child-event
+    handler, with a reconcile that takes ``reconcile_seconds`` (an API server answering slowly)
+    and short delays; returns the loop times at which reconciles started, and the sender."""
     monkeypatch.setattr(handlers, "CHILD_EVENT_DELAY", 0.02)
     monkeypatch.setattr(handlers, "CHILD_EVENT_MIN_GAP", 0.02)
     started: list[float] = []
@@ -478,29 +477,33 @@ async def test_child_events_during_a_reconcile_make_one_more_reconcile_not_one_e
 
     async def slow_reconcile(runtime: Any, body: Any, logger: Any, caches: Any = None) -> str:
         started.append(loop.time())
-        await asyncio.sleep(0.3)  # an API server answering slowly
+        await asyncio.sleep(reconcile_seconds)
         return "Generating"
 
     monkeypatch.setattr(handlers, "reconcile", slow_reconcile)
     runtime = handlers.OperatorRuntime(settings=WorkloadSettings())
-    run = {"metadata": {"name": "r", "namespace": "evals"}}
     on_event = handlers._child_event_handler("Job")
-
-    def job(n: int) -> dict[str, Any]:
-        owner = {"apiVersion": "kubejury.io/v1alpha1", "kind": "EvalRun", "name": "r"}
-        meta = {"name": f"j{n}", "namespace": "evals", "ownerReferences": [owner]}
-        return {"kind": "Job", "metadata": meta, "status": {"active": 1}}
+    owner = {"apiVersion": "kubejury.io/v1alpha1", "kind": "EvalRun", "name": "r"}
+    index = {watched.EVALRUN_INDEX: {("evals", "r"): [{"metadata": {"name": "r", "namespace": "evals"}}]}}
 
     async def event(n: int, after: float) -> None:
         await asyncio.sleep(after)
-        await on_event(
-            body=job(n),
-            memo=SimpleNamespace(kubejury=runtime),
-            logger=logging.getLogger("test"),
-            type="MODIFIED",
-            **{watched.EVALRUN_INDEX: {("evals", "r"): [run]}},
-        )
+        meta = {"name": f"j{n}", "namespace": "evals", "ownerReferences": [owner]}
+        job = {"kind": "Job", "metadata": meta, "status": {"active": 1}}
+        memo = SimpleNamespace(kubejury=runtime)
+        await on_event(body=job, memo=memo, logger=logging.getLogger("test"), type="MODIFIED", **index)
 
+    return started, event
+
+
+async def test_child_events_during_a_reconcile_make_one_more_reconcile_not_one_each(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Workqueue semantics: per run, one reconcile running and at most one waiting. Events of other
+    Jobs that arrive while a reconcile waits for the run's lock are seen by that reconcile (it
+    reads the caches once it holds the lock), so they add none of their own. A queue of waiting
+    reconciles made a busy run's status minutes late in the scale benchmark (judging, 100 runs)."""
+    started, event = child_event_sender(monkeypatch, reconcile_seconds=0.3)
     # j0 starts a reconcile at ~0.02 s that runs until ~0.32 s; j1..j5 change while it runs
     await asyncio.gather(event(0, 0.0), *(event(n, 0.05 + 0.05 * n) for n in range(1, 6)))
     assert len(started) == 2
@@ -512,32 +515,9 @@ async def test_a_steady_stream_of_child_events_never_queues_more_than_one_reconc
     """Events keep arriving through many reconciles: each reconcile still starts at most one
     reconcile later than the event that asked for it (the queue does not grow), and the last one
     starts right after the stream stops."""
-    monkeypatch.setattr(handlers, "CHILD_EVENT_DELAY", 0.02)
-    monkeypatch.setattr(handlers, "CHILD_EVENT_MIN_GAP", 0.02)
-    started: list[float] = []
-    loop = asyncio.get_running_loop()
-
-    async def slow_reconcile(runtime: Any, body: Any, logger: Any, caches: Any = None) -> str:
-        started.append(loop.time())
-        await asyncio.sleep(0.2)
-        return "Generating"
-
-    monkeypatch.setattr(handlers, "reconcile", slow_reconcile)
-    runtime = handlers.OperatorRuntime(settings=WorkloadSettings())
-    on_event = handlers._child_event_handler("Job")
-    owner = {"apiVersion": "kubejury.io/v1alpha1", "kind": "EvalRun", "name": "r"}
-    index = {watched.EVALRUN_INDEX: {("evals", "r"): [{"metadata": {"name": "r", "namespace": "evals"}}]}}
-
-    async def event(n: int) -> None:
-        await asyncio.sleep(0.03 * n)
-        meta = {"name": f"j{n}", "namespace": "evals", "ownerReferences": [owner]}
-        job = {"kind": "Job", "metadata": meta, "status": {"active": 1}}
-        await on_event(
-            body=job, memo=SimpleNamespace(kubejury=runtime), logger=logging.getLogger("t"), **index
-        )
-
-    begin = loop.time()
-    await asyncio.gather(*(event(n) for n in range(40)))  # 1.2 s of events, a reconcile takes 0.2 s
+    started, event = child_event_sender(monkeypatch, reconcile_seconds=0.2)
+    begin = asyncio.get_running_loop().time()
+    await asyncio.gather(*(event(n, 0.03 * n) for n in range(40)))  # 1.2 s of events, a reconcile takes 0.2 s
     stream_end = 0.03 * 39
     assert started[-1] - begin <= stream_end + 0.2 + 0.02 + 0.1
     assert len(started) <= 1.2 / 0.22 + 2
