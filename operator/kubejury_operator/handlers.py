@@ -555,7 +555,7 @@ async def _apply(
     what changed is sent (:func:`~kubejury_operator.status.status_patch`), and a change of counters
     only waits until the run's last write (``since_written`` seconds ago; None: write at once) is
     :data:`~kubejury_operator.status.MINOR_STATUS_INTERVAL` old
-    (:func:`~kubejury_operator.status.write_due`). Each create and scale done is remembered in
+    (:func:`~kubejury_operator.status.due_patch`). Each create and scale done is remembered in
     ``expectations`` until the caches show it."""
     meta = obj.get("metadata") or {}
     name, namespace = str(meta["name"]), str(meta.get("namespace") or "default")
@@ -568,9 +568,10 @@ async def _apply(
 
     async def write(status: Mapping[str, Any]) -> None:
         nonlocal written, wrote
-        if not st.write_due(written, status, None if wrote else since_written):
+        patch = st.due_patch(written, status, None if wrote else since_written)
+        if not patch:
             return
-        await gw.patch_status("EvalRun", namespace, name, st.status_patch(written, status))
+        await gw.patch_status("EvalRun", namespace, name, patch)
         written, wrote = {**written, **status}, True
 
     early = None if st.apply_failed(previous) else st.with_apply_result(decided.status, (), previous, now)

@@ -438,19 +438,19 @@ def significant_part(status: Mapping[str, Any]) -> Any:
     )
 
 
-def write_due(previous: Mapping[str, Any], new: Mapping[str, Any], since_written: float | None) -> bool:
-    """Whether ``new`` is written now: it changes the stored status, and either something
-    significant changed (:func:`significant_part`) or the run's last write is at least
-    :data:`MINOR_STATUS_INTERVAL` old (``since_written``: seconds; None when unknown, e.g. after a
-    restart)."""
-    if not status_changed(previous, new):
-        return False
-    if since_written is None or since_written >= MINOR_STATUS_INTERVAL:
-        return True
-    stored_new = redact_tree(dict(new))
-    merged = {**previous, **{k: v for k, v in stored_new.items() if v is not None}}
-    merged = {k: v for k, v in merged.items() if not (k in new and new[k] is None)}
-    return bool(significant_part(merged) != significant_part(previous))
+def due_patch(
+    previous: Mapping[str, Any], new: Mapping[str, Any], since_written: float | None
+) -> dict[str, Any]:
+    """The status patch (:func:`status_patch`) to write now, or ``{}``: it is written when it changes
+    the stored status and either something significant changed (:func:`significant_part`) or the
+    run's last write is at least :data:`MINOR_STATUS_INTERVAL` old (``since_written``: seconds;
+    None when unknown, e.g. after a restart)."""
+    patch = status_patch(previous, new)
+    if not patch or since_written is None or since_written >= MINOR_STATUS_INTERVAL:
+        return patch
+    # As stored: redacted, a key set to None deleted (significant_part reads None as absent).
+    merged = {**previous, **redact_tree(patch)}
+    return patch if significant_part(merged) != significant_part(previous) else {}
 
 
 def status_changed(previous: Mapping[str, Any], new: Mapping[str, Any]) -> bool:

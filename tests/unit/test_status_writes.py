@@ -1,5 +1,5 @@
 """When the operator writes a run's status: at once for what a reader acts on, at most every
-``MINOR_STATUS_INTERVAL`` seconds for counters (``kubejury_operator.status.write_due``)."""
+``MINOR_STATUS_INTERVAL`` seconds for counters (``kubejury_operator.status.due_patch``)."""
 
 from __future__ import annotations
 
@@ -48,31 +48,31 @@ def counters_moved() -> dict[str, Any]:
 
 
 def test_counters_alone_wait_for_the_minor_interval() -> None:
-    assert not st.write_due(stored(), counters_moved(), since_written=2.0)
-    assert st.write_due(stored(), counters_moved(), since_written=st.MINOR_STATUS_INTERVAL)
+    assert not st.due_patch(stored(), counters_moved(), since_written=2.0)
+    assert st.due_patch(stored(), counters_moved(), since_written=st.MINOR_STATUS_INTERVAL)
 
 
 def test_a_status_this_process_never_wrote_is_written_at_once() -> None:
-    assert st.write_due(stored(), counters_moved(), since_written=None)
+    assert st.due_patch(stored(), counters_moved(), since_written=None)
 
 
 def test_an_unchanged_status_is_never_written() -> None:
-    assert not st.write_due(stored(), stored(), since_written=None)
+    assert not st.due_patch(stored(), stored(), since_written=None)
 
 
 def test_a_job_done_a_phase_or_a_condition_is_written_at_once() -> None:
     done = counters_moved()
     done["stages"]["generation"]["jobsDone"] = 2
-    assert st.write_due(stored(), done, since_written=0.5)
-    assert st.write_due(stored(), stored(phase="Judging"), since_written=0.5)
+    assert st.due_patch(stored(), done, since_written=0.5)
+    assert st.due_patch(stored(), stored(phase="Judging"), since_written=0.5)
     flipped = [{**stored()["conditions"][0], "status": "True", "reason": "AllAnswersGenerated"}]
-    assert st.write_due(stored(), stored(conditions=flipped), since_written=0.5)
+    assert st.due_patch(stored(), stored(conditions=flipped), since_written=0.5)
 
 
 def test_a_held_interval_closing_is_written_at_once_a_jobs_in_use_time_waits() -> None:
     closed = stored()
     closed["gpu"]["servers"]["qwen"] |= {"readySince": None, "heldGpuSeconds": 60.0}
-    assert st.write_due(stored(), closed, since_written=0.5)
+    assert st.due_patch(stored(), closed, since_written=0.5)
     in_use = stored()
     in_use["gpu"]["servers"]["qwen"] |= {"inUseSince": "2026-12-01T10:00:40Z"}
-    assert not st.write_due(stored(), in_use, since_written=0.5)
+    assert not st.due_patch(stored(), in_use, since_written=0.5)
