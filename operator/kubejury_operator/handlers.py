@@ -61,7 +61,7 @@ from kubejury_operator.observed import (
 )
 from kubejury_operator.progress_cache import ProgressCache
 from kubejury_operator.reconcile import Action, Plan, plan, plan_invalid_spec
-from kubejury_operator.tenancy import TenantPolicy, policy_problems
+from kubejury_operator.tenancy import TenantPolicy, run_policy_problems
 from kubejury_operator.watched import Caches
 
 GROUP = mf.API_GROUP
@@ -608,7 +608,7 @@ async def reconcile(
 
     evalrun, problems = runtime.parsed_spec(obj)
     # The chart's allow-lists hold here too: the webhook may be off or have failed open.
-    beyond = policy_problems(obj, runtime.policy) if evalrun is not None else []
+    beyond = run_policy_problems(evalrun, namespace, runtime.policy) if evalrun is not None else []
     if evalrun is None or beyond:
         problems = [*problems, *beyond]
         invalid = plan_invalid_spec(
@@ -763,7 +763,7 @@ async def _delete_stored_results(
     if evalrun is None:
         logger.warning("spec is invalid; stored results of %s are kept", name)
         return
-    if policy_problems(obj, policy):
+    if run_policy_problems(evalrun, namespace, policy):
         logger.warning("storage of %s/%s is outside what the chart allows; nothing deleted", namespace, name)
         return
     ref = mf.RunRef(name=name, namespace=namespace, uid=str(meta.get("uid") or ""))

@@ -48,7 +48,8 @@ def test_same_named_runs_of_two_namespaces_get_different_storage_in_their_jobs_s
 
 def test_storage_uri_outside_the_charts_roots_is_rejected_naming_the_chart_value() -> None:
     policy = TenantPolicy(storage_roots=("s3://shared/{namespace}", "file:///var/lib/kubejury/results"))
-    ok = build_evalrun(namespace="team-a", storage={"uri": "s3://shared/team-a/mine"})
+    bench = "s3://shared/team-a/bench.jsonl"
+    ok = build_evalrun(namespace="team-a", benchmark=bench, storage={"uri": "s3://shared/team-a/mine"})
     assert policy_problems(ok, policy) == []
     for uri in (
         "s3://shared/team-b",
@@ -57,10 +58,15 @@ def test_storage_uri_outside_the_charts_roots_is_rejected_naming_the_chart_value
         "file:///var/lib/kubejury/results/../../../etc",
         "file:///var/lib/kubejury",
     ):
-        problems = policy_problems(build_evalrun(namespace="team-a", storage={"uri": uri}), policy)
+        problems = policy_problems(
+            build_evalrun(namespace="team-a", benchmark=bench, storage={"uri": uri}), policy
+        )
         assert fields(problems) == ["spec.storage.uri"], uri
         assert "security.storageRoots" in problems[0].message
-    assert fields(policy_problems(ok, TenantPolicy(storage_roots=()))) == ["spec.storage.uri"]
+    assert fields(policy_problems(ok, TenantPolicy(storage_roots=()))) == [
+        "spec.storage.uri",
+        "spec.benchmark.uri",
+    ]
 
 
 # ----------------------------------------------------------------------- finding 4: allow-lists
