@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_chart import NEWEST, of_kind, render
+from test_chart import CHART, NEWEST, of_kind, render, run_helm
+
+from kubejury_operator.tenancy import DEFAULT_NODE_SELECTOR_KEYS, TenantPolicy
 
 
 @pytest.fixture(scope="module")
@@ -77,3 +79,31 @@ def test_defaults_allow_no_storage_root_without_a_results_claim(tmp_path: Path) 
     data = settings(render(tmp_path, {}))
     assert json.loads(data["KUBEJURY_ALLOWED_STORAGE_ROOTS"]) == []
     assert json.loads(data["KUBEJURY_ALLOWED_SERVER_FLAGS"]) == []
+
+
+def test_storage_endpoints_are_the_charts_own_store_plus_those_it_lists(tmp_path: Path) -> None:
+    values = {
+        "storage": {"s3Endpoint": "http://minio.minio:9000"},
+        "security": {"storageEndpoints": ["https://ceph.storage:443"]},
+    }
+    data = settings(render(tmp_path, values))
+    assert json.loads(data["KUBEJURY_ALLOWED_STORAGE_ENDPOINTS"]) == [
+        "http://minio.minio:9000",
+        "https://ceph.storage:443",
+    ]
+    assert json.loads(settings(render(tmp_path, {}))["KUBEJURY_ALLOWED_STORAGE_ENDPOINTS"]) == []
+
+
+def test_the_default_node_selector_keys_are_the_policys_own_defaults(tmp_path: Path) -> None:
+    data = settings(render(tmp_path, {}))
+    policy = TenantPolicy.from_env(data)
+    assert policy.node_selector_keys == DEFAULT_NODE_SELECTOR_KEYS
+
+
+@pytest.mark.parametrize("key", ["fullnameOverride", "nameOverride"])
+def test_a_name_override_that_is_no_dns_label_is_refused_by_the_charts_schema(
+    tmp_path: Path, key: str
+) -> None:
+    result = run_helm("template", "kj", str(CHART), values={key: "Evil_Name"}, tmp=tmp_path)
+    assert result.returncode != 0
+    assert key in result.stderr
