@@ -81,3 +81,23 @@ def build_evalrun_yaml(name: str = "r", **fields: Any) -> str:
 def as_kopf_body(obj: dict[str, Any]) -> kopf.Body:
     """An object as kopf hands it to a handler: a read-only view over the raw JSON."""
     return kopf.Body(cast(kopf.RawBody, obj))  # RawBody is a TypedDict of the same JSON object
+
+
+def taint(key: str, value: str | None = None, effect: str = "NoSchedule") -> dict[str, str]:
+    """A Node taint as ``kubectl get node -o json`` prints it (``value`` left out when ``None``)."""
+    result = {"key": key, "effect": effect}
+    if value is not None:
+        result["value"] = value
+    return result
+
+
+def toleration(key: str, value: str | None = None, effect: str = "NoSchedule") -> dict[str, str]:
+    """A Pod toleration of that taint: ``Equal`` with a value, ``Exists`` without one."""
+    if value is None:
+        return {"key": key, "operator": "Exists", "effect": effect}
+    return {"key": key, "operator": "Equal", "value": value, "effect": effect}
+
+
+GPU_TAINT = taint("nvidia.com/gpu", "present")
+TEAM_B_TAINT = taint("dedicated", "team-b")
+CONTROL_PLANE_TAINT = taint("node-role.kubernetes.io/control-plane")

@@ -365,13 +365,28 @@ def restricted_pod_security(uid: int) -> dict[str, Any]:
     }
 
 
+def _allowed_placement_tolerations(
+    settings: WorkloadSettings, placement: Placement
+) -> list[Mapping[str, Any]]:
+    """The placement's tolerations of the GPU taint, and those the chart lists: nothing else, even
+    from a placement recorded in status before the planner stopped tolerating every taint."""
+    return [
+        tol
+        for tol in placement.tolerations
+        if tol.get("key") == settings.gpu_resource
+        or dict(tol) in [dict(t) for t in settings.extra_tolerations]
+    ]
+
+
 def _gpu_tolerations(settings: WorkloadSettings, placement: Placement | None) -> list[dict[str, Any]]:
+    """The GPU taint, the chart's tolerations (``KUBEJURY_GPU_TOLERATIONS``) and the placement's
+    allowed ones (:func:`_allowed_placement_tolerations`), each once."""
     result: list[dict[str, Any]] = [
         {"key": settings.gpu_resource, "operator": "Exists", "effect": "NoSchedule"},
     ]
     extra: list[Mapping[str, Any]] = list(settings.extra_tolerations)
     if placement is not None:
-        extra.extend(placement.tolerations)
+        extra.extend(_allowed_placement_tolerations(settings, placement))
     for tol in extra:
         item = dict(tol)
         if item not in result:
@@ -771,8 +786,8 @@ def model_deployment(run: RunRef, endpoint: Endpoint, replicas: int, settings: W
         pod_spec["nodeSelector"] = dict(placement.node_selector)
     if _uses_gpu(placement, settings):
         pod_spec["tolerations"] = _gpu_tolerations(settings, placement)
-    elif placement.tolerations:
-        pod_spec["tolerations"] = [dict(t) for t in placement.tolerations]
+    elif allowed := _allowed_placement_tolerations(settings, placement):
+        pod_spec["tolerations"] = [dict(t) for t in allowed]
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from factories import CONTROL_PLANE_TAINT, TEAM_B_TAINT, toleration
 from kubejury.placement.gpu_nodes import (
     GPU_RESOURCE,
     cpu_nodes,
@@ -16,7 +17,10 @@ from kubejury.placement.gpu_nodes import (
     parse_node,
     parse_node_list,
     parse_quantity,
+    tolerates,
     tolerations_for,
+    untolerated_taints,
+    usable_gpu_nodes,
 )
 
 
@@ -134,8 +138,53 @@ def test_cpu_nodes_exclude_tainted_and_cordoned() -> None:
     assert [n.name for n in cpu_nodes(nodes)] == ["plain", "soft"]
 
 
-def test_tolerations_cover_the_pool_taints() -> None:
+def with_taints(node: dict[str, Any], *taints: dict[str, str]) -> dict[str, Any]:
+    """``node`` with ``taints`` added to the ones it has."""
+    return {**node, "spec": {**node["spec"], "taints": [*node["spec"]["taints"], *taints]}}
+
+
+def test_tolerations_cover_the_gpu_taint_of_the_pool() -> None:
     node = parse_node(gpu_node("NVIDIA-L4", 23034, (8, 9), 4))
     assert tolerations_for([node]) == [
         {"key": "nvidia.com/gpu", "effect": "NoSchedule", "operator": "Equal", "value": "present"}
     ]
+
+
+def test_tolerations_never_cover_a_team_or_control_plane_taint_the_chart_does_not_list() -> None:
+    node = parse_node(with_taints(gpu_node("NVIDIA-L4", 23034, (8, 9), 4), TEAM_B_TAINT, CONTROL_PLANE_TAINT))
+    assert tolerations_for([node]) == [toleration("nvidia.com/gpu", "present")]
+    listed = [toleration("dedicated", "team-b")]
+    assert tolerations_for([node], listed) == [
+        toleration("dedicated", "team-b"),
+        toleration("nvidia.com/gpu", "present"),
+    ]
+
+
+def test_a_gpu_node_with_a_taint_the_chart_does_not_tolerate_is_not_usable() -> None:
+    free = parse_node(gpu_node("NVIDIA-L4", 23034, (8, 9), 4, name="free"))
+    team = parse_node(with_taints(gpu_node("NVIDIA-L4", 23034, (8, 9), 4, name="team"), TEAM_B_TAINT))
+    cp = parse_node(with_taints(gpu_node("NVIDIA-L4", 23034, (8, 9), 4, name="cp"), CONTROL_PLANE_TAINT))
+    assert [n.name for n in usable_gpu_nodes([free, team, cp], ())] == ["free"]
+    assert [n.name for n in usable_gpu_nodes([free, team, cp], [toleration("dedicated")])] == ["free", "team"]
+    assert untolerated_taints(cp, [toleration("dedicated")]) == [CONTROL_PLANE_TAINT]
+
+
+@pytest.mark.parametrize(
+    ("chart_toleration", "tolerated"),
+    [
+        (toleration("dedicated", "team-b"), True),
+        (toleration("dedicated"), True),  # Exists: any value
+        ({"key": "dedicated", "value": "team-b"}, True),  # operator defaults to Equal
+        ({"key": "dedicated", "operator": "Exists"}, True),  # no effect: every effect
+        (toleration("dedicated", "team-a"), False),  # another value
+        (toleration("dedicated", "team-b", effect="NoExecute"), False),  # another effect
+        (toleration("reserved", "team-b"), False),  # another key
+        ({"operator": "Exists"}, True),  # no key, Exists: every taint (the administrator's choice)
+        ({"operator": "Equal", "value": "team-b"}, False),  # no key needs Exists
+        ({"key": "dedicated", "operator": "Lt", "value": "team-b"}, False),  # not a taint operator
+    ],
+)
+def test_a_chart_toleration_tolerates_a_taint_as_kubernetes_decides(
+    chart_toleration: dict[str, str], tolerated: bool
+) -> None:
+    assert tolerates(chart_toleration, TEAM_B_TAINT) is tolerated

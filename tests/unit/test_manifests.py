@@ -350,3 +350,36 @@ def test_settings_from_chart_json_env() -> None:
     assert {"key": "gpu-pool", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
     with pytest.raises(ValueError, match="KUBEJURY_JOB_RESOURCES"):
         m.WorkloadSettings.from_env({"KUBEJURY_JOB_RESOURCES": "[]"})
+
+
+# ------------------------------------------------------------------- tolerations: only GPU + chart
+
+BROAD = placed(
+    tolerations=(
+        {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"},
+        {"key": "dedicated", "operator": "Equal", "value": "team-b", "effect": "NoSchedule"},
+        {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"},
+    )
+)
+
+
+def _pod_tolerations(placement: Placement, settings: m.WorkloadSettings) -> list[dict[str, Any]]:
+    endpoint = m.Endpoint(**{**VLLM.__dict__, "placement": placement})
+    tolerations: list[dict[str, Any]] = m.model_deployment(RUN, endpoint, 1, settings)["spec"]["template"][
+        "spec"
+    ]["tolerations"]
+    return tolerations
+
+
+def test_a_recorded_placement_cannot_make_the_pod_tolerate_a_taint_the_chart_does_not_list() -> None:
+    """A placement pinned in status before the planner was fixed still tolerated every taint."""
+    keys = {t["key"] for t in _pod_tolerations(BROAD, SETTINGS)}
+    assert keys == {"nvidia.com/gpu"}
+
+
+def test_the_pod_tolerates_the_gpu_taint_and_the_chart_tolerations_only() -> None:
+    team_b = {"key": "dedicated", "operator": "Equal", "value": "team-b", "effect": "NoSchedule"}
+    settings = m.WorkloadSettings(extra_tolerations=(team_b,))
+    tolerations = _pod_tolerations(BROAD, settings)
+    assert [t for t in tolerations if t["key"] != "nvidia.com/gpu"] == [team_b]
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in tolerations

@@ -8,11 +8,13 @@ prints them. Memory figures are those the products report (e.g. H100 80GB: 81559
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from factories import CONTROL_PLANE_TAINT, GPU_TAINT, TEAM_B_TAINT, toleration
 from kubejury.config.spec import ModelSpec, parse_evalrun
 from kubejury.placement.gpu_nodes import GPU_RESOURCE, NodeInfo, gpu_pools, parse_node, parse_node_list
 from kubejury.placement.planner import Placement, place_model, plan_placements
@@ -30,6 +32,7 @@ def gpu_node(
     cc_prefix: str = "nvidia.com/gpu.compute",
     memory: str = "1000Gi",
     unschedulable: bool = False,
+    extra_taints: Sequence[dict[str, str]] = (),
 ) -> dict[str, Any]:
     labels = {
         "nvidia.com/gpu.product": product,
@@ -45,7 +48,7 @@ def gpu_node(
         "metadata": {"name": name or f"{product.lower()}-0", "labels": labels},
         "spec": {
             "unschedulable": unschedulable,
-            "taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}],
+            "taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}, *extra_taints],
         },
         "status": {"allocatable": {GPU_RESOURCE: str(count), "memory": memory, "cpu": "96"}},
     }
@@ -371,3 +374,108 @@ def test_small_gguf_models_stay_off_gpus_when_cpu_nodes_exist() -> None:
     assert place_model(pinned, nodes).gpu_product == "NVIDIA-H100-80GB-HBM3"
     larger = model("qwq", **MODELS["qwq-32b-q4km"])
     assert place_model(larger, nodes).gpu_product == "NVIDIA-H100-80GB-HBM3"
+
+
+# ------------------------------------------------------------------ taints: team reservations hold
+
+TEAM_B_TOLERATION = toleration("dedicated", "team-b")
+
+
+def h100_reserved_for_team_b_and_a_free_l4() -> list[NodeInfo]:
+    """An H100 node another team reserved (``dedicated=team-b:NoSchedule``) and a free L4 node."""
+    return nodes_of(
+        [
+            gpu_node(
+                "NVIDIA-H100-80GB-HBM3", 81559, (9, 0), 8, name="team-b-h100", extra_taints=[TEAM_B_TAINT]
+            ),
+            gpu_node("NVIDIA-L4", 23034, (8, 9), 4, name="free-l4"),
+        ]
+    )
+
+
+def test_a_gpu_pool_reserved_for_another_team_is_not_used_when_the_chart_does_not_tolerate_its_taint() -> (
+    None
+):
+    placement = place_model(
+        model("llama-70b", **MODELS["llama-70b"]), h100_reserved_for_team_b_and_a_free_l4()
+    )
+    assert not placement.schedulable  # the free L4s are too small; the team's H100s are not ours
+    assert "team-b-h100" in placement.reason and "dedicated=team-b:NoSchedule" in placement.reason
+    assert "gpuTolerations" in placement.reason  # says how an administrator may allow it
+    small = place_model(model("dense-9b", **MODELS["dense-9b"]), h100_reserved_for_team_b_and_a_free_l4())
+    assert small.gpu_product == "NVIDIA-L4"
+    assert [t["key"] for t in small.tolerations] == ["nvidia.com/gpu"]
+
+
+def test_a_gguf_model_is_not_placed_on_a_reserved_gpu_pool_either() -> None:
+    gguf = model("qwq", **MODELS["qwq-32b-q4km"])
+    reserved = nodes_of([gpu_node("NVIDIA-H100-80GB-HBM3", 81559, (9, 0), 8, extra_taints=[TEAM_B_TAINT])])
+    assert not place_model(gguf, reserved).schedulable
+    allowed = place_model(gguf, reserved, chart_tolerations=[TEAM_B_TOLERATION])
+    assert allowed.gpu_product == "NVIDIA-H100-80GB-HBM3"
+    assert TEAM_B_TOLERATION in allowed.tolerations
+
+
+def test_with_the_chart_tolerating_the_team_taint_its_nodes_are_used_and_carry_that_toleration_only() -> None:
+    placement = place_model(
+        model("llama-70b", **MODELS["llama-70b"]),
+        h100_reserved_for_team_b_and_a_free_l4(),
+        chart_tolerations=[TEAM_B_TOLERATION, toleration("other-team", "x")],
+    )
+    assert placement.gpu_product == "NVIDIA-H100-80GB-HBM3", placement.reason
+    assert list(placement.tolerations) == [
+        toleration("dedicated", "team-b"),
+        toleration("nvidia.com/gpu", "present"),
+    ]
+
+
+def test_the_control_plane_taint_is_never_tolerated_on_a_gpu_node() -> None:
+    on_control_plane = nodes_of(
+        [
+            gpu_node(
+                "NVIDIA-H100-80GB-HBM3", 81559, (9, 0), 8, name="cp-gpu", extra_taints=[CONTROL_PLANE_TAINT]
+            )
+        ]
+    )
+    for chart in ([], [TEAM_B_TOLERATION]):
+        placement = place_model(model("m", **MODELS["dense-9b"]), on_control_plane, chart_tolerations=chart)
+        assert not placement.schedulable
+        assert "node-role.kubernetes.io/control-plane:NoSchedule" in placement.reason
+        assert not any(t.get("key") == CONTROL_PLANE_TAINT["key"] for t in placement.tolerations)
+
+
+def test_a_node_with_one_tolerated_and_one_untolerated_taint_is_not_used() -> None:
+    both = nodes_of(
+        [
+            gpu_node(
+                "NVIDIA-H100-80GB-HBM3", 81559, (9, 0), 8, extra_taints=[TEAM_B_TAINT, CONTROL_PLANE_TAINT]
+            )
+        ]
+    )
+    placement = place_model(model("m", **MODELS["dense-9b"]), both, chart_tolerations=[TEAM_B_TOLERATION])
+    assert not placement.schedulable
+
+
+def test_the_gpu_taint_is_tolerated_and_a_soft_taint_needs_no_toleration() -> None:
+    soft = {"key": "x", "value": "y", "effect": "PreferNoSchedule"}
+    node = gpu_node("NVIDIA-H100-80GB-HBM3", 81559, (9, 0), 8, extra_taints=[soft])
+    placement = place_model(model("m", **MODELS["dense-9b"]), nodes_of([node]))
+    assert placement.schedulable, placement.reason
+    assert list(placement.tolerations) == [toleration(GPU_TAINT["key"], GPU_TAINT["value"])]
+
+
+def test_plan_placements_passes_the_chart_tolerations_to_every_model_and_judge() -> None:
+    run = parse_evalrun(
+        {
+            "metadata": {"name": "r"},
+            "spec": {
+                "benchmark": {"uri": "b.jsonl"},
+                "models": [{"name": "big", **MODELS["llama-70b"]}],
+                "judges": [{"name": "judge", **MODELS["llama-70b"]}],
+            },
+        }
+    )
+    nodes = h100_reserved_for_team_b_and_a_free_l4()
+    assert not any(p.schedulable for p in plan_placements(run.spec, nodes).values())
+    allowed = plan_placements(run.spec, nodes, chart_tolerations=[TEAM_B_TOLERATION])
+    assert all(p.gpu_product == "NVIDIA-H100-80GB-HBM3" for p in allowed.values())

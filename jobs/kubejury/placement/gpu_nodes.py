@@ -345,20 +345,104 @@ def pool_node_selector(pool: GpuPool, pools: Sequence[GpuPool]) -> dict[str, str
     return selector
 
 
-def tolerations_for(nodes: Iterable[NodeInfo]) -> list[dict[str, Any]]:
-    """Tolerations for the pool's NoSchedule/NoExecute taints (the GPU taint included)."""
-    seen: dict[tuple[str, str, str], dict[str, Any]] = {}
+Toleration = Mapping[str, Any]  # a Pod toleration, as the chart lists them (KUBEJURY_GPU_TOLERATIONS)
+
+
+def is_gpu_taint(taint: Mapping[str, Any]) -> bool:
+    """Whether ``taint`` is the GPU taint (key ``nvidia.com/gpu``, any value and effect): the one
+    taint placement tolerates on its own, since GPU nodes carry it to keep other Pods off."""
+    return str(taint.get("key", "")) == GPU_RESOURCE
+
+
+def tolerates(toleration: Toleration, taint: Mapping[str, Any]) -> bool:
+    """Whether ``toleration`` tolerates ``taint``, by Kubernetes' rule: the effects match (an empty
+    effect matches all), and either the keys match with ``Exists`` or an equal value (``Equal``, the
+    default operator), or the key is empty and the operator ``Exists`` (every taint)."""
+    effect = str(toleration.get("effect") or "")
+    if effect and effect != str(taint.get("effect") or ""):
+        return False
+    key = str(toleration.get("key") or "")
+    operator = str(toleration.get("operator") or "Equal")
+    if not key:
+        return operator == "Exists"
+    if key != str(taint.get("key") or ""):
+        return False
+    if operator == "Exists":
+        return True
+    return operator == "Equal" and str(toleration.get("value") or "") == str(taint.get("value") or "")
+
+
+def untolerated_taints(node: NodeInfo, chart_tolerations: Sequence[Toleration]) -> list[Mapping[str, Any]]:
+    """The node's NoSchedule/NoExecute taints that are neither the GPU taint nor tolerated by the
+    chart's tolerations: a team's reservation, the control plane, a node not ready. A Pod placed
+    there would stay Pending, so placement does not choose such a node."""
+    return [
+        taint
+        for taint in blocking_taints(node)
+        if not is_gpu_taint(taint) and not any(tolerates(t, taint) for t in chart_tolerations)
+    ]
+
+
+def usable_gpu_nodes(nodes: Iterable[NodeInfo], chart_tolerations: Sequence[Toleration]) -> list[NodeInfo]:
+    """The nodes whose every blocking taint is the GPU taint or one the chart tolerates."""
+    return [n for n in nodes if not untolerated_taints(n, chart_tolerations)]
+
+
+def taint_text(taint: Mapping[str, Any]) -> str:
+    """``key=value:Effect`` (``key:Effect`` without a value), as ``kubectl taint`` spells it."""
+    value = taint.get("value")
+    key = f"{taint.get('key', '')}={value}" if value not in (None, "") else str(taint.get("key", ""))
+    return f"{key}:{taint.get('effect', '')}"
+
+
+def reserved_gpu_text(nodes: Iterable[NodeInfo], chart_tolerations: Sequence[Toleration]) -> str:
+    """A sentence naming GPU nodes placement leaves alone because of a taint the chart does not
+    tolerate, and how an administrator may allow them; empty when there are none."""
+    reserved = {
+        n.name: untolerated_taints(n, chart_tolerations)
+        for n in sorted(nodes, key=lambda n: n.name)
+        if n.gpus > 0 and not n.unschedulable
+    }
+    named = [
+        f"{name} ({', '.join(taint_text(t) for t in taints)})" for name, taints in reserved.items() if taints
+    ]
+    if not named:
+        return ""
+    shown = "; ".join(named[:5]) + (f" and {len(named) - 5} more" if len(named) > 5 else "")
+    return (
+        f" GPU node(s) {shown} carry taints that only the GPU taint ({GPU_RESOURCE}) and the chart's "
+        "tolerations may pass, so placement does not use them; an administrator who wants EvalRuns "
+        "there lists a toleration in the chart's inference.gpuTolerations."
+    )
+
+
+def _toleration_of(taint: Mapping[str, Any]) -> dict[str, Any]:
+    """The exact toleration of one taint: ``Equal`` to its value, ``Exists`` when it has none."""
+    key, effect, value = str(taint.get("key", "")), str(taint.get("effect", "")), taint.get("value")
+    if value in (None, ""):
+        return {"key": key, "effect": effect, "operator": "Exists"}
+    return {"key": key, "effect": effect, "operator": "Equal", "value": str(value)}
+
+
+def tolerations_for(
+    nodes: Iterable[NodeInfo], chart_tolerations: Sequence[Toleration] = ()
+) -> list[dict[str, Any]]:
+    """What a Pod on these nodes tolerates: the GPU taint as the nodes carry it, and the chart's
+    tolerations that one of their taints needs. Never anything else: another team's reservation
+    or the control plane stays closed unless the chart lists it (such nodes are not chosen)."""
+    found: dict[tuple[str, str, str], dict[str, Any]] = {}
     for node in nodes:
         for taint in blocking_taints(node):
-            key, effect = str(taint.get("key", "")), str(taint.get("effect", ""))
-            value = taint.get("value")
-            toleration: dict[str, Any] = {"key": key, "effect": effect}
-            if value in (None, ""):
-                toleration["operator"] = "Exists"
+            if is_gpu_taint(taint):
+                toleration = _toleration_of(taint)
             else:
-                toleration.update(operator="Equal", value=str(value))
-            seen.setdefault((key, effect, str(value)), toleration)
-    return [seen[k] for k in sorted(seen)]
+                listed = next((t for t in chart_tolerations if tolerates(t, taint)), None)
+                if listed is None:
+                    continue
+                toleration = dict(listed)
+            order = (str(toleration.get("key", "")), str(toleration.get("effect", "")))
+            found.setdefault((*order, json.dumps(toleration, sort_keys=True)), toleration)
+    return [found[k] for k in sorted(found)]
 
 
 def matches_selector(node: NodeInfo, selector: Mapping[str, str]) -> bool:

@@ -13,7 +13,10 @@ table of known products fills them in.
 
 Nodes are parsed and grouped into *pools* (same product, memory and GPUs per node) by
 :mod:`kubejury.placement.gpu_nodes`. A model runs on one
-node (tensor parallelism only; no multi-node pipeline parallelism).
+node (tensor parallelism only; no multi-node pipeline parallelism). Placement tolerates the GPU
+taint (``nvidia.com/gpu``) and the chart's tolerations, nothing else: a GPU node with any other
+NoSchedule/NoExecute taint (``dedicated=team-b``, the control plane) is not chosen, so a team's
+reservation holds against EvalRuns.
 
 Quantization with ``quantization: auto`` (runtime vllm), by the pool's compute capability:
 
@@ -74,12 +77,15 @@ from kubejury.placement.gpu_nodes import (
     GIB,
     GpuPool,
     NodeInfo,
+    Toleration,
     cpu_nodes,
     gpu_pools,
     matches_selector,
     pool_node_selector,
+    reserved_gpu_text,
     tolerations_for,
     undescribed_gpu_text,
+    usable_gpu_nodes,
 )
 from kubejury.placement.gpu_nodes import GPU_RESOURCE as GPU_RESOURCE
 from kubejury.placement.gpu_nodes import KNOWN_GPUS as KNOWN_GPUS
@@ -315,8 +321,16 @@ def _unschedulable(model: ModelSpec, runtime: str, quant: str, reason: str, need
     )
 
 
-def _place_vllm(model: ModelSpec, nodes: Sequence[NodeInfo]) -> Placement:
-    pools = gpu_pools(n for n in nodes if matches_selector(n, model.node_selector))
+def _unused_gpus_text(nodes: Sequence[NodeInfo], chart_tolerations: Sequence[Toleration]) -> str:
+    """Why some GPU nodes were not considered: undescribed, or tainted for someone else."""
+    return undescribed_gpu_text(nodes) + reserved_gpu_text(nodes, chart_tolerations)
+
+
+def _place_vllm(
+    model: ModelSpec, nodes: Sequence[NodeInfo], chart_tolerations: Sequence[Toleration]
+) -> Placement:
+    usable = usable_gpu_nodes(nodes, chart_tolerations)
+    pools = gpu_pools(n for n in usable if matches_selector(n, model.node_selector))
     all_pools = gpu_pools(nodes)
     first_quant = (
         model.quantization
@@ -334,7 +348,7 @@ def _place_vllm(model: ModelSpec, nodes: Sequence[NodeInfo]) -> Placement:
             first_quant,
             f"model {model.name!r} (runtime vllm) needs NVIDIA GPUs, and there are no schedulable GPU nodes{where}."
             f"{need_text} On CPU-only clusters use runtime llamacpp with a GGUF quantization (e.g. q4_k_m)."
-            + undescribed_gpu_text(nodes),
+            + _unused_gpus_text(nodes, chart_tolerations),
             need,
         )
     candidates: list[_Candidate] = []
@@ -386,7 +400,7 @@ def _place_vllm(model: ModelSpec, nodes: Sequence[NodeInfo]) -> Placement:
             first_quant,
             f"model {model.name!r} needs {need_text} on one node, and {_largest_text(pools)}. Tried: "
             + "; ".join(rejections)
-            + undescribed_gpu_text(nodes),
+            + _unused_gpus_text(nodes, chart_tolerations),
             best_need,
         )
     if unknown_size:
@@ -421,7 +435,7 @@ def _place_vllm(model: ModelSpec, nodes: Sequence[NodeInfo]) -> Placement:
         tensor_parallel_size=chosen.gpus,
         gpu_product=pool.product,
         node_selector={**pool_node_selector(pool, all_pools), **model.node_selector},
-        tolerations=tolerations_for(pool.nodes),
+        tolerations=tolerations_for(pool.nodes, chart_tolerations),
         vllm_args=list(chosen.option.args),
         reason=f"{chosen.option.why}; TP {chosen.gpus} on {pool.describe()}: {fit}",
         memory_gib=chosen.need_gib,
@@ -482,14 +496,16 @@ def _cpu_placement(
     return None, best_need, biggest
 
 
-def _place_gguf(model: ModelSpec, nodes: Sequence[NodeInfo]) -> Placement:
+def _place_gguf(
+    model: ModelSpec, nodes: Sequence[NodeInfo], chart_tolerations: Sequence[Toleration]
+) -> Placement:
     runtime = model.runtime
     explicit = model.quantization if model.quantization != "auto" else None
     fixed = explicit or _gguf_fixed_type(model)
     gpu_types = [fixed] if fixed else list(GGUF_AUTO_GPU)
     cpu_types = [fixed] if fixed else list(GGUF_AUTO_CPU)
     eligible = [n for n in nodes if matches_selector(n, model.node_selector)]
-    pools = gpu_pools(eligible)
+    pools = gpu_pools(usable_gpu_nodes(eligible, chart_tolerations))
     all_pools = gpu_pools(nodes)
     cpus = cpu_nodes(eligible)
     small = _estimate(model, cpu_types[0], vllm=False)
@@ -536,7 +552,7 @@ def _place_gguf(model: ModelSpec, nodes: Sequence[NodeInfo]) -> Placement:
             tensor_parallel_size=chosen.gpus,
             gpu_product=pool.product,
             node_selector={**pool_node_selector(pool, all_pools), **model.node_selector},
-            tolerations=tolerations_for(pool.nodes),
+            tolerations=tolerations_for(pool.nodes, chart_tolerations),
             reason=(
                 f"GGUF {gguf.upper()} ({how}) on the smallest GPUs that hold it: {chosen.gpus} GPU(s) on a node "
                 f"with {pool.describe()}; {fit}"
@@ -562,13 +578,21 @@ def _place_gguf(model: ModelSpec, nodes: Sequence[NodeInfo]) -> Placement:
         runtime,
         (cpu_types or gpu_types)[-1],
         f"model {model.name!r} (GGUF, runtime {runtime}) needs {need_text}; {_largest_text(pools)} and {cpu_text}."
-        + undescribed_gpu_text(nodes),
+        + _unused_gpus_text(nodes, chart_tolerations),
         best_need,
     )
 
 
-def place_model(model: ModelSpec, nodes: Sequence[NodeInfo]) -> Placement:
-    """The placement of one model or judge on these nodes (pure)."""
+def place_model(
+    model: ModelSpec, nodes: Sequence[NodeInfo], chart_tolerations: Sequence[Toleration] = ()
+) -> Placement:
+    """The placement of one model or judge on these nodes (pure).
+
+    ``chart_tolerations`` are the tolerations the chart gives model servers on GPU nodes
+    (``inference.gpuTolerations``, ``KUBEJURY_GPU_TOLERATIONS``). A GPU node with a
+    NoSchedule/NoExecute taint that is neither the GPU taint nor tolerated by them (another team's
+    ``dedicated=…``, the control plane) is never chosen, and nothing else is ever tolerated.
+    """
     if model.runtime == "openai":
         return Placement(
             name=model.name,
@@ -580,7 +604,7 @@ def place_model(model: ModelSpec, nodes: Sequence[NodeInfo]) -> Placement:
             reason=f"existing OpenAI-compatible endpoint {model.source}: nothing is deployed",
         )
     if model.runtime in ("llamacpp", "ollama"):
-        return _place_gguf(model, nodes)
+        return _place_gguf(model, nodes, chart_tolerations)
     if is_gguf_type(model.quantization) and model.quantization not in ("bf16", "mxfp4"):
         return _unschedulable(
             model,
@@ -589,20 +613,23 @@ def place_model(model: ModelSpec, nodes: Sequence[NodeInfo]) -> Placement:
             f"GGUF quantization {model.quantization} needs runtime llamacpp or ollama",
             None,
         )
-    return _place_vllm(model, nodes)
+    return _place_vllm(model, nodes, chart_tolerations)
 
 
-def plan_placements(spec: EvalRunSpec, nodes: Sequence[NodeInfo]) -> dict[str, Placement]:
-    """Placements of every model then every judge, keyed by name.
+def plan_placements(
+    spec: EvalRunSpec, nodes: Sequence[NodeInfo], chart_tolerations: Sequence[Toleration] = ()
+) -> dict[str, Placement]:
+    """Placements of every model then every judge, keyed by name (``chart_tolerations``: see
+    :func:`place_model`; none by default, so only the GPU taint is tolerated).
 
     A judge with the same name as a model and the same placement shares the entry; a judge whose
     name is taken by a different model is keyed ``"<name> (judge)"``.
     """
     plans: dict[str, Placement] = {}
     for model in spec.models:
-        plans[model.name] = place_model(model, nodes)
+        plans[model.name] = place_model(model, nodes, chart_tolerations)
     for judge in spec.judges:
-        placement = place_model(judge, nodes)
+        placement = place_model(judge, nodes, chart_tolerations)
         if judge.name in plans and plans[judge.name] != placement:
             plans[f"{judge.name} (judge)"] = placement
         else:
