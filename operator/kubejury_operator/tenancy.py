@@ -27,6 +27,7 @@ __all__ = [
     "SERVER_FLAGS",
     "TenantPolicy",
     "canonical_flag",
+    "namespace_of",
     "policy_problems",
     "run_policy_problems",
     "run_storage_prefix",
@@ -418,8 +419,10 @@ def policy_problems(body: Mapping[str, Any], policy: TenantPolicy) -> list[Field
     does not parse has no policy problems: its spec problems already refuse it, and what the
     operator would render from it cannot be known."""
     run, _problems = evalrun_problems({k: v for k, v in body.items() if k != "status"})
-    if run is None:
-        return []
+    return [] if run is None else run_policy_problems(run, namespace_of(body), policy)
+
+
+def namespace_of(body: Mapping[str, Any]) -> str:
+    """The namespace of an object as the API server sends it (``default`` when it names none)."""
     meta = body.get("metadata")
-    namespace = str((meta.get("namespace") if isinstance(meta, Mapping) else None) or "default")
-    return run_policy_problems(run, namespace, policy)
+    return str((meta.get("namespace") if isinstance(meta, Mapping) else None) or "default")

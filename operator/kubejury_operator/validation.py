@@ -4,7 +4,8 @@ The CRD's structural schema checks shapes and enums. This module adds what needs
 field or a look at the cluster: unique model/judge/series names, at least one judge, a weight for
 every level asked, explicit quantization compatible with runtime and checkpoint (all shared with
 ``kubejury validate`` through :func:`kubejury.config.spec.evalrun_problems`), and the chart's
-allow-lists (:mod:`kubejury_operator.tenancy`: storage roots, Job images, claims, server flags).
+allow-lists (:mod:`kubejury_operator.tenancy`: storage roots and what is read from them, storage
+endpoints, Job images, claims, server flags, node-selector keys), checked on the parsed spec.
 
 The webhook does not check that referenced Secrets exist: its answer would tell a user who may
 not read Secrets whether one exists (issue 11, finding 6). ``secrets_present`` remains for callers
@@ -17,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from kubejury.config.spec import FieldProblem, evalrun_problems
-from kubejury_operator.tenancy import TenantPolicy, policy_problems
+from kubejury_operator.tenancy import TenantPolicy, namespace_of, run_policy_problems
 
 __all__ = ["STORAGE_SECRET_KEYS", "FieldProblem", "SecretsPresent", "admission_message", "validate_evalrun"]
 
@@ -78,9 +79,9 @@ def validate_evalrun(
     ``secrets_present`` is consulted for every referenced Secret key; ``None`` skips that check
     (e.g. a dry run without cluster access). An empty list means the EvalRun is admissible.
     """
-    _, problems = evalrun_problems(body)
-    if policy is not None:
-        problems.extend(p for p in policy_problems(body, policy) if p not in problems)
+    run, problems = evalrun_problems(body)
+    if policy is not None and run is not None:  # the policy reads the parsed spec, as rendered
+        problems.extend(run_policy_problems(run, namespace_of(body), policy))
     spec = body.get("spec")
     if secrets_present is not None and isinstance(spec, Mapping):
         problems.extend(p for p in _secret_problems(spec, secrets_present) if p not in problems)
