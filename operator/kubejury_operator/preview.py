@@ -14,7 +14,16 @@ then each model's generation Jobs, the next servers, the judging rounds and the 
 The simulation is the only thing invented here, and it is what a smooth run looks like; on a real
 cluster Jobs fail and retry, and judging rounds depend on which models finish first.
 
-The engine's ``kubejury plan`` finds :func:`render` through the ``kubejury.manifests`` entry point
+A run the operator would refuse gets no objects: :func:`render` first asks admission's own check
+(:func:`~kubejury_operator.validation.validate_evalrun` under the cluster's allow-lists) and raises
+admission's own message (:func:`~kubejury_operator.validation.admission_message`), so a preview never
+shows what the operator would never create (issue 28). The allow-lists are the ``KUBEJURY_ALLOWED_*``
+variables of the given settings, or, without settings, those of a default install of the chart
+(:mod:`kubejury_operator.chart_defaults`). ``kubejury validate`` asks the same question through
+:func:`admission_refusal`.
+
+The engine's ``kubejury plan`` finds :func:`render` through the ``kubejury.manifests`` entry point, and
+``kubejury validate`` finds :func:`admission_refusal` through ``kubejury.admission``
 (``pyproject.toml``), because the engine never imports the operator.
 """
 
@@ -29,10 +38,13 @@ import yaml
 
 from kubejury.config import spec as specmod
 from kubejury.errors import InputError
+from kubejury_operator.chart_defaults import default_policy_env
 from kubejury_operator.cluster_run import ClusterRun, cluster_run
 from kubejury_operator.manifests import Manifest, WorkloadSettings
 from kubejury_operator.observed import DeploymentState, Observed, deployment_state, job_state
 from kubejury_operator.reconcile import plan
+from kubejury_operator.tenancy import TenantPolicy
+from kubejury_operator.validation import admission_message, validate_evalrun
 
 PREVIEW_UID = "00000000-0000-0000-0000-000000000000"  # the API server assigns the real one
 _MAX_PASSES = 10_000
@@ -56,11 +68,61 @@ def _evalrun_body(path: str, namespace: str) -> dict[str, Any]:
     return body
 
 
-def _parse(body: Mapping[str, Any], path: str) -> specmod.EvalRun:
+def _parse(body: Mapping[str, Any], path: str, policy: TenantPolicy) -> specmod.EvalRun:
+    """The EvalRun of ``body`` if admission would admit it under ``policy``; else an error carrying
+    admission's own message."""
+    refusal = _refusal(body, policy)
+    if refusal is not None:
+        raise InputError(path, refusal)
     evalrun, problems = specmod.evalrun_problems({k: v for k, v in body.items() if k != "status"})
-    if evalrun is None:
-        raise InputError(path, "invalid EvalRun: " + "; ".join(str(p) for p in problems))
+    if evalrun is None:  # admission found nothing wrong, so this does not happen; never render it
+        raise InputError(path, admission_message(problems))
     return evalrun
+
+
+def _refusal(body: Mapping[str, Any], policy: TenantPolicy) -> str | None:
+    """What the admission webhook answers for ``body`` under ``policy``; ``None`` when it admits it."""
+    problems = validate_evalrun(body, policy=policy)
+    return admission_message(problems) if problems else None
+
+
+def _policy_env(settings_env: Mapping[str, str] | None) -> Mapping[str, str]:
+    """The settings whose ``KUBEJURY_ALLOWED_*`` variables apply: the given ones, else a default
+    install of the chart's."""
+    return default_policy_env() if settings_env is None else settings_env
+
+
+def _read_settings(settings_env: Mapping[str, str], source: str) -> tuple[TenantPolicy, WorkloadSettings]:
+    """The operator's allow-lists and workload settings from ``settings_env``; a value they cannot
+    read is an :class:`InputError` naming ``source`` and the variable."""
+    try:
+        return TenantPolicy.from_env(settings_env), WorkloadSettings.from_env(settings_env)
+    except ValueError as exc:
+        raise InputError(source, _unreadable(settings_env, exc)) from None
+
+
+def _unreadable(settings_env: Mapping[str, str], error: ValueError) -> str:
+    """Which variable of ``settings_env`` the operator cannot read, found by reading each alone."""
+    for key, value in settings_env.items():
+        try:
+            TenantPolicy.from_env({key: value})
+            WorkloadSettings.from_env({key: value})
+        except ValueError as exc:
+            return f"{key}: cannot be read by the operator ({exc}); got {value!r}"
+    return f"the operator cannot read these settings: {error}"
+
+
+def admission_refusal(
+    body: Mapping[str, Any],
+    settings_env: Mapping[str, str] | None = None,
+    settings_source: str = "--settings",
+) -> str | None:
+    """What the admission webhook of a cluster with these operator settings (``KUBEJURY_*``, as in
+    the chart's settings ConfigMap; ``None``: a default install of the chart) answers for the EvalRun
+    object ``body``: admission's own message, or ``None`` when it would admit it. ``kubejury
+    validate`` calls it through the ``kubejury.admission`` entry point."""
+    policy, _ = _read_settings(_policy_env(settings_env), settings_source)
+    return _refusal(body, policy)
 
 
 def _created(observed: Observed, manifest: Manifest) -> Observed:
@@ -104,18 +166,24 @@ def simulate(run: ClusterRun) -> list[Manifest]:
 def render(
     evalrun_path: str,
     nodes: Any,
-    settings_env: Mapping[str, str],
+    settings_env: Mapping[str, str] | None,
     namespace: str = "default",
+    settings_source: str = "--settings",
 ) -> list[Manifest]:
     """The child objects for the EvalRun file at ``evalrun_path`` on ``nodes`` (``kubectl get nodes -o
     json``), with the operator settings ``settings_env`` (``KUBEJURY_*``, as in the chart's settings
-    ConfigMap; unset ones keep the operator's defaults)."""
+    ConfigMap, read from ``settings_source``; unset ones keep the operator's defaults, and a mapping
+    without ``KUBEJURY_ALLOWED_*`` is an operator installed without the chart). ``None``: the
+    operator's defaults under the allow-lists of a default install of the chart. A run admission
+    would refuse raises :class:`InputError` with admission's message, and nothing is rendered."""
     from kubejury_operator.handlers import compute_placements
 
+    policy, _ = _read_settings(_policy_env(settings_env), settings_source)
+    _, workload = _read_settings(settings_env or {}, settings_source)
     body = _evalrun_body(evalrun_path, namespace)
-    evalrun = _parse(body, evalrun_path)
+    evalrun = _parse(body, evalrun_path, policy)
     items = nodes.get("items") if isinstance(nodes, Mapping) and "items" in nodes else nodes
     node_list = items if isinstance(items, list) else [nodes]
     placements = compute_placements(evalrun, node_list)
-    run = cluster_run(body, evalrun, placements, WorkloadSettings.from_env(settings_env))
+    run = cluster_run(body, evalrun, placements, workload)
     return simulate(run)

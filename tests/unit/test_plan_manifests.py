@@ -19,10 +19,19 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
+from test_validate_command import (
+    CLUSTER_SETTINGS,
+    HOSTILE,
+    admission_answer,
+    benign_run,
+    cluster_settings_file,
+    hostile_run,
+    write_yaml,
+)
 
 from factories import build_evalrun_yaml, model_entry
 from kubejury.cli import main
-from kubejury_operator import images
+from kubejury_operator import chart_defaults, images
 from kubejury_operator import manifests as mf
 from kubejury_operator.observed import pod_scheduling_problems
 
@@ -34,10 +43,32 @@ CPU_ONLY = NODES / "cpu-only.json"
 
 Manifest = dict[str, Any]
 
+#: The allow-lists of a cluster whose admin let the runs of these tests in: their storage roots (the
+#: study's bucket, write_run's defaults, S3 weights) and model cache claims. The manifests tests are
+#: about what is created, so they preview on such a cluster; the policy itself is tested below.
+ADMIN_SETTINGS = {
+    "kind": "ConfigMap",
+    "data": {
+        "KUBEJURY_ALLOWED_STORAGE_ROOTS": '["s3://kubejury", "s3://results/runs", "s3://b", "s3://weights"]',
+        "KUBEJURY_ALLOWED_CLAIMS": '["kubejury-model-cache", "weights"]',
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def admin_settings(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("settings") / "admin-settings.yaml"
+    path.write_text(yaml.safe_dump(ADMIN_SETTINGS), encoding="utf-8")
+    return path
+
 
 def plan_manifests(
     evalrun: Path, nodes: Path, capsys: pytest.CaptureFixture[str], *extra: str
 ) -> list[Manifest]:
+    if "--settings" not in extra:
+        settings = evalrun.parent / "admin-settings.yaml"
+        settings.write_text(yaml.safe_dump(ADMIN_SETTINGS), encoding="utf-8")
+        extra = (*extra, "--settings", str(settings))
     code = main(["plan", "--evalrun", str(evalrun), "--nodes", str(nodes), "--manifests", *extra])
     out = capsys.readouterr().out
     assert code == 0
@@ -69,11 +100,22 @@ def write_run(
 
 
 @pytest.fixture(scope="module")
-def study() -> list[Manifest]:
+def study(admin_settings: Path) -> list[Manifest]:
     """The study's objects on the H100 sample nodes (rendered once: capsys is per test)."""
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
-        code = main(["plan", "--evalrun", str(STUDY), "--nodes", str(H100), "--manifests"])
+        code = main(
+            [
+                "plan",
+                "--evalrun",
+                str(STUDY),
+                "--nodes",
+                str(H100),
+                "--manifests",
+                "--settings",
+                str(admin_settings),
+            ]
+        )
     assert code == 0
     return [doc for doc in yaml.safe_load_all(buffer.getvalue()) if doc]
 
@@ -114,11 +156,21 @@ def test_the_first_objects_are_what_the_first_reconcile_creates(study: list[Mani
 
 
 def test_an_unschedulable_run_prints_nothing_and_says_why(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], admin_settings: Path
 ) -> None:
     run = write_run(tmp_path, [model_entry("big", "hf://org/big", parameters="400B")], [])
     code = main(
-        ["plan", "--evalrun", str(run), "--nodes", str(CPU_ONLY), "--manifests", "--fail-unschedulable"]
+        [
+            "plan",
+            "--evalrun",
+            str(run),
+            "--nodes",
+            str(CPU_ONLY),
+            "--manifests",
+            "--fail-unschedulable",
+            "--settings",
+            str(admin_settings),
+        ]
     )
     captured = capsys.readouterr()
     assert code == 1
@@ -442,3 +494,80 @@ def test_a_pending_job_pod_is_not_a_server_waiting_for_a_node(study: list[Manife
     assert pod_scheduling_problems([job_pod]) == {}
     key = server["spec"]["template"]["metadata"]["labels"][mf.LABEL_ENDPOINT]
     assert set(pod_scheduling_problems([job_pod, server_pod])) == {key}
+
+
+# ------------------------- issue 28, section 1: a run admission refuses is refused here, with its message
+
+
+def plan_refused(
+    body: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str], *extra: str
+) -> str:
+    """Run ``plan --manifests`` on ``body``; assert it exits non-zero printing no object; its stderr."""
+    run = write_yaml(tmp_path / "run.yaml", body)
+    code = main(["plan", "--evalrun", str(run), "--nodes", str(H100), "--manifests", *extra])
+    captured = capsys.readouterr()
+    assert code != 0
+    assert not [d for d in yaml.safe_load_all(captured.out) if d], "objects printed for a refused run"
+    return captured.err
+
+
+def test_plan_prints_the_objects_of_a_benign_run_under_the_clusters_settings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = write_yaml(tmp_path / "run.yaml", benign_run())
+    objects = plan_manifests(run, H100, capsys, "--settings", str(cluster_settings_file(tmp_path)))
+    assert of_kind(objects, "Deployment") and of_kind(objects, "Job")
+
+
+@pytest.mark.parametrize(("label", "mutate", "field"), HOSTILE, ids=[h[0] for h in HOSTILE])
+def test_plan_prints_no_object_for_each_hostile_run_and_admissions_own_message_on_stderr(
+    label: str,
+    mutate: Any,
+    field: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    body = hostile_run(mutate)
+    err = plan_refused(body, tmp_path, capsys, "--settings", str(cluster_settings_file(tmp_path)))
+    assert f"{field}: " in err, (label, err)
+    assert "add it to the chart value security." in err
+    assert admission_answer(body, CLUSTER_SETTINGS) in err
+
+
+def test_without_settings_plan_refuses_the_issues_foreign_image_and_flag_as_a_default_install_would(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body = benign_run()
+    body["spec"]["jobs"] = {"image": "docker.io/attacker/anything:latest"}
+    body["spec"]["models"][0]["extraArgs"] = ["--trust-remote-code"]
+    err = plan_refused(body, tmp_path, capsys)
+    assert "spec.jobs.image: image docker.io/attacker/anything:latest is not allowed" in err
+    assert "security.allowedJobImages" in err and "security.allowedServerFlags" in err
+    assert admission_answer(body, chart_defaults.default_policy_env()) in err
+
+
+def test_snake_case_keys_do_not_skip_the_clusters_policy_in_plan(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body = benign_run()
+    body["spec"]["models"][0]["extra_args"] = ["--trust-remote-code"]
+    err = plan_refused(body, tmp_path, capsys, "--settings", str(cluster_settings_file(tmp_path)))
+    assert "spec.models[0].extraArgs[0]: " in err
+
+
+@pytest.mark.parametrize(
+    ("content", "named"),
+    [
+        ('{"KUBEJURY_ALLOWED_CLAIMS": ["a"', "not valid YAML"),
+        ('{"KUBEJURY_ALLOWED_CLAIMS": "[not json"}', "KUBEJURY_ALLOWED_CLAIMS"),
+        ('{"KUBEJURY_JOB_BACKOFF_LIMIT": "three"}', "KUBEJURY_JOB_BACKOFF_LIMIT"),
+    ],
+    ids=["bad-json", "variable-not-json", "workload-setting-not-a-number"],
+)
+def test_a_bad_settings_file_is_an_error_naming_the_file_and_the_variable_not_a_traceback(
+    content: str, named: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = tmp_path / "broken-settings.json"
+    settings.write_text(content, encoding="utf-8")
+    err = plan_refused(benign_run(), tmp_path, capsys, "--settings", str(settings))
+    assert str(settings) in err and named in err, err

@@ -1,12 +1,24 @@
-"""``kubejury validate``: exit codes and messages a user sees."""
+"""``kubejury validate``: exit codes and messages a user sees.
+
+A file is checked as admission checks it: the spec, then the cluster's allow-lists — the chart's
+defaults, or ``--settings`` (the cluster's settings ConfigMap) — with admission's own message
+(issue 28, section 1); ``--local`` checks a file for ``kubejury run`` on this machine.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
+from factories import build_evalrun
 from kubejury.cli import main
+from kubejury_operator import chart_defaults
+from kubejury_operator.tenancy import TenantPolicy
+from kubejury_operator.validation import admission_message, validate_evalrun
 
 GOOD = """\
 apiVersion: kubejury.io/v1alpha1
@@ -19,10 +31,10 @@ spec:
 """
 
 
-def test_valid_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_valid_file_for_a_local_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     file = tmp_path / "ok.yaml"
     file.write_text(GOOD, encoding="utf-8")
-    assert main(["validate", str(file)]) == 0
+    assert main(["validate", "--local", str(file)]) == 0
     assert "ok" in capsys.readouterr().out
 
 
@@ -47,3 +59,211 @@ def test_an_unknown_quantization_is_named_in_the_message(
     err = capsys.readouterr().err
     assert "line 6: spec.models[0].quantization: unknown quantization 'Q4_K_MM'; allowed:" in err
     assert "{" not in err
+
+
+# ------------------------------------- issue 28, section 1: the policy a cluster's admission applies
+
+#: A cluster whose chart lets team namespaces store under s3://evals/<namespace>, through one MinIO:
+#: its settings ConfigMap as `kubectl get cm <release>-kubejury-settings -o yaml` prints it.
+CLUSTER_SETTINGS: dict[str, str] = {
+    "KUBEJURY_ALLOWED_STORAGE_ROOTS": '["s3://evals/{namespace}"]',
+    "KUBEJURY_ALLOWED_JOB_IMAGES": '["ghcr.io/kubejury/kubejury:0.1.0"]',
+    "KUBEJURY_ALLOWED_CLAIMS": '["kubejury-results"]',
+    "KUBEJURY_ALLOWED_SERVER_FLAGS": "[]",
+    "KUBEJURY_ALLOWED_STORAGE_ENDPOINTS": '["http://minio.minio:9000"]',
+}
+
+
+def benign_run() -> dict[str, Any]:
+    """What a tenant of namespace team-a may run on that cluster: its own prefix, its own bucket."""
+    return build_evalrun(
+        "team-run",
+        namespace="team-a",
+        benchmark="s3://evals/team-a/questions.jsonl",
+        storage={"uri": "s3://evals/team-a/runs", "endpointUrl": "http://minio.minio:9000"},
+    )
+
+
+def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    """A mutation of an EvalRun body that sets ``spec.<path>`` (dots and ``[i]`` as in field paths)."""
+
+    def mutate(body: dict[str, Any]) -> None:
+        parts = path.replace("[", ".").replace("]", "").split(".")
+        node: Any = body["spec"]
+        for part in parts[:-1]:
+            node = node[int(part)] if part.isdigit() else node.setdefault(part, {})
+        node[parts[-1]] = value
+
+    return mutate
+
+
+#: (label, mutation of :func:`benign_run`, field admission names): what a tenant tried (issues 28
+#: and 29). Both local tools must refuse each, as admission does.
+HOSTILE: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
+    ("foreign-job-image", _set("jobs.image", "docker.io/attacker/anything:latest"), "spec.jobs.image"),
+    (
+        "trust-remote-code",
+        _set("models[0].extraArgs", ["--trust-remote-code"]),
+        "spec.models[0].extraArgs[0]",
+    ),
+    (
+        "flag-with-leading-space",
+        _set("models[0].extraArgs", [" --trust-remote-code"]),
+        "spec.models[0].extraArgs[0]",
+    ),
+    (
+        "flag-with-underscores",
+        _set("models[0].extraArgs", ["--trust_remote_code"]),
+        "spec.models[0].extraArgs[0]",
+    ),
+    ("upper-case-pvc-source", _set("models[0].source", "PVC://victim-claim/m"), "spec.models[0].source"),
+    ("other-teams-benchmark", _set("benchmark.uri", "s3://other-team-bucket/q.jsonl"), "spec.benchmark.uri"),
+    (
+        "foreign-storage-endpoint",
+        _set("storage.endpointUrl", "http://evil.example:9000"),
+        "spec.storage.endpointUrl",
+    ),
+]
+
+
+def hostile_run(mutate: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    body = benign_run()
+    mutate(body)
+    return body
+
+
+def write_yaml(path: Path, document: Any) -> Path:
+    path.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def cluster_settings_file(tmp_path: Path, data: dict[str, str] = CLUSTER_SETTINGS) -> Path:
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kj-settings"}, "data": data}
+    return write_yaml(tmp_path / "settings.yaml", configmap)
+
+
+def admission_answer(body: dict[str, Any], env: dict[str, str]) -> str:
+    """What the webhook answers for ``body`` on a cluster whose chart wrote ``env``."""
+    return admission_message(validate_evalrun(body, policy=TenantPolicy.from_env(env)))
+
+
+def test_validate_passes_a_benign_run_under_the_clusters_settings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = write_yaml(tmp_path / "run.yaml", benign_run())
+    assert main(["validate", "--settings", str(cluster_settings_file(tmp_path)), str(run)]) == 0
+    assert "ok" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("label", "mutate", "field"), HOSTILE, ids=[h[0] for h in HOSTILE])
+def test_validate_refuses_each_hostile_run_under_the_clusters_settings_with_admissions_own_message(
+    label: str,
+    mutate: Callable[[dict[str, Any]], None],
+    field: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    body = hostile_run(mutate)
+    run = write_yaml(tmp_path / "run.yaml", body)
+    code = main(["validate", "--settings", str(cluster_settings_file(tmp_path)), str(run)])
+    captured = capsys.readouterr()
+    assert code != 0, label
+    assert f"{field}: " in captured.err, captured.err
+    assert "add it to the chart value security." in captured.err, captured.err
+    assert admission_answer(body, CLUSTER_SETTINGS) in captured.err
+    assert "ok" not in captured.out
+
+
+def test_without_settings_validate_refuses_the_issues_foreign_image_and_flag_as_a_default_install_would(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body = benign_run()
+    body["spec"]["jobs"] = {"image": "docker.io/attacker/anything:latest"}
+    body["spec"]["models"][0]["extraArgs"] = ["--trust-remote-code"]
+    run = write_yaml(tmp_path / "run.yaml", body)
+    assert main(["validate", str(run)]) != 0
+    err = capsys.readouterr().err
+    assert "spec.jobs.image: image docker.io/attacker/anything:latest is not allowed" in err
+    assert "security.allowedJobImages" in err
+    assert "spec.models[0].extraArgs[0]: " in err and "security.allowedServerFlags" in err
+    assert admission_answer(body, chart_defaults.default_policy_env()) in err
+
+
+def test_without_settings_validate_applies_the_default_charts_empty_storage_roots(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = write_yaml(tmp_path / "run.yaml", benign_run())
+    assert main(["validate", str(run)]) != 0
+    assert "spec.storage.uri: " in capsys.readouterr().err
+
+
+def test_local_checks_a_file_for_kubejury_run_on_this_machine_without_any_cluster_policy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body = benign_run()
+    body["spec"]["storage"] = {"uri": "runs"}
+    body["spec"]["benchmark"] = {"uri": "questions.jsonl"}
+    run = write_yaml(tmp_path / "run.yaml", body)
+    assert main(["validate", "--local", str(run)]) == 0
+    assert "ok" in capsys.readouterr().out
+
+
+def test_local_and_settings_together_are_refused_by_the_parser(tmp_path: Path) -> None:
+    run = write_yaml(tmp_path / "run.yaml", benign_run())
+    with pytest.raises(SystemExit) as stopped:
+        main(["validate", "--local", "--settings", str(cluster_settings_file(tmp_path)), str(run)])
+    assert stopped.value.code == 2
+
+
+def test_snake_case_keys_do_not_skip_the_clusters_policy_in_validate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body = benign_run()
+    body["spec"]["models"][0]["extra_args"] = ["--trust-remote-code"]
+    run = write_yaml(tmp_path / "run.yaml", body)
+    assert main(["validate", "--settings", str(cluster_settings_file(tmp_path)), str(run)]) != 0
+    assert "spec.models[0].extraArgs[0]: " in capsys.readouterr().err
+
+
+def test_the_namespace_option_places_a_file_without_one_in_that_namespace_for_its_storage_roots(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body = benign_run()
+    del body["metadata"]["namespace"]
+    run = write_yaml(tmp_path / "run.yaml", body)
+    settings = str(cluster_settings_file(tmp_path))
+    assert main(["validate", "--settings", settings, "--namespace", "team-a", str(run)]) == 0
+    assert main(["validate", "--settings", settings, str(run)]) != 0  # namespace default
+    assert "namespace default" in capsys.readouterr().err
+
+
+# ------------------------------------------------ issue 29, low: bad --settings files are input errors
+
+
+@pytest.mark.parametrize(
+    ("content", "named"),
+    [
+        ('{"KUBEJURY_ALLOWED_CLAIMS": ["a"', "not valid YAML"),
+        ("- a\n- list\n", "ConfigMap"),
+        ('{"KUBEJURY_ALLOWED_CLAIMS": "[not json"}', "KUBEJURY_ALLOWED_CLAIMS"),
+        ('{"KUBEJURY_ALLOWED_JOB_IMAGES": "{\\"a\\": 1}"}', "KUBEJURY_ALLOWED_JOB_IMAGES"),
+    ],
+    ids=["bad-json", "not-a-mapping", "variable-not-json", "variable-not-a-list"],
+)
+def test_a_bad_settings_file_is_an_error_naming_the_file_and_what_is_wrong_not_a_traceback(
+    content: str, named: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = tmp_path / "broken-settings.json"
+    settings.write_text(content, encoding="utf-8")
+    run = write_yaml(tmp_path / "run.yaml", benign_run())
+    assert main(["validate", "--settings", str(settings), str(run)]) == 2
+    err = capsys.readouterr().err
+    assert str(settings) in err and named in err, err
+
+
+def test_a_missing_settings_file_is_an_error_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = write_yaml(tmp_path / "run.yaml", benign_run())
+    assert main(["validate", "--settings", str(tmp_path / "nope.yaml"), str(run)]) == 2
+    assert f"{tmp_path / 'nope.yaml'}: file not found" in capsys.readouterr().err

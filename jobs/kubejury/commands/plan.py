@@ -4,7 +4,9 @@ A dry run of GPU placement (``kubejury.placement.planner``) on a node list saved
 ``kubectl get nodes -o json``. It reads the EvalRun spec and the node list only — never storage —
 so it runs anywhere, offline, in a second. With ``--manifests`` it prints every object the operator
 would create for the run, as one YAML stream, rendered by the operator's own planner (found through the
-``kubejury.manifests`` entry point: the engine does not import the operator). With ``--estimate`` it also prints what the run will
+``kubejury.manifests`` entry point: the engine does not import the operator) — or, for a run the
+cluster's admission would refuse (the allow-lists of ``--settings``, else of a default install of the
+chart), no object and admission's own message on stderr, with a non-zero exit (issue 28). With ``--estimate`` it also prints what the run will
 cost (``kubejury.placement.estimate``): tokens, hours and GPU-hours per model and stage, and the
 totals; for that it reads a local benchmark file to count the questions (or takes ``--questions``).
 """
@@ -87,8 +89,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
         metavar="FILE",
         help=(
             "with --manifests: the operator's settings (KUBEJURY_* variables) as YAML or JSON, e.g. the "
-            "chart's settings ConfigMap (`kubectl get cm <release>-kubejury-settings -o yaml`) or its data; "
-            "default: the operator's defaults"
+            "chart's settings ConfigMap (`kubectl get cm <release>-kubejury-settings -o yaml`) or its data: "
+            "a run its allow-lists (KUBEJURY_ALLOWED_*) refuse is refused here, with admission's message; "
+            "default: the operator's defaults under the allow-lists of a default install of the chart"
         ),
     )
     parser.add_argument(
@@ -139,31 +142,35 @@ def _read_nodes_document(path: str) -> Any:
 MANIFESTS_ENTRY_POINT_GROUP = "kubejury.manifests"
 
 
-def _manifest_renderer() -> Any:
-    """The operator's renderer, found through the ``kubejury.manifests`` entry point: the engine never
-    imports the operator, the operator package plugs its planner in here."""
+def operator_hook(group: str, option: str) -> Any:
+    """The operator's function registered under the entry point ``group``: the engine never imports
+    the operator, the operator package plugs its planner and its admission check in here. ``option``
+    names what needs it in the error a user sees when the operator is not installed."""
     from importlib.metadata import entry_points
 
-    found = list(entry_points(group=MANIFESTS_ENTRY_POINT_GROUP))
+    found = list(entry_points(group=group))
     if not found:
         raise InputError(
-            "--manifests",
+            option,
             "needs the kubejury operator package (kubejury_operator), which registers the "
-            f"{MANIFESTS_ENTRY_POINT_GROUP!r} entry point; install kubejury with its operator",
+            f"{group!r} entry point; install kubejury with its operator",
         )
     return found[0].load()
 
 
-def _load_settings(path: str | None) -> dict[str, str]:
-    """KUBEJURY_* settings from a ConfigMap (its ``data``) or a plain mapping; ``{}`` without a file."""
+def load_settings(path: str | None) -> dict[str, str] | None:
+    """KUBEJURY_* settings from a ConfigMap (its ``data``) or a plain mapping; ``None`` without a file."""
     if path is None:
-        return {}
+        return None
+    from kubejury.safe_input import load_yaml
+
     try:
-        document = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError as exc:
         raise InputError(path, "file not found") from exc
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         raise InputError(path, f"cannot read: {exc}") from exc
+    document, _ = load_yaml(text, path)  # bounded: no aliases, runaway nesting or digits
     if isinstance(document, dict) and document.get("kind") == "ConfigMap":
         document = document.get("data") or {}
     if not isinstance(document, dict) or not all(isinstance(k, str) for k in document):
@@ -172,9 +179,15 @@ def _load_settings(path: str | None) -> dict[str, str]:
 
 
 def _print_manifests(args: argparse.Namespace) -> int:
-    render = _manifest_renderer()
-    settings = _load_settings(args.settings)
-    objects = render(args.evalrun, _read_nodes_document(args.nodes), settings, args.namespace or "default")
+    render = operator_hook(MANIFESTS_ENTRY_POINT_GROUP, "--manifests")
+    settings = load_settings(args.settings)
+    objects = render(
+        args.evalrun,
+        _read_nodes_document(args.nodes),
+        settings,
+        args.namespace or "default",
+        settings_source=args.settings or "--settings",
+    )
     if not objects:
         sys.stderr.write(
             "kubejury plan: the operator would create nothing: a model or judge is unschedulable "
