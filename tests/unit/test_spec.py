@@ -279,3 +279,242 @@ def test_pattern_errors_say_what_is_allowed() -> None:
     assert any(
         p.startswith("spec.models[0].name: 'bad name' is not allowed here: Unique name") for p in problems
     )
+
+
+# ----------------------------------------------------------------------------- issue 29, finding 9:
+# specs that were admitted and then failed late (or crashed the reconcile) are refused up front.
+
+
+def messages_at(data: dict[str, Any], path: str) -> list[str]:
+    """The messages of the problems found at exactly ``path``."""
+    return [p.removeprefix(path + ": ") for p in problems_of(data) if p.startswith(path + ": ")]
+
+
+def with_resources(**resources: Any) -> dict[str, Any]:
+    return doc(models=[{"name": "m", "source": "hf://a/b", "resources": resources}])
+
+
+@pytest.mark.parametrize(
+    "memory", ["1E", "500m", "-5Gi", "1.2.3Gi", "0", "0Gi", "1e3", "1Pi", "65Ti", "100000T", "+2Gi", "1024"]
+)
+def test_a_memory_request_the_planner_cannot_use_is_refused_naming_the_field_with_an_example(
+    memory: str,
+) -> None:
+    messages = messages_at(with_resources(memory=memory), "spec.models[0].resources.memory")
+    assert messages, f"{memory!r} was admitted"
+    assert "64Gi" in messages[0]
+
+
+@pytest.mark.parametrize("memory", ["64Gi", "512Mi", "8G", "1.5Gi", "2Ti", "64Ti", "1048576", "900M"])
+def test_memory_requests_in_bytes_with_a_binary_or_decimal_suffix_are_accepted_and_the_planner_reads_them(
+    memory: str,
+) -> None:
+    from kubejury.config.spec_rules import memory_quantity_bytes
+    from kubejury_operator.manifests import memory_bytes
+
+    resources = parse_evalrun(with_resources(memory=memory)).spec.models[0].resources
+    assert resources.memory == memory
+    assert memory_quantity_bytes(memory) == memory_bytes(memory)
+
+
+@pytest.mark.parametrize("cpu", ["-1", "0", "0m", "1.2.3", "1e3", "2k", "0.0001", "1025", "2000000m", "1Gi"])
+def test_a_cpu_request_that_is_not_a_positive_count_of_cores_is_refused_naming_the_field(cpu: str) -> None:
+    messages = messages_at(with_resources(cpu=cpu), "spec.models[0].resources.cpu")
+    assert messages, f"{cpu!r} was admitted"
+    assert "500m" in messages[0]
+
+
+@pytest.mark.parametrize("cpu", ["8", "500m", "0.5", "1.25", "1024", "100m"])
+def test_cpu_requests_in_cores_or_millicores_are_accepted(cpu: str) -> None:
+    assert parse_evalrun(with_resources(cpu=cpu)).spec.models[0].resources.cpu == cpu
+
+
+NAN = float("nan")
+INF = float("inf")
+
+
+@pytest.mark.parametrize(
+    ("changes", "path"),
+    [
+        ({"scoring": {"levelWeights": {1: NAN, 2: 0.8, 3: 1.0}}}, "spec.scoring.levelWeights.1"),
+        ({"scoring": {"levelWeights": {1: INF, 2: 0.8, 3: 1.0}}}, "spec.scoring.levelWeights.1"),
+        ({"scoring": {"tiers": [{"tier": "S", "minWeighted": NAN}]}}, "spec.scoring.tiers[0].minWeighted"),
+        ({"scoring": {"tiers": [{"tier": "S", "minWeighted": -INF}]}}, "spec.scoring.tiers[0].minWeighted"),
+        (
+            {"scoring": {"tiers": [{"tier": "S", "maxDegradation": INF}]}},
+            "spec.scoring.tiers[0].maxDegradation",
+        ),
+        ({"scoring": {"tiers": [{"tier": "S", "maxSigma": INF}]}}, "spec.scoring.tiers[0].maxSigma"),
+        ({"scoring": {"confidence": NAN}}, "spec.scoring.confidence"),
+        ({"series": [{"name": "s", "temperature": NAN}]}, "spec.series[0].temperature"),
+        ({"series": [{"name": "s", "topP": NAN}]}, "spec.series[0].topP"),
+        ({"series": [{"name": "s", "repetitionPenalty": INF}]}, "spec.series[0].repetitionPenalty"),
+        ({"judging": {"temperature": NAN}}, "spec.judging.temperature"),
+        ({"concurrency": {"requestTimeoutSeconds": INF}}, "spec.concurrency.requestTimeoutSeconds"),
+        ({"concurrency": {"requestTimeoutSeconds": NAN}}, "spec.concurrency.requestTimeoutSeconds"),
+        ({"concurrency": {"maxErrorShare": NAN}}, "spec.concurrency.maxErrorShare"),
+        (
+            {"models": [{"name": "m", "source": "a/b", "resources": {"gpuMemoryGiB": INF}}]},
+            "spec.models[0].resources.gpuMemoryGiB",
+        ),
+        (
+            {"models": [{"name": "m", "source": "a/b", "gpuMemoryUtilization": NAN}]},
+            "spec.models[0].gpuMemoryUtilization",
+        ),
+    ],
+)
+def test_a_non_finite_number_is_refused_wherever_the_spec_holds_a_float(
+    changes: dict[str, Any], path: str
+) -> None:
+    assert messages_at(doc(**changes), path), f"{path} admitted a non-finite number"
+
+
+def test_yaml_nan_and_inf_are_refused_naming_the_field() -> None:
+    from kubejury.config.spec import parse_evalrun_yaml
+
+    text = yaml.safe_dump(MINIMAL, sort_keys=False) + (
+        "  scoring:\n    levelWeights: {1: .nan, 2: 0.8, 3: 1.0}\n    tiers:\n      - {tier: S, minWeighted: .inf}\n"
+    )
+    with pytest.raises(SpecError) as info:
+        parse_evalrun_yaml(text, "run.yaml")
+    paths = {p.path for p in info.value.problems}
+    assert {"spec.scoring.levelWeights.1", "spec.scoring.tiers[0].minWeighted"} <= paths
+
+
+def test_the_default_and_study_settings_stay_admissible_with_finite_floats_only() -> None:
+    from kubejury.config.spec import STUDY_SERIES
+
+    run = parse_evalrun(doc(series=[s.model_dump(mode="json") for s in STUDY_SERIES]))
+    assert [s.name for s in run.spec.series] == ["primary", "t08-rp12", "t0-rp105"]
+    assert run.spec.scoring_config().tiers == DEFAULT_TIERS
+
+
+TEMPLATE = "Q: {question}\nR: {reference}\nA: {answer}\n"
+
+
+@pytest.mark.parametrize(
+    ("template", "fragment"),
+    [
+        ("Q: {question}\nR: {reference}\n", "{answer}"),
+        ("R: {reference}\nA: {answer}\n", "{question}"),
+        ("Q: {question}\nA: {answer}\n", "{reference}"),
+        (TEMPLATE + "again: {answer}", "{answer}"),
+        (TEMPLATE + "{answers}", "{answers}"),
+        (TEMPLATE + "{ answer }", "{ answer }"),
+        (TEMPLATE + "{Answer}", "{Answer}"),
+        (TEMPLATE + "{model_name}", "{model_name}"),
+    ],
+)
+def test_a_judging_template_without_each_placeholder_once_or_with_an_unknown_one_is_refused(
+    template: str, fragment: str
+) -> None:
+    messages = messages_at(doc(judging={"promptTemplate": template}), "spec.judging.promptTemplate")
+    assert messages, f"{template!r} was admitted"
+    assert fragment in messages[0]
+
+
+def test_a_judging_template_may_show_a_json_example_because_rendering_substitutes_only_the_placeholders() -> (
+    None
+):
+    from kubejury.judging.judge_prompt import JudgePrompt
+
+    template = (
+        TEMPLATE + 'Reply as {"rationale": "…", "score": 7} or end with [[7]]. Stray } and { are text too.'
+    )
+    run = parse_evalrun(doc(judging={"promptTemplate": template}))
+    assert run.spec.judging.prompt_template == template.strip()
+    rendered = JudgePrompt.create(run.spec.judging.prompt_template, language="en").render("q", "r", "a")
+    assert '{"rationale": "…", "score": 7}' in rendered
+
+
+@pytest.mark.parametrize("seconds", [3601, 1e9])
+def test_a_request_timeout_beyond_an_hour_is_refused(seconds: float) -> None:
+    messages = messages_at(
+        doc(concurrency={"requestTimeoutSeconds": seconds}), "spec.concurrency.requestTimeoutSeconds"
+    )
+    assert messages and "3600" in messages[0]
+
+
+def test_a_request_timeout_of_an_hour_is_accepted() -> None:
+    run = parse_evalrun(doc(concurrency={"requestTimeoutSeconds": 3600}))
+    assert run.spec.concurrency.request_timeout_seconds == 3600
+
+
+@pytest.mark.parametrize("size", [10**15, 32 * 1024 * 1024 + 1])
+def test_a_response_cap_above_32_mib_is_refused(size: int) -> None:
+    messages = messages_at(doc(concurrency={"maxResponseBytes": size}), "spec.concurrency.maxResponseBytes")
+    assert messages and "33554432" in messages[0]
+
+
+def test_the_response_cap_may_be_lowered() -> None:
+    run = parse_evalrun(doc(concurrency={"maxResponseBytes": 1024 * 1024}))
+    assert run.spec.concurrency.max_response_bytes == 1024 * 1024
+
+
+@pytest.mark.parametrize(
+    "mount_path",
+    [
+        "/tmp",
+        "/tmp/",
+        "/tmp/cache",
+        "//tmp",
+        "/dev/shm",
+        "/dev",
+        "/",
+        "/models/src",
+        "/models/src/cache",
+        "/models",
+        "/proc/cache",
+        "/etc/hosts",
+        "/var",
+        "/var/run/secrets/kubernetes.io/serviceaccount",
+        "/cache/../tmp",
+        "/models/./src",
+    ],
+)
+def test_a_model_cache_mount_path_colliding_with_the_server_pods_own_mounts_is_refused(
+    mount_path: str,
+) -> None:
+    data = doc(modelCache={"claimName": "weights", "mountPath": mount_path})
+    assert messages_at(data, "spec.modelCache.mountPath"), f"{mount_path!r} was admitted"
+
+
+@pytest.mark.parametrize(
+    "mount_path", ["/models/cache", "/cache", "/mnt/models", "/data/hf", "/models/cache/"]
+)
+def test_a_model_cache_mount_path_of_its_own_is_accepted(mount_path: str) -> None:
+    run = parse_evalrun(doc(modelCache={"claimName": "weights", "mountPath": mount_path}))
+    assert run.spec.model_cache is not None
+    assert run.spec.model_cache.mount_path == mount_path.rstrip("/")
+
+
+# ----------------------------------------------------------------------------- issue 29, low findings
+
+
+@pytest.mark.parametrize(
+    ("written", "parsed"),
+    [("S3://Bucket/Runs", "s3://Bucket/Runs"), ("File:///data/Runs", "file:///data/Runs")],
+)
+def test_the_storage_uri_scheme_is_lower_cased_and_the_rest_kept(written: str, parsed: str) -> None:
+    assert parse_evalrun(doc(storage={"uri": written})).spec.storage.uri == parsed
+
+
+@pytest.mark.parametrize(
+    ("written", "parsed"),
+    [
+        ("S3://Bench/Q.jsonl", "s3://Bench/Q.jsonl"),
+        ("FILE:///data/Q.jsonl", "file:///data/Q.jsonl"),
+        ("HTTPS://Host/Q.jsonl", "https://Host/Q.jsonl"),
+        ("bench/Q.jsonl", "bench/Q.jsonl"),
+    ],
+)
+def test_the_benchmark_uri_scheme_is_lower_cased_and_the_rest_kept(written: str, parsed: str) -> None:
+    data = doc()
+    data["spec"]["benchmark"]["uri"] = written
+    assert parse_evalrun(data).spec.benchmark.uri == parsed
+
+
+@pytest.mark.parametrize("name", ["Report", "REPORT", "Progress", "Spec.json", "Spec-History"])
+def test_reserved_series_names_are_refused_whatever_their_case(name: str) -> None:
+    messages = messages_at(doc(series=[{"name": name}]), "spec.series[0].name")
+    assert messages and "reserved" in messages[0]

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from kubejury.config.spec_rules import (
     ALL_QUANTIZATIONS,
     FieldProblem,
     is_gguf_type,
     kube_name,
+    mount_path_problem,
     normalize_quantization,
     spec_problems,
 )
+from kubejury.placement.decision import Placement
+from kubejury_operator import manifests
 
 
 def test_vocabularies() -> None:
@@ -62,3 +69,67 @@ def test_an_unknown_embedded_model_is_named_with_the_ones_kubejury_carries() -> 
     assert "embedded://llama-70b" in problems[0].message
     assert "embedded://gemma-3-270m-q4_k_m" in problems[0].message
     assert "embedded://smollm2-135m-instruct-q4_1" in problems[0].message
+
+
+def test_a_non_finite_level_weight_is_named_in_the_raw_spec() -> None:
+    raw = {
+        "models": [{"name": "m", "source": "hf://a/b"}],
+        "judges": [{"name": "j", "source": "hf://a/c"}],
+        "scoring": {"levelWeights": {"1": float("nan"), "2": float("inf"), "3": 1.0}},
+    }
+    problems = {p.path: p.message for p in spec_problems(raw)}
+    assert set(problems) == {"spec.scoring.levelWeights.1", "spec.scoring.levelWeights.2"}
+    assert all("finite" in message for message in problems.values())
+
+
+def test_reserved_series_names_compare_without_case_in_the_raw_spec() -> None:
+    raw = {
+        "models": [{"name": "m", "source": "hf://a/b"}],
+        "judges": [{"name": "j", "source": "hf://a/c"}],
+        "series": [{"name": "Report"}, {"name": "s"}],
+    }
+    assert [p.path for p in spec_problems(raw)] == ["spec.series[0].name"]
+
+
+def test_a_name_ending_like_a_shard_file_in_any_case_is_refused() -> None:
+    raw = {
+        "models": [{"name": "m.SHARD-1-OF-2", "source": "hf://a/b"}],
+        "judges": [{"name": "j", "source": "hf://a/c"}],
+    }
+    assert [p.path for p in spec_problems(raw)] == ["spec.models[0].name"]
+
+
+def _server_mounts(runtime: str, source: str, gpus: int) -> list[dict[str, Any]]:
+    """The volume mounts of the model server Deployment the operator builds for one model."""
+    placement = Placement(runtime=runtime, quantization="auto", tensor_parallel_size=gpus)
+    endpoint = manifests.Endpoint(
+        key=f"m-{runtime}",
+        name=runtime,
+        source=source,
+        served_model=runtime,
+        runtime=runtime,
+        placement=placement,
+    )
+    run = manifests.RunRef(name="r", namespace="evals", uid="u-1")
+    deployment = manifests.model_deployment(run, endpoint, 1, manifests.WorkloadSettings())
+    mounts: list[dict[str, Any]] = deployment["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+    return mounts
+
+
+@pytest.mark.parametrize(
+    ("runtime", "source", "gpus"),
+    [
+        ("vllm", "pvc://weights/qwen", 1),
+        ("llamacpp", "pvc://weights/qwq.gguf", 0),
+        ("llamacpp", "hf://Qwen/QwQ-32B-GGUF", 1),
+        ("ollama", "ollama://mixtral:8x7b", 1),
+    ],
+)
+def test_every_other_mount_of_a_model_server_pod_is_a_path_the_model_cache_may_not_take(
+    runtime: str, source: str, gpus: int
+) -> None:
+    mounts = _server_mounts(runtime, source, gpus)
+    assert any(mount["name"] == "model-cache" for mount in mounts)
+    for mount in mounts:
+        if mount["name"] != "model-cache":
+            assert mount_path_problem(mount["mountPath"]) is not None, mount

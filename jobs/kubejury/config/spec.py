@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -35,6 +35,17 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 
 from kubejury.config.embedded_models import DEFAULT_EMBEDDED, embedded_model
 from kubejury.config.spec_rules import ALL_QUANTIZATIONS as ALL_QUANTIZATIONS
+from kubejury.config.spec_rules import (
+    CPU_QUANTITY_PATTERN,
+    MAX_BOOTSTRAP_SAMPLES,
+    MEMORY_QUANTITY_PATTERN,
+    cpu_quantity_problem,
+    lower_scheme,
+    memory_quantity_problem,
+    mount_path_problem,
+    normalize_mount_path,
+    prompt_template_problem,
+)
 from kubejury.config.spec_rules import GGUF_TYPES as GGUF_TYPES
 from kubejury.config.spec_rules import LOCAL_QUANTIZATIONS as LOCAL_QUANTIZATIONS
 from kubejury.config.spec_rules import LOCAL_RUNTIMES as LOCAL_RUNTIMES
@@ -68,12 +79,15 @@ EMBEDDED_SOURCE = DEFAULT_EMBEDDED.source
 
 _NAME = r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$"
 _DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
-_QUANTITY = r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
+#: Default and largest ``concurrency.maxResponseBytes``.
+MAX_RESPONSE_BYTES = 32 * 1024 * 1024
 _HF_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 class _Model(BaseModel):
-    """Shared pydantic configuration: camelCase aliases, unknown fields rejected."""
+    """Shared pydantic configuration: camelCase aliases, unknown fields rejected, and no NaN or
+    infinity in any float (YAML's ``.nan``/``.inf`` would otherwise pass every bound and fail at
+    aggregation, or lift a deadline)."""
 
     model_config = ConfigDict(
         alias_generator=to_camel,
@@ -82,6 +96,7 @@ class _Model(BaseModel):
         serialize_by_alias=True,
         extra="forbid",
         str_strip_whitespace=True,
+        allow_inf_nan=False,
     )
 
 
@@ -131,14 +146,35 @@ class ResourceHints(_Model):
     )
     cpu: str | None = Field(
         default=None,
-        pattern=_QUANTITY,
-        description="CPU request of the model server Pod, as a Kubernetes quantity (e.g. '8', '500m').",
+        pattern=CPU_QUANTITY_PATTERN,
+        description=(
+            "CPU request of the model server Pod: cores ('8', '0.5') or millicores ('500m'), more than 0 and "
+            "at most 1024 cores."
+        ),
     )
     memory: str | None = Field(
         default=None,
-        pattern=_QUANTITY,
-        description="Memory request of the model server Pod, as a Kubernetes quantity (e.g. '64Gi').",
+        pattern=MEMORY_QUANTITY_PATTERN,
+        description=(
+            "Memory request of the model server Pod, in bytes with an optional suffix Ki, Mi, Gi, Ti or k, M, "
+            "G, T (e.g. '64Gi', '512Mi'), from 1Mi to 64Ti."
+        ),
     )
+
+    @field_validator("cpu", mode="before")
+    @classmethod
+    def _cpu_the_planner_uses(cls, value: object) -> object:
+        # Before the pattern, so that the message says what is allowed and why.
+        if isinstance(value, str) and (problem := cpu_quantity_problem(value)):
+            raise ValueError(problem)
+        return value
+
+    @field_validator("memory", mode="before")
+    @classmethod
+    def _memory_the_planner_uses(cls, value: object) -> object:
+        if isinstance(value, str) and (problem := memory_quantity_problem(value)):
+            raise ValueError(problem)
+        return value
 
 
 # --------------------------------------------------------------------------------------------
@@ -202,7 +238,7 @@ class BenchmarkSpec(_Model):
         match = _SCHEME.match(value)
         if match and match["scheme"].lower() not in ("file", "s3", "https", "http"):
             raise ValueError("benchmark uri must be file://, s3://, https:// or a plain path")
-        return value
+        return lower_scheme(value)  # readers compare schemes in lower case
 
 
 # --------------------------------------------------------------------------------------------
@@ -472,8 +508,9 @@ class Judging(_Model):
     prompt_template: str | None = Field(
         default=None,
         description=(
-            "Override of the judging prompt template (placeholders {question}, {reference}, {answer}). Default: the "
-            "built-in template in the benchmark's language (Russian for 'ru')."
+            "Override of the judging prompt template: {question}, {reference} and {answer} each exactly once, no "
+            "other {name} placeholder (other braces are text). Default: the built-in template in the "
+            "benchmark's language (Russian for 'ru')."
         ),
     )
     language: str | None = Field(
@@ -496,6 +533,13 @@ class Judging(_Model):
     )
     temperature: float = Field(default=0.0, ge=0.0, le=2.0, description="Judges' sampling temperature.")
     max_tokens: int = Field(default=1024, ge=16, le=65536, description="Maximum tokens of a judge's answer.")
+
+    @field_validator("prompt_template")
+    @classmethod
+    def _placeholders(cls, value: str | None) -> str | None:
+        if value is not None and (problem := prompt_template_problem(value)):
+            raise ValueError(problem)
+        return value
 
 
 class Tier(_Model):
@@ -542,7 +586,10 @@ class Scoring(_Model):
         description="Tier rules, checked in order; a model gets the first tier whose bounds all hold.",
     )
     bootstrap_samples: int = Field(
-        default=2000, ge=0, le=1000000, description="Bootstrap resamples for confidence intervals (0 = none)."
+        default=2000,
+        ge=0,
+        le=MAX_BOOTSTRAP_SAMPLES,
+        description="Bootstrap resamples for confidence intervals (0 = none).",
     )
     confidence: float = Field(default=0.95, gt=0.0, lt=1.0, description="Confidence level of the intervals.")
     seed: int = Field(default=0, description="Seed of the bootstrap and of the answer shuffling.")
@@ -603,7 +650,7 @@ class StorageSpec(_Model):
         match = _SCHEME.match(value)
         if match and match["scheme"].lower() not in ("file", "s3"):
             raise ValueError("storage uri must be file://, s3:// or a plain path")
-        return value
+        return lower_scheme(value)  # storage backends are chosen by the lower-case scheme
 
     @property
     def use_path_style(self) -> bool:
@@ -618,7 +665,10 @@ class Concurrency(_Model):
         default=64, ge=1, le=4096, description="Requests in flight per model endpoint."
     )
     request_timeout_seconds: float = Field(
-        default=600.0, gt=0, description="Timeout of one request (connect + full response)."
+        default=600.0,
+        gt=0,
+        le=3600,
+        description="Timeout of one request (connect + full response), at most an hour.",
     )
     max_attempts: int = Field(
         default=6, ge=1, le=20, description="Attempts per request on 429/5xx/connection errors, with backoff."
@@ -633,9 +683,14 @@ class Concurrency(_Model):
         ),
     )
     max_response_bytes: int = Field(
-        default=32 * 1024 * 1024,
+        default=MAX_RESPONSE_BYTES,
         ge=1024,
-        description="Longest model-server reply read; a longer one fails its request.",
+        le=MAX_RESPONSE_BYTES,
+        description=(
+            "Longest model-server reply read; a longer one fails its request. At most 32 MiB (the default): "
+            "a Job holds up to requestsPerEndpoint replies at once, and 64 × 32 MiB is already its 2Gi "
+            "memory limit."
+        ),
     )
 
 
@@ -652,19 +707,17 @@ class ModelCache(_Model):
         description=(
             "Where the claim is mounted in model server Pods (HF_HOME; vLLM, llama.cpp, Ollama, torch and "
             "Triton caches go below it). Not under /root: the servers run as uid 1000 and the images keep "
-            "/root at mode 0700."
+            "/root at mode 0700. Not /tmp, /dev/shm, /models/src or a system path (/proc, /sys, /dev, "
+            "/etc/hosts…), nor a folder containing one: the server Pod mounts those itself."
         ),
     )
 
     @field_validator("mount_path")
     @classmethod
-    def _not_under_root(cls, value: str) -> str:
-        if value.rstrip("/") == "/root" or value.startswith("/root/"):
-            raise ValueError(
-                f"{value} is under /root, which the model servers (uid 1000) cannot write: use a path such "
-                "as /models/cache"
-            )
-        return value
+    def _free_in_the_server_pod(cls, value: str) -> str:
+        if problem := mount_path_problem(value):
+            raise ValueError(problem)
+        return normalize_mount_path(value)
 
 
 class JobSettings(_Model):
@@ -818,13 +871,31 @@ class SpecError(InputError):
 
 
 def _path_of(loc: Sequence[int | str]) -> str:
+    """``spec.models[0].name`` from a pydantic location; a mapping's keys are written ``.key``
+    (``spec.scoring.levelWeights.1``) even when YAML read them as integers."""
     out = ""
-    for part in loc:
-        if isinstance(part, int):
+    for i, part in enumerate(loc):
+        if isinstance(part, int) and not _is_mapping_at(loc[:i]):
             out += f"[{part}]"
         else:
             out = f"{out}.{part}" if out else str(part)
     return out
+
+
+def _is_mapping_at(loc: Sequence[int | str]) -> bool:
+    """Whether the field at ``loc`` of an EvalRun is a mapping (its keys are not list indexes)."""
+    names = [part for part in loc if isinstance(part, str)]
+    if not names or not isinstance(loc[-1], str):
+        return False
+    parent = _model_at(loc[: max(i for i, part in enumerate(loc) if isinstance(part, str))])
+    field = (
+        next((f for n, f in parent.model_fields.items() if names[-1] in (n, f.alias)), None)
+        if parent
+        else None
+    )
+    if field is None:
+        return False
+    return any(get_origin(arg) is dict for arg in (field.annotation, *get_args(field.annotation)))
 
 
 def _model_at(loc: Sequence[int | str]) -> type[BaseModel] | None:
@@ -896,6 +967,8 @@ def _problems_from_error(error: ErrorDetails) -> list[FieldProblem]:
         message = message.removeprefix("Value error, ")
     if kind == "literal_error":
         message = f"{message}, got {error.get('input')!r}"
+    if kind == "finite_number":
+        message = f"must be a finite number, got {error.get('input')!r}"
     return [FieldProblem(path, message)]
 
 
@@ -922,7 +995,11 @@ def evalrun_problems(data: object) -> tuple[EvalRun | None, list[FieldProblem]]:
             problems.extend(_problems_from_error(error))
         spec = data.get("spec")
         if not semantic_seen and isinstance(spec, Mapping):
-            problems.extend(spec_problems(spec))
+            # One problem per field: where a cross-field rule speaks of a field the schema also
+            # flagged (an empty judges list, a weight that is no number), the rule's words win.
+            rules = spec_problems(spec)
+            ruled = {problem.path for problem in rules}
+            problems = [problem for problem in problems if problem.path not in ruled] + rules
         return None, _dedupe(problems)
 
 

@@ -8,17 +8,22 @@ by ``kubejury validate``, by :func:`kubejury.config.spec.parse_evalrun`, and by 
 webhook. Each problem names its field path and says what is allowed.
 
 The runtime and quantization vocabularies are defined here too, for the models, the webhook and
-the placement planner.
+the placement planner, and so are the single-field rules that several parts must agree on: the
+resource quantities the planner can read, the paths a model server Pod already mounts, the
+judging template's placeholders and the most bootstrap resamples an aggregation may ask for.
 """
 
 from __future__ import annotations
 
+import math
+import posixpath
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from kubejury.config.embedded_models import EMBEDDED_MODELS
+from kubejury.judging.judge_prompt import PLACEHOLDERS
 from kubejury.stats.scoring import DEFAULT_LEVEL_WEIGHTS
 
 RUNTIMES: tuple[str, ...] = ("vllm", "llamacpp", "ollama", "openai")
@@ -53,6 +58,15 @@ SOURCE_SCHEMES: tuple[str, ...] = ("hf", "s3", "pvc", "file", "embedded", "ollam
 URI_SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://")
 
 
+def lower_scheme(uri: str) -> str:
+    """``uri`` with its scheme lower-cased (``S3://Bucket/x`` → ``s3://Bucket/x``); the rest kept."""
+    match = URI_SCHEME.match(uri)
+    if match is None:
+        return uri
+    scheme = match["scheme"]
+    return scheme.lower() + uri[len(scheme) :]
+
+
 def kube_name(name: str) -> str:
     """The DNS-1123 form of a model, judge or series name (lower case, ``.``/``_`` → ``-``).
 
@@ -70,6 +84,161 @@ def normalize_quantization(value: str) -> str:
 def is_gguf_type(quantization: str) -> bool:
     """Whether ``quantization`` names a GGUF tensor type (``mxfp4`` and ``bf16`` count as both)."""
     return normalize_quantization(quantization) in GGUF_TYPES
+
+
+# --------------------------------------------------------------------------------------------
+# Single-field rules shared with the operator (resources, mounts) and the judging stage
+# --------------------------------------------------------------------------------------------
+
+#: Most bootstrap resamples of an aggregation (spec.scoring.bootstrapSamples, ``kubejury report
+#: --bootstrap``): the resample indices alone take questions × resamples × 8 bytes.
+MAX_BOOTSTRAP_SAMPLES = 1_000_000
+
+# A memory quantity the planner (kubejury_operator.manifests.memory_bytes) reads: bytes, with an
+# optional binary or decimal suffix. Kubernetes also accepts 'm' (millibytes), P/E suffixes and
+# exponents; none of them is a sensible model-server request, and the planner cannot add them up.
+MEMORY_QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$"
+_MEMORY_QUANTITY = re.compile(r"^(?P<number>[0-9]+(?:\.[0-9]+)?)(?P<suffix>Ki|Mi|Gi|Ti|k|M|G|T)?$")
+_SUFFIX_BYTES: dict[str | None, int] = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+_SUFFIX_BYTES.update({"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40})
+MIN_MEMORY_BYTES = 2**20  # 1Mi: below that no model server starts
+MAX_MEMORY_BYTES = 64 * 2**40  # 64Ti: above the largest nodes made, far below the API's limits
+
+# A CPU quantity: cores (at most three decimals, the API's precision) or millicores.
+CPU_QUANTITY_PATTERN = r"^([0-9]+(\.[0-9]{1,3})?|[0-9]+m)$"
+_CPU_QUANTITY = re.compile(r"^(?:(?P<cores>[0-9]+(?:\.[0-9]{1,3})?)|(?P<millicores>[0-9]+)m)$")
+MAX_CPU_MILLICORES = 1024 * 1000  # 1024 cores
+
+
+def memory_quantity_bytes(quantity: str) -> int:
+    """Bytes in a memory quantity (``64Gi``, ``512Mi``, ``8G``, ``1048576``); ``ValueError`` naming
+    the accepted forms otherwise. The same arithmetic as the planner's, so both agree on a value."""
+    match = _MEMORY_QUANTITY.match(quantity.strip())
+    if match is None:
+        hint = " ('m' means millibytes)" if quantity.strip().endswith("m") else ""
+        raise ValueError(
+            f"{quantity!r} is not a memory quantity in bytes{hint}: write a number with an optional suffix "
+            "Ki, Mi, Gi, Ti (binary) or k, M, G, T (decimal), e.g. 64Gi or 512Mi"
+        )
+    return int(float(match["number"]) * _SUFFIX_BYTES[match["suffix"]])
+
+
+def memory_quantity_problem(quantity: str) -> str | None:
+    """What is wrong with a model server's memory request, or ``None`` when the planner can use it."""
+    try:
+        count = memory_quantity_bytes(quantity)
+    except ValueError as error:
+        return str(error)
+    if not MIN_MEMORY_BYTES <= count <= MAX_MEMORY_BYTES:
+        return f"{quantity!r} is outside 1Mi..64Ti: give the memory the server needs, e.g. 64Gi"
+    return None
+
+
+def cpu_quantity_problem(quantity: str) -> str | None:
+    """What is wrong with a model server's CPU request, or ``None`` for 0 < cores <= 1024."""
+    match = _CPU_QUANTITY.match(quantity.strip())
+    if match is None:
+        return (
+            f"{quantity!r} is not a CPU quantity: write cores ('8', '0.5', at most three decimals) or "
+            "millicores ('500m')"
+        )
+    millicores = int(match["millicores"]) if match["millicores"] else round(float(match["cores"]) * 1000)
+    if not 0 < millicores <= MAX_CPU_MILLICORES:
+        return f"{quantity!r} is outside 1m..1024 cores: give the cores the server needs, e.g. '8' or '500m'"
+    return None
+
+
+#: Where a model server Pod mounts its own volumes (kubejury_operator.manifests._server_container):
+#: the writable scratch space (HOME, the runtimes' temporary files), vLLM's memory-backed shared
+#: memory, and a ``pvc://`` source's claim. The model cache (spec.modelCache.mountPath) must not
+#: take any of them: the API server refuses a Pod with two mounts at one path.
+SERVER_TMP_MOUNT = "/tmp"
+SERVER_SHM_MOUNT = "/dev/shm"
+SERVER_SOURCE_MOUNT = "/models/src"
+#: Paths the kubelet and the container runtime fill in every container (/etc/hosts…, the
+#: service-account token, /proc, /sys, /dev): a volume there hides or breaks them.
+RUNTIME_PATHS: tuple[str, ...] = (
+    "/proc",
+    "/sys",
+    "/dev",
+    "/etc/hosts",
+    "/etc/hostname",
+    "/etc/resolv.conf",
+    "/var/run/secrets/kubernetes.io/serviceaccount",
+)
+RESERVED_MOUNT_PATHS: tuple[str, ...] = (
+    SERVER_TMP_MOUNT,
+    SERVER_SHM_MOUNT,
+    SERVER_SOURCE_MOUNT,
+    *RUNTIME_PATHS,
+)
+#: The images keep /root at mode 0700 and the servers run as uid 1000: nothing there is writable.
+_UNWRITABLE_HOME = "/root"
+
+
+def normalize_mount_path(path: str) -> str:
+    """``path`` without doubled slashes, ``.`` segments or a trailing slash (``//tmp/`` → ``/tmp``)."""
+    normal = posixpath.normpath(path)
+    return "/" + normal.lstrip("/")
+
+
+def _overlaps(path: str, other: str) -> bool:
+    """Whether one of two normalised absolute paths is the other or lies inside it."""
+    return (
+        path == other or path.startswith(other.rstrip("/") + "/") or other.startswith(path.rstrip("/") + "/")
+    )
+
+
+def mount_path_problem(path: str) -> str | None:
+    """What is wrong with a model cache mount path, or ``None`` when it is free in the server Pod."""
+    if not path.startswith("/"):
+        return f"{path!r} is not an absolute path: use a path such as /models/cache"
+    if ".." in path.split("/"):
+        return f"{path!r} has a '..' segment, which Kubernetes refuses: use a path such as /models/cache"
+    normal = normalize_mount_path(path)
+    if normal == _UNWRITABLE_HOME or normal.startswith(_UNWRITABLE_HOME + "/"):
+        return (
+            f"{path} is under /root, which the model servers (uid 1000) cannot write: use a path such as "
+            "/models/cache"
+        )
+    taken = [reserved for reserved in RESERVED_MOUNT_PATHS if _overlaps(normal, reserved)]
+    if taken:
+        more = f" (and {len(taken) - 1} more)" if len(taken) > 1 else ""
+        return (
+            f"{path} overlaps {taken[0]}{more}: the model server Pod mounts {SERVER_TMP_MOUNT}, "
+            f"{SERVER_SHM_MOUNT} and {SERVER_SOURCE_MOUNT} itself, and {', '.join(RUNTIME_PATHS)} belong to "
+            "the container runtime; use a folder neither inside nor above them, e.g. /models/cache"
+        )
+    return None
+
+
+_TEMPLATE_FIELD = re.compile(r"\{\s*[A-Za-z_][A-Za-z0-9_]*\s*\}")
+
+
+def prompt_template_problem(template: str) -> str | None:
+    """What is wrong with a judging template, or ``None``.
+
+    The template must hold each of ``{question}``, ``{reference}`` and ``{answer}`` exactly once
+    (the judge needs all three; a second copy of the answer would double untrusted text). Anything
+    else written like a placeholder (``{answers}``, ``{ answer }``, ``{Answer}``) is refused as a
+    typo: it would reach the judge as literal text. Other braces (a JSON example) are text: the
+    template is rendered by substituting the three placeholders only, never with ``str.format``.
+    """
+    for name in PLACEHOLDERS:
+        count = template.count("{" + name + "}")
+        if count != 1:
+            return (
+                f"the judging template must contain {{{name}}} exactly once (found {count}); "
+                "placeholders are {question}, {reference} and {answer}"
+            )
+    known = {"{" + name + "}" for name in PLACEHOLDERS}
+    unknown = [field for field in _TEMPLATE_FIELD.findall(template) if field not in known]
+    if unknown:
+        return (
+            f"unknown placeholder {unknown[0]}: the only placeholders are {{question}}, {{reference}} and "
+            "{answer}, written exactly so"
+        )
+    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -225,15 +394,16 @@ def _check_endpoint(entry: Mapping[str, Any], path: str, problems: list[FieldPro
 
 
 RESERVED_SERIES_NAMES: frozenset[str] = frozenset(("spec.json", "report", "progress", "spec-history"))
-"""Folders and files at a run's top level beside the series folders (see docs/storage.md)."""
-_SHARD_SUFFIX = re.compile(r"\.shard-\d+-of-\d+$")
+"""Folders and files at a run's top level beside the series folders (see docs/storage.md); compared
+without case, as a case-insensitive file system (local mode on macOS or Windows) would."""
+_SHARD_SUFFIX = re.compile(r"\.shard-\d+-of-\d+$", re.IGNORECASE)
 
 
 def _check_layout_names(spec: Mapping[str, Any], prefix: str, problems: list[FieldProblem]) -> None:
     """Names that would share a storage path with something else of the run."""
     for i, entry in _entries(spec, "series"):
         name = entry.get("name")
-        if isinstance(name, str) and name in RESERVED_SERIES_NAMES:
+        if isinstance(name, str) and name.lower() in RESERVED_SERIES_NAMES:
             problems.append(
                 FieldProblem(
                     _join(prefix, f"series[{i}].name"),
@@ -321,9 +491,14 @@ def _weight_problems(spec: Mapping[str, Any], prefix: str) -> list[FieldProblem]
                     FieldProblem(f"{path}.{key}", "keys are difficulty levels: positive integers")
                 )
             weights[level] = value
-            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not math.isfinite(value)
+                or value <= 0
+            ):
                 problems.append(
-                    FieldProblem(f"{path}.{key}", f"weight must be a positive number, got {value!r}")
+                    FieldProblem(f"{path}.{key}", f"weight must be a positive finite number, got {value!r}")
                 )
     else:
         return problems  # the schema reports the wrong type
