@@ -18,6 +18,12 @@ Objects per run (all carry an owner reference to the EvalRun, so deleting the ru
   report progress through storage.
 * per in-cluster model or judge: a Deployment + Service (vLLM, llama.cpp or Ollama). ``openai``
   endpoints get no workload.
+
+A name joined from several user-chosen parts (run, model, judge, series) ends in a short hash of
+the parts taken as a tuple (:func:`joined_label`): ``kj-<run>-m-<model>-<hash>``,
+``kj-<run>-gen-<model>-<series>-<hash>``, ``kj-<run>-judge-<judge>-<series>-<hash>-<round>``.
+Joined without it, models ``m``/``m-a`` with series ``a-b``/``b`` shared one Job, and run ``foo``
+with model ``x-m-y`` shared its Deployment with run ``foo-m-x``'s model ``y``.
 * Jobs running ``kubejury generate|judge|aggregate`` (see :func:`generation_job`,
   :func:`judge_job`, :func:`aggregation_job` for the exact command lines).
 """
@@ -27,7 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -219,23 +225,52 @@ _INVALID = re.compile(r"[^a-z0-9-]+")
 
 DNS_LABEL_LIMIT = 63  # RFC 1123 label: Service names, Pod hostnames
 LABEL_VALUE_LIMIT = 63
+WORKLOAD_NAME_LIMIT = 52  # Deployment and Service names (DNS-1035 labels), as short as the others
+NAME_DIGEST_LENGTH = 8
+
+
+def name_digest(parts: Sequence[str]) -> str:
+    """A short hash of ``parts`` taken as a tuple (JSON-encoded, so ``("m", "a-b")`` and
+    ``("m-a", "b")`` differ although both join to ``m-a-b``). SHA-256: the same in every process."""
+    encoded = json.dumps(list(parts), ensure_ascii=False).encode()
+    return hashlib.sha256(encoded).hexdigest()[:NAME_DIGEST_LENGTH]
+
+
+def _readable(parts: Sequence[str]) -> str:
+    """``parts`` ``-``-joined as a DNS label would have them: lower case, ``[a-z0-9-]`` only."""
+    cleaned = _INVALID.sub("-", "-".join(parts).lower()).strip("-")
+    return re.sub(r"-{2,}", "-", cleaned) or "x"
+
+
+def _with_digest(readable: str, digest: str, limit: int) -> str:
+    """The readable name cut so that ``-<digest>`` fits within ``limit``, then the digest."""
+    head = readable[: limit - len(digest) - 1].rstrip("-")
+    return f"{head}-{digest}" if head else digest
 
 
 def dns_label(*parts: str, limit: int = DNS_LABEL_LIMIT) -> str:
-    """A deterministic DNS-1123 label from ``parts`` (lower case, ``-``-joined, ≤ ``limit``).
+    """A deterministic DNS-1123 label from ``parts`` with one user-chosen part (lower case,
+    ``-``-joined, ≤ ``limit``): the joined parts as they are when that is already a valid label.
 
-    Over-long names are cut and suffixed with a short hash of the full name, so two long names
-    that share a prefix stay distinct and the same input always gives the same name.
+    A name that had to be changed (too long, or characters a label may not hold) ends in
+    :func:`name_digest` of the parts, so two long names that share a prefix stay distinct and the
+    same input always gives the same name. Names of several user-chosen parts: :func:`joined_label`.
     """
-    full = "-".join(parts)
-    cleaned = _INVALID.sub("-", full.lower()).strip("-")
-    cleaned = re.sub(r"-{2,}", "-", cleaned) or "x"
-    if len(cleaned) <= limit and cleaned == full:
-        return cleaned
-    digest = hashlib.sha256(full.encode()).hexdigest()[:8]
-    if len(cleaned) + 9 <= limit:
-        return f"{cleaned}-{digest}"
-    return f"{cleaned[: limit - 9].rstrip('-')}-{digest}"
+    readable = _readable(parts)
+    if readable == "-".join(parts) and len(readable) <= limit:
+        return readable
+    return _with_digest(readable, name_digest(parts), limit)
+
+
+def joined_label(*parts: str, limit: int = DNS_LABEL_LIMIT) -> str:
+    """A DNS-1123 label from ``parts`` of which several are user-chosen (run, model, series):
+    the readable join, cut to fit, then always :func:`name_digest` of the parts as a tuple.
+
+    Joining alone is ambiguous — models ``m``/``m-a`` with series ``a-b``/``b``, or run ``foo``
+    with model ``x-m-y`` and run ``foo-m-x`` with model ``y``, join alike — and two objects of the
+    same kind with the same name are one object to the API server (the second create is a 409).
+    """
+    return _with_digest(_readable(parts), name_digest(parts), limit)
 
 
 def label_value(text: str) -> str:
@@ -260,11 +295,6 @@ MAX_JOB_INDEX = 63
 JOB_NAME_LIMIT = DNS_LABEL_LIMIT - len(f"-{MAX_JOB_INDEX}")
 
 
-def job_name(*parts: str) -> str:
-    """A Job name within :data:`JOB_NAME_LIMIT` (room for the Indexed Pods' ``-<index>``)."""
-    return dns_label(*parts, limit=JOB_NAME_LIMIT)
-
-
 def spec_configmap_name(run: str) -> str:
     return dns_label("kj", run, "spec")
 
@@ -274,26 +304,34 @@ def job_service_account_name(run: str) -> str:
 
 
 def endpoint_key(role: str, name: str) -> str:
-    """``m-<model>`` or ``j-<judge>``: the deployment identity of a model or judge."""
+    """``m-<model>`` or ``j-<judge>``: the deployment identity of a model or judge (the one-letter
+    role prefix keeps a model and a judge of the same name apart)."""
     return f"{'m' if role == 'model' else 'j'}-{name}"
 
 
 def workload_name(run: str, key: str) -> str:
-    """Deployment and Service name of an endpoint (a DNS-1035 label: starts with a letter)."""
-    return dns_label("kj", run, key, limit=52)
+    """Deployment and Service name of an endpoint: ``kj-<run>-<key>-<hash>`` (a DNS-1035 label:
+    starts with a letter; ≤ :data:`WORKLOAD_NAME_LIMIT`)."""
+    return joined_label("kj", run, key, limit=WORKLOAD_NAME_LIMIT)
 
 
 def generation_job_name(run: str, model: str, series: str) -> str:
-    return job_name("kj", run, "gen", model, series)
+    """``kj-<run>-gen-<model>-<series>-<hash>``, within :data:`JOB_NAME_LIMIT`."""
+    return joined_label("kj", run, "gen", model, series, limit=JOB_NAME_LIMIT)
 
 
 def judge_job_name(run: str, judge: str, series: str, round_: int = 1) -> str:
-    """Judging of (judge, series) runs in rounds: round N judges every answer stored when it starts."""
-    return job_name("kj", run, "judge", judge, series, str(round_))
+    """``kj-<run>-judge-<judge>-<series>-<hash>-<round>``, within :data:`JOB_NAME_LIMIT`.
+
+    Judging of (judge, series) runs in rounds: round N judges every answer stored when it starts.
+    The round stays readable at the end; the hash tells (run, judge, series) apart.
+    """
+    suffix = f"-{round_}"
+    return joined_label("kj", run, "judge", judge, series, limit=JOB_NAME_LIMIT - len(suffix)) + suffix
 
 
 def aggregation_job_name(run: str) -> str:
-    return job_name("kj", run, "aggregate")
+    return dns_label("kj", run, "aggregate", limit=JOB_NAME_LIMIT)
 
 
 def service_url(run: RunRef, key: str) -> str:

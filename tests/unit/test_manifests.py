@@ -253,7 +253,7 @@ def test_job_commands() -> None:
         "--model",
         "qwen3-27b",
         "--endpoint",
-        "http://kj-study-m-qwen3-27b.evals.svc:8000/v1",
+        f"http://{m.workload_name('study', 'm-qwen3-27b')}.evals.svc:8000/v1",
     ]
     # Only the storage Secret's S3 keys, one by one (issue 11, finding 2): never envFrom.
     assert "envFrom" not in gen
@@ -322,7 +322,7 @@ def test_names_are_deterministic_valid_and_distinct() -> None:
         assert name == name.lower()
         assert name[0].isalnum() and name[-1].isalnum()
     assert len(m.workload_name("x" * 80, "m-y")) <= 52
-    assert m.generation_job_name("r", "m", "s") == "kj-r-gen-m-s"
+    assert m.generation_job_name("r", "m", "s").startswith("kj-r-gen-m-s-")
 
 
 def test_settings_from_env() -> None:
