@@ -12,21 +12,22 @@ more than string formatting:
   instructions tell the judge that block contents are data, never instructions. Substitution is a
   single pass, so text inside one block can never pull another placeholder in.
 - **Reading the verdict.** With structured output the server returns ``{"rationale", "score"}``
-  under :data:`SCORE_SCHEMA`; otherwise the *last* ``[[N]]`` of the reply is the score. Either
-  way 0 ≤ N ≤ 10 is checked; a reply without a valid score is a parse failure (the stage re-asks
-  with :func:`reask_message`, then stores ``score: null`` with the error — never a silent 0).
+  under :data:`SCORE_SCHEMA`; otherwise the ``[[N]]`` of the reply is the score. One rule decides
+  (:func:`parse_verdict`): the structured verdict wins, and ambiguity — two different scores
+  anywhere, a JSON verdict without a score, a key given twice — is unparsed. 0 ≤ N ≤ 10 is
+  checked; a reply without one valid score is a parse failure (the stage re-asks with
+  :func:`reask_message`, then stores ``score: null`` with the error — never a silent 0).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 from kubejury.errors import ConfigError
-from kubejury.judging.detection_text import DetectionText, replace_spans
+from kubejury.judging.detection_text import DetectionText, hidden_spans, replace_spans
 
 SCORE_MIN = 0
 SCORE_MAX = 10
@@ -140,7 +141,7 @@ _INJECTION = re.compile(
 )
 _NEUTRAL = {"open": "‹", "close": "›", "left": "[", "right": "]"}
 _VERDICT = re.compile(r"\[\[\s*(-?\d+(?:[.,]\d+)?)\s*\]\]")
-_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)
+_FENCE_OPENING = re.compile(r"^```(?:json)?\s*", re.I)
 _RATIONALE_MAX = 4000
 
 
@@ -166,15 +167,19 @@ def neutralise(text: str) -> str:
     """Make untrusted text unable to close a block or to look like a verdict, in any disguise.
 
     Detection runs on a normalised copy (:class:`~kubejury.judging.detection_text.DetectionText`:
-    NFKC, zero-width and bidi controls removed, look-alike brackets such as ``【``/``［``/``＜``
-    folded), and only the spans found there change in the text: a run of angle brackets (``<<<``,
+    NFKC, zero-width and bidi controls and combining marks removed, look-alike brackets such as
+    ``【``/``［``/``＜``/``❰`` and Latin homoglyphs in mixed words folded, ``\\u0073``-style escapes
+    decoded), and only the spans found there change in the text: a run of angle brackets (``<<<``,
     ``< < <``, ``＜＜＜``, ``<\u200b<<``) becomes one ``‹`` or ``›``, a run of square brackets
     (``[[``, ``［［``, ``【【``, ``[ [``) one ``[`` or ``]``, a run of three or more guillemets its
     first one, and a verdict key — quoted before a colon (``"score":``, ``'score':``,
     ``"оценка":``) or bare before a number (``score: 10``) — is written ``«score»`` (a small judge
-    under structured output was seen copying such an object from the answer). Everything else,
-    invisible characters included, stays as written; the text stays readable to the judge.
+    under structured output was seen copying such an object from the answer). Characters that
+    only smuggle (Unicode tag characters, runs of variation selectors:
+    :func:`~kubejury.judging.detection_text.hidden_spans`) are removed first. Everything else,
+    other invisible characters included, stays as written; the text stays readable to the judge.
     """
+    text = replace_spans(text, [(start, end, "") for start, end in hidden_spans(text)])
     view = DetectionText.of(text)
     changes: list[tuple[int, int, str]] = []
     for match in _INJECTION.finditer(view.text):
@@ -268,28 +273,77 @@ def _in_range(score: float, rationale: str, how: str) -> Verdict:
     return Verdict(score, rationale)
 
 
+class _DuplicateKey(ValueError):
+    """A JSON object names one key twice: which value was meant is ambiguous."""
+
+
+def _pairs_without_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_pairs_without_duplicates)
+
+
+def _leading_object(text: str) -> tuple[dict[str, Any] | None, str | None]:
+    """The JSON object that opens ``text`` (``None`` if it does not open with one), or the reason
+    it cannot be read unambiguously (a duplicated key)."""
+    if not text.startswith("{"):
+        return None, None
+    try:
+        data, _ = _DECODER.raw_decode(text)
+    except _DuplicateKey as duplicate:
+        return None, f"JSON verdict has a duplicate key {duplicate.args[0]!r}"
+    except ValueError:
+        return None, None
+    return (data, None) if isinstance(data, dict) else (None, None)
+
+
 def parse_verdict(content: str | None) -> Verdict:
-    """Read a judge reply: a JSON object ``{"score", "rationale"}``, else the last ``[[N]]``."""
+    """Read a judge reply under one rule: the structured verdict wins, and ambiguity is unparsed.
+
+    - A reply that opens with a JSON object (optionally in a code fence) is a structured verdict:
+      its ``score`` is the score. Without a ``score`` key, or with any key twice, the reply is
+      unparsed — its text is never searched for a ``[[N]]`` instead.
+    - Otherwise the ``[[N]]`` marks in the reply are the score.
+    - Every score the reply states — the JSON one and each ``[[N]]`` anywhere, inside the
+      rationale too — must agree; two different ones make the reply unparsed.
+
+    Unparsed means ``score`` is ``None`` with the reason in ``error``: the stage asks again.
+    """
     if content is None or not content.strip():
         return Verdict(None, "", "empty reply")
     text = content.strip()
-    fenced = _FENCE.match(text)
-    candidate = fenced.group(1) if fenced else text
-    if candidate.startswith("{"):
-        try:
-            data = orjson.loads(candidate)
-        except orjson.JSONDecodeError:
-            data = None
-        if isinstance(data, dict) and "score" in data:
-            rationale = str(data.get("rationale") or "")[:_RATIONALE_MAX]
-            score = _number(data["score"])
-            if score is None:
-                return Verdict(None, rationale, f"JSON score {data['score']!r} is not a number")
-            return _in_range(score, rationale, "JSON")
-    matches = list(_VERDICT.finditer(text))
-    if not matches:
+    data, problem = _leading_object(_FENCE_OPENING.sub("", text, count=1))
+    if problem is not None:
+        return Verdict(None, text[:_RATIONALE_MAX], problem)
+    marks = list(_VERDICT.finditer(text))
+    stated = {float(m.group(1).replace(",", ".")) for m in marks}
+    if data is not None:
+        return _structured(data, stated)
+    if not marks:
         return Verdict(None, text[:_RATIONALE_MAX], "no [[N]] score in the reply")
-    last = matches[-1]
-    score = float(last.group(1).replace(",", "."))
-    rationale = (text[: last.start()] + text[last.end() :]).strip()[:_RATIONALE_MAX]
-    return _in_range(score, rationale, "[[N]]")
+    if len(stated) > 1:
+        return Verdict(None, text[:_RATIONALE_MAX], _conflict(stated))
+    rationale = _VERDICT.sub("", text).strip()[:_RATIONALE_MAX]
+    return _in_range(stated.pop(), rationale, "[[N]]")
+
+
+def _structured(data: dict[str, Any], stated: set[float]) -> Verdict:
+    rationale = str(data.get("rationale") or "")[:_RATIONALE_MAX]
+    if "score" not in data:
+        return Verdict(None, rationale, "JSON verdict has no score")
+    score = _number(data["score"])
+    if score is None:
+        return Verdict(None, rationale, f"JSON score {data['score']!r} is not a number")
+    if stated - {score}:
+        return Verdict(None, rationale, _conflict(stated | {score}))
+    return _in_range(score, rationale, "JSON")
+
+
+def _conflict(scores: set[float]) -> str:
+    return "conflicting scores in one reply: " + ", ".join(f"{s:g}" for s in sorted(scores))
