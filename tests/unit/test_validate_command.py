@@ -267,3 +267,14 @@ def test_a_missing_settings_file_is_an_error_naming_it(
     run = write_yaml(tmp_path / "run.yaml", benign_run())
     assert main(["validate", "--settings", str(tmp_path / "nope.yaml"), str(run)]) == 2
     assert f"{tmp_path / 'nope.yaml'}: file not found" in capsys.readouterr().err
+
+
+def test_settings_without_any_allow_list_apply_none_and_say_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body = hostile_run(HOSTILE[0][1])
+    run = write_yaml(tmp_path / "run.yaml", body)
+    settings = cluster_settings_file(tmp_path, {"KUBEJURY_S3_ENDPOINT": "http://minio.minio:9000"})
+    assert main(["validate", "--settings", str(settings), str(run)]) == 0  # as that operator would
+    err = capsys.readouterr().err
+    assert str(settings) in err and "no KUBEJURY_ALLOWED_* variable" in err

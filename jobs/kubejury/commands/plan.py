@@ -140,6 +140,7 @@ def _read_nodes_document(path: str) -> Any:
 
 
 MANIFESTS_ENTRY_POINT_GROUP = "kubejury.manifests"
+POLICY_PREFIX = "KUBEJURY_ALLOWED_"  # the operator settings that hold the chart's allow-lists
 
 
 def operator_hook(group: str, option: str) -> Any:
@@ -175,6 +176,11 @@ def load_settings(path: str | None) -> dict[str, str] | None:
         document = document.get("data") or {}
     if not isinstance(document, dict) or not all(isinstance(k, str) for k in document):
         raise InputError(path, "expected a mapping of KUBEJURY_* variables or a ConfigMap")
+    if not any(key.startswith(POLICY_PREFIX) for key in document):
+        sys.stderr.write(
+            f"kubejury: note: {path} sets no {POLICY_PREFIX}* variable, so no allow-list applies, as for an "
+            "operator installed without the chart (the chart's settings ConfigMap sets them all)\n"
+        )
     return {key: "" if value is None else str(value) for key, value in document.items()}
 
 
