@@ -40,6 +40,7 @@ from typing import Any
 import yaml
 
 from kubejury.placement.decision import Placement
+from kubejury.placement.gpu_nodes import chart_tolerations_from_env
 from kubejury.records.gpu_usage import GPU_USAGE_ENV, GpuUsage
 from kubejury_operator import images
 
@@ -163,7 +164,7 @@ class WorkloadSettings:
             server_memory_request=text("KUBEJURY_SERVER_MEMORY_REQUEST", base.server_memory_request)
             or base.server_memory_request,
             server_shm_size=text("KUBEJURY_SERVER_SHM_SIZE", base.server_shm_size) or base.server_shm_size,
-            extra_tolerations=tuple(_json_env(env, "KUBEJURY_GPU_TOLERATIONS", list) or ()),
+            extra_tolerations=chart_tolerations_from_env(env),
             job_resources=_json_env(env, "KUBEJURY_JOB_RESOURCES", dict) or base.job_resources,
         )
 

@@ -11,6 +11,8 @@ import pytest
 from factories import CONTROL_PLANE_TAINT, TEAM_B_TAINT, toleration
 from kubejury.placement.gpu_nodes import (
     GPU_RESOURCE,
+    GPU_TOLERATIONS_ENV,
+    chart_tolerations_from_env,
     cpu_nodes,
     gpu_pools,
     known_gpu,
@@ -188,3 +190,22 @@ def test_a_chart_toleration_tolerates_a_taint_as_kubernetes_decides(
     chart_toleration: dict[str, str], tolerated: bool
 ) -> None:
     assert tolerates(chart_toleration, TEAM_B_TAINT) is tolerated
+
+
+def test_the_charts_gpu_tolerations_are_read_from_its_settings_variable() -> None:
+    listed = [toleration("dedicated", "team-b")]
+    assert chart_tolerations_from_env({GPU_TOLERATIONS_ENV: json.dumps(listed)}) == tuple(listed)
+    assert chart_tolerations_from_env({}) == () == chart_tolerations_from_env({GPU_TOLERATIONS_ENV: ""})
+
+
+@pytest.mark.parametrize(
+    ("raw", "named"),
+    [
+        ('{"key": "dedicated"}', "KUBEJURY_GPU_TOLERATIONS must be a JSON list"),
+        ('["dedicated"]', r"KUBEJURY_GPU_TOLERATIONS\[0\] must be an object"),
+        ("[{", "KUBEJURY_GPU_TOLERATIONS is not JSON"),
+    ],
+)
+def test_unreadable_chart_gpu_tolerations_are_an_error_naming_the_variable(raw: str, named: str) -> None:
+    with pytest.raises(ValueError, match=named):
+        chart_tolerations_from_env({GPU_TOLERATIONS_ENV: raw})

@@ -383,3 +383,8 @@ def test_the_pod_tolerates_the_gpu_taint_and_the_chart_tolerations_only() -> Non
     tolerations = _pod_tolerations(BROAD, settings)
     assert [t for t in tolerations if t["key"] != "nvidia.com/gpu"] == [team_b]
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in tolerations
+
+
+def test_a_chart_gpu_toleration_that_is_no_object_is_refused_when_the_settings_are_read() -> None:
+    with pytest.raises(ValueError, match=r"KUBEJURY_GPU_TOLERATIONS\[0\]"):
+        m.WorkloadSettings.from_env({"KUBEJURY_GPU_TOLERATIONS": '["dedicated"]'})

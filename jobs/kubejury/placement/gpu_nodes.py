@@ -346,6 +346,25 @@ def pool_node_selector(pool: GpuPool, pools: Sequence[GpuPool]) -> dict[str, str
 
 
 Toleration = Mapping[str, Any]  # a Pod toleration, as the chart lists them (KUBEJURY_GPU_TOLERATIONS)
+GPU_TOLERATIONS_ENV = "KUBEJURY_GPU_TOLERATIONS"  # the chart's inference.gpuTolerations, as JSON
+
+
+def chart_tolerations_from_env(env: Mapping[str, str]) -> tuple[Toleration, ...]:
+    """The tolerations the chart gives model servers on GPU nodes (``KUBEJURY_GPU_TOLERATIONS``, a
+    JSON list of objects); none when unset or empty. Anything else is a ValueError naming it."""
+    raw = env.get(GPU_TOLERATIONS_ENV)
+    if not raw:
+        return ()
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{GPU_TOLERATIONS_ENV} is not JSON: {exc.msg} ({raw!r:.60})") from None
+    if not isinstance(value, list):
+        raise ValueError(f"{GPU_TOLERATIONS_ENV} must be a JSON list, got {raw!r:.60}")
+    for i, item in enumerate(value):
+        if not isinstance(item, Mapping):
+            raise ValueError(f"{GPU_TOLERATIONS_ENV}[{i}] must be an object, got {item!r:.40}")
+    return tuple(value)
 
 
 def is_gpu_taint(taint: Mapping[str, Any]) -> bool:
