@@ -131,3 +131,36 @@ def test_admission_message_lists_fields() -> None:
     message = admission_message(problems)
     assert message.startswith("invalid EvalRun: spec.models[0].name: bad;")
     assert "and 5 more" in message
+
+
+NAN = float("nan")
+
+
+@pytest.mark.parametrize(
+    ("changes", "path"),
+    [
+        (
+            {"models": [{"name": "m", "source": "hf://a/b", "resources": {"memory": "1E"}}]},
+            "spec.models[0].resources.memory",
+        ),
+        (
+            {"models": [{"name": "m", "source": "hf://a/b", "resources": {"memory": "500m"}}]},
+            "spec.models[0].resources.memory",
+        ),
+        (
+            {"models": [{"name": "m", "source": "hf://a/b", "resources": {"cpu": "-1"}}]},
+            "spec.models[0].resources.cpu",
+        ),
+        ({"scoring": {"levelWeights": {1: NAN, 2: 0.8, 3: 1.0}}}, "spec.scoring.levelWeights.1"),
+        ({"scoring": {"tiers": [{"tier": "S", "minWeighted": NAN}]}}, "spec.scoring.tiers[0].minWeighted"),
+        ({"judging": {"promptTemplate": "{question} {reference}"}}, "spec.judging.promptTemplate"),
+        ({"concurrency": {"requestTimeoutSeconds": float("inf")}}, "spec.concurrency.requestTimeoutSeconds"),
+        ({"concurrency": {"maxResponseBytes": 10**15}}, "spec.concurrency.maxResponseBytes"),
+        ({"modelCache": {"claimName": "weights", "mountPath": "/tmp"}}, "spec.modelCache.mountPath"),
+        ({"series": [{"name": "Report"}]}, "spec.series[0].name"),
+    ],
+)
+def test_a_spec_that_used_to_fail_late_is_refused_at_admission_naming_the_field(
+    changes: dict[str, Any], path: str
+) -> None:
+    assert path in paths(validate_evalrun(body(**changes))), changes
