@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["MASK", "redact", "redact_tree"]
+__all__ = ["MASK", "redact", "redact_known", "redact_tree"]
 
 MASK = "***"
 
@@ -46,6 +46,15 @@ def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
         if value and len(value) >= 4:
             text = text.replace(value, MASK)
     return _redact_short(text) if len(text) <= _REMEMBERED_LENGTH else _redact_patterns(text)
+
+
+def redact_known(text: str, secrets: Iterable[str | None]) -> str:
+    """``text`` with only the exact ``secrets`` masked. For text that is itself the data — a model's
+    answer, judged as written — where a credential-*shaped* phrase ("Authorization: Bearer <token>"
+    in an answer about proxies) is content, but the run's own key echoed back is a leak."""
+    for value in sorted({v for v in secrets if v and len(v) >= 4}, key=len, reverse=True):
+        text = text.replace(value, MASK)
+    return text
 
 
 def _redact_patterns(text: str) -> str:

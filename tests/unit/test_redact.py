@@ -9,8 +9,12 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from kubejury.config.spec import ModelSpec, Series
+from kubejury.files.benchmark import Question
+from kubejury.files.storage import LocalStorage, RunLayout
 from kubejury.inference.client import ChatClient, ClientSettings, build_body
-from kubejury.redact import MASK, redact, redact_tree
+from kubejury.redact import MASK, redact, redact_known, redact_tree
+from kubejury.stages import read_answers, run_generation
 from kubejury.testing.fault_server import free_port
 
 FAST = ClientSettings(max_attempts=1, backoff_initial_s=0.001, backoff_max_s=0.002, request_timeout_s=5)
@@ -50,6 +54,74 @@ def test_known_values_and_nested_status_are_masked() -> None:
     }
     assert "pw-123" not in str(redact_tree(status)) and "abcdefgh" not in str(redact_tree(status))
     assert redact_tree(status)["phase"] == "Failed"
+
+
+class EchoingServer:
+    """A loopback model server that answers successfully, repeating the request's Authorization
+    header in the answer (and in its ``system_fingerprint``), as a careless proxy or model may."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.runner: web.AppRunner | None = None
+
+    async def handle(self, request: web.Request) -> web.Response:
+        header = request.headers.get("Authorization", "")
+        reply = {
+            "choices": [
+                {
+                    "message": {"role": "assistant", "content": f"Три года. Debug: {header}"},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 5},
+            "system_fingerprint": f"build {header.removeprefix('Bearer ')}",
+        }
+        return web.json_response(reply)
+
+    async def __aenter__(self) -> EchoingServer:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self.handle)
+        self.runner = web.AppRunner(app)
+        await self.runner.setup()
+        await web.TCPSite(self.runner, "127.0.0.1", self.port).start()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        assert self.runner is not None
+        await self.runner.cleanup()
+
+
+async def test_a_key_echoed_in_a_successful_answer_is_stored_redacted(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = "kj-unshaped-key-0123456789"  # no well-known shape: only knowing the value finds it
+    monkeypatch.setenv("KUBEJURY_API_KEY", key)
+    storage, layout = LocalStorage(tmp_path), RunLayout("r")
+    model = ModelSpec(name="m", runtime="openai", source="http://127.0.0.1:1/v1", served_model="m")
+    question = Question(id="q1", domain="d", level=1, question="Срок?", reference="Три года.")
+    async with (
+        EchoingServer() as server,
+        ChatClient(f"http://127.0.0.1:{server.port}/v1", api_key=key, settings=FAST) as client,
+    ):
+        await run_generation(
+            storage=storage,
+            layout=layout,
+            model=model,
+            series=Series(name="s"),
+            questions=[question],
+            client=client,
+        )
+    [record] = read_answers(storage, layout, "s", "m")
+    assert record["answer"] == f"Три года. Debug: Bearer {MASK}"
+    assert record["server_version"] == f"build {MASK}"
+    assert key not in str(list(storage.read_jsonl(layout.answers_prefix("s", "m"))))
+
+
+def test_answer_text_keeps_credential_shaped_words_that_are_no_known_secret() -> None:
+    """An answer about configuring a proxy is judged as written: only the run's own secrets go."""
+    answer = "Set Authorization: Bearer <token> and api_key=sk-your-key-here."
+    assert redact_known(answer, ["real-secret-value"]) == answer
+    assert redact_known("echo real-secret-value", ["real-secret-value"]) == f"echo {MASK}"
 
 
 class EchoingProxy:

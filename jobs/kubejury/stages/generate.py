@@ -5,24 +5,33 @@ Produces ``<run>/<series>/answers/<model>/part-*.jsonl`` records::
     {"question_id", "model", "series", "answer", "finish_reason",
      "usage": {"prompt_tokens", "completion_tokens"}, "latency_s", "attempts", "error", "error_kind"}
 
+Every string of a record is stored without the run's known secrets (:func:`known_secrets`): a
+server may echo the API key in a *successful* answer, and answers go on to the judges. Only the
+exact values are masked (:func:`~kubejury.redact.redact_known`), so an answer that merely talks
+about credentials is judged as written.
+
 Requests go out in benchmark order; each shard holds its records in benchmark order, and readers
 (:func:`read_answers`) return one record per question. Rerunning skips questions already answered.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from kubejury.files.storage import RunLayout, Storage
 from kubejury.inference.client import ChatClient
 from kubejury.inference.sampling import SamplingParams, request_fields
 from kubejury.records.fingerprint import StageFingerprint
+from kubejury.redact import redact_known
 from kubejury.stages.lifecycle import Handler, StageTarget, run_stage
 from kubejury.stages.progress import ProgressTracker, ProgressView
 from kubejury.stages.runner import UNREACHABLE, Record, StageOptions, StageSummary, latest_by_key
 
 STAGE = "generate"
+#: The variable through which a Job receives its endpoint's API key (see ``kubejury.pipeline``).
+API_KEY_ENV = "KUBEJURY_API_KEY"
 
 
 class QuestionLike(Protocol):
@@ -56,12 +65,31 @@ class SeriesLike(Protocol):
     def system_prompt(self) -> str | None: ...
 
 
+def known_secrets(extra: Iterable[str | None] = ()) -> tuple[str, ...]:
+    """The secrets this stage holds: the API key it was given (``$KUBEJURY_API_KEY``) and ``extra``."""
+    return tuple(value for value in (os.environ.get(API_KEY_ENV), *extra) if value)
+
+
 def answer_record(
-    question_id: str, model: str, series: str, result: Any
+    question_id: str, model: str, series: str, result: Any, secrets: Iterable[str | None] = ()
 ) -> Record:  # result: kubejury.inference.client.ChatResult
+    """The stored record of one answer, every string of it without ``secrets``."""
     answer = result.content if result.error is None else None
     if result.error is None and answer is None:
         answer = ""  # a reply with no text (e.g. only reasoning) is an empty answer, not a failure
+    record = _record(question_id, model, series, result, answer)
+    known = tuple(value for value in secrets if value)
+    return _without(known, record) if known else record
+
+
+def _without(secrets: tuple[str, ...], record: Record) -> Record:
+    return {
+        key: redact_known(value, secrets) if isinstance(value, str) else value
+        for key, value in record.items()
+    }
+
+
+def _record(question_id: str, model: str, series: str, result: Any, answer: str | None) -> Record:
     return {
         "question_id": question_id,
         "model": model,
@@ -89,11 +117,13 @@ async def run_generation(
     view: ProgressView | None = None,
     shard: tuple[int, int] | None = None,
     fingerprint: StageFingerprint | None = None,
+    secrets_extra: Iterable[str | None] = (),
 ) -> StageSummary:
     """Ask ``model`` every question not yet answered in ``series``; store answers in shards.
 
     ``shard=(index, count)`` only names this completion's own progress record (``questions`` are
-    already that shard's); the answers of all shards go to the same folder.
+    already that shard's); the answers of all shards go to the same folder. Records are stored
+    without :func:`known_secrets` (``secrets_extra``: further values the caller holds).
 
     Raises :class:`EndpointUnavailable` (after storing everything done) when the server stops
     answering; rerunning resumes.
@@ -105,6 +135,7 @@ async def run_generation(
         preamble.append({"role": "system", "content": series.system_prompt})
     model_name, series_name = model.name, series.name
     chat = client.chat
+    secrets = known_secrets(secrets_extra)
 
     def handler(tracker: ProgressTracker) -> Handler[QuestionLike]:
         async def handle(question: QuestionLike) -> Record:
@@ -114,7 +145,7 @@ async def run_generation(
             tracker.retries += result.attempts - 1
             if result.error_kind == "connection":
                 return UNREACHABLE
-            return answer_record(question.id, model_name, series_name, result)
+            return answer_record(question.id, model_name, series_name, result, secrets)
 
         return handle
 
