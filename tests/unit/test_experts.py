@@ -12,7 +12,7 @@ from scipy import stats
 
 from kubejury.errors import InputError
 from kubejury.stats.cube import ScoreCube
-from kubejury.stats.experts import PanelScores, agreement_stats, expert_agreement
+from kubejury.stats.experts import PanelScores, agreement_stats, expert_agreement, expert_score
 from kubejury.stats.scoring import ScoringConfig
 
 NAN = math.nan
@@ -47,32 +47,25 @@ def make_cube() -> ScoreCube:
 
 
 ROWS: dict[str, list[object]] = {
-    "question_id": ["q1", "q2", "q1", "q3", "q4", "q9", "q1", "q2", "q3", "q1"],
-    "model": ["a", "a", "b", "a", "a", "a", "zz", "b", "b", "a"],
-    "expert": ["e1", "e1", "e2", "e2", "e1", "e1", "e1", "e2", "e1", "e1"],
-    "score": [9, 6, 9, 5, 7, 5, 5, None, 3, 1],
-    "series": [None, "default", "default", None, None, None, None, None, None, "other"],
+    "question_id": ["q1", "q2", "q1", "q3", "q4", "q2", "q3", "q1"],
+    "model": ["a", "a", "b", "a", "a", "b", "b", "a"],
+    "expert": ["e1", "e1", "e2", "e2", "e1", "e2", "e1", "e1"],
+    "score": [9, 6, 9, 5, 7, None, 3, 1],
+    "series": [None, "default", "default", None, None, None, None, "other"],
 }
 
 
 def test_hand_computed_fixture() -> None:
     result = expert_agreement(make_cube(), pl.DataFrame(ROWS))
     assert result.applicable
-    assert result.n_rows == 10
+    assert result.n_rows == 8
     assert result.n_other_series == 1
     assert result.n_matched == 5
-    assert result.unmatched == {
-        "unknown_question": 1,
-        "unknown_model": 1,
-        "panel_unscored": 1,
-        "expert_score_null": 1,
-    }
-    assert result.n_unmatched == 4
+    assert result.unmatched == {"panel_unscored": 1, "expert_score_null": 1}
+    assert result.n_unmatched == 2
     assert [(r.row, r.reason) for r in result.unmatched_examples] == [
         (5, "panel_unscored"),
-        (6, "unknown_question"),
-        (7, "unknown_model"),
-        (8, "expert_score_null"),
+        (6, "expert_score_null"),
     ]
     assert result.n_matched + result.n_unmatched + result.n_other_series == result.n_rows
     # matched: expert [9, 6, 9, 5, 3] vs panel [8, 6, 10, 4, 5]; differences [1, 0, -1, 1, -2]
@@ -96,7 +89,7 @@ def test_hand_computed_fixture() -> None:
     assert e2.n == 2
     assert (e2.mean_bias, e2.mae) == pytest.approx((0.0, 1.0))
     payload = json.loads(json.dumps(result.to_dict(), allow_nan=False))
-    assert payload["unmatched"]["unknown_model"] == 1
+    assert payload["unmatched"]["panel_unscored"] == 1
     assert payload["per_domain"]["med"]["n"] == 2
 
 
@@ -124,9 +117,10 @@ def test_plain_sequences_without_series_column() -> None:
 
 def test_nothing_matches() -> None:
     result = expert_agreement(
-        make_cube(), {"question_id": ["x"], "model": ["a"], "expert": ["e"], "score": [3]}
+        make_cube(), {"question_id": ["q4"], "model": ["a"], "expert": ["e"], "score": [3]}
     )
     assert not result.applicable
+    assert result.unmatched["panel_unscored"] == 1
     assert result.overall.n == 0 and math.isnan(result.overall.pearson)
     assert result.per_domain == {} and result.per_expert == {}
     json.dumps(result.to_dict(), allow_nan=False)
@@ -176,3 +170,76 @@ def test_constant_scores_give_undefined_correlations() -> None:
     assert math.isnan(stats_.pearson)
     assert stats_.mae == pytest.approx(2 / 3)
     assert stats_.to_dict()["pearson"] is None
+
+
+# ----------------------------------------------------------------------------- issue 29: unknown names
+# and numbers Python reads but people do not write are errors naming the file and line.
+
+
+def file_rows(**changes: list[object]) -> pl.DataFrame:
+    """Three expert rows as load_experts gives them (with their file lines), with ``changes``."""
+    rows: dict[str, list[object]] = {
+        "question_id": ["q1", "q2", "q3"],
+        "model": ["a", "a", "b"],
+        "expert": ["e1", "e1", "e2"],
+        "score": [9.0, 6.0, 5.0],
+        "series": [None, None, None],
+        "line": [2, 3, 5],
+    }
+    rows.update(changes)
+    return pl.DataFrame(rows)
+
+
+def test_an_expert_row_naming_a_question_the_benchmark_lacks_is_an_error_naming_file_and_line() -> None:
+    with pytest.raises(InputError) as error:
+        expert_agreement(make_cube(), file_rows(question_id=["q1", "q9", "q3"]), source="experts.csv")
+    assert error.value.source == "experts.csv"
+    assert error.value.location == "line 3"
+    assert error.value.field == "question_id"
+    assert "'q9'" in str(error.value)
+
+
+def test_an_expert_row_naming_a_model_the_panel_did_not_judge_is_an_error_naming_file_and_line() -> None:
+    with pytest.raises(InputError) as error:
+        expert_agreement(make_cube(), file_rows(model=["a", "a", "zz"]), source="experts.csv")
+    assert (error.value.source, error.value.location, error.value.field) == ("experts.csv", "line 5", "model")
+    assert "'zz'" in str(error.value) and "a, b" in str(error.value)
+
+
+def test_rows_of_another_series_are_not_checked_against_this_series() -> None:
+    rows = file_rows(model=["a", "a", "zz"], series=[None, None, "other"])
+    result = expert_agreement(make_cube(), rows, source="experts.csv")
+    assert (result.n_other_series, result.n_matched) == (1, 2)
+
+
+def test_rows_given_without_file_lines_are_named_by_their_data_row() -> None:
+    rows: dict[str, list[object]] = {
+        "question_id": ["q1", "nope"],
+        "model": ["a", "a"],
+        "expert": ["e", "e"],
+        "score": [3, 4],
+    }
+    with pytest.raises(InputError) as error:
+        expert_agreement(make_cube(), rows, source="experts")
+    assert error.value.location == "row 2"
+
+
+@pytest.mark.parametrize(
+    ("text", "value"), [("7", 7.0), ("6.5", 6.5), (" 10 ", 10.0), ("0", 0.0), ("-1", -1.0)]
+)
+def test_an_expert_score_is_a_plain_decimal_number(text: str, value: float) -> None:
+    assert expert_score(text) == value
+
+
+@pytest.mark.parametrize("text", ["1_0", "1e1", "nan", "inf", "0x1", "\u0661\u0660", "6,5", ".5", "", "ten"])
+def test_an_expert_score_python_reads_but_people_do_not_write_is_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="plain decimal"):
+        expert_score(text)
+
+
+@pytest.mark.parametrize("text", ["1_0", "1e1", "nan"])
+def test_expert_scores_given_as_text_must_be_plain_decimal_numbers(text: str) -> None:
+    rows = {"question_id": ["q1"], "model": ["a"], "expert": ["e"], "score": [text]}
+    with pytest.raises(InputError) as error:
+        expert_agreement(make_cube(), rows, source="experts")
+    assert error.value.field == "score" and error.value.location == "row 1"

@@ -8,13 +8,18 @@ expert: n, Pearson, Spearman, mean absolute error, quadratic-weighted kappa on s
 0..10, and the mean bias (expert − panel).
 
 Every expert row is accounted for: rows of another series are counted as such, and rows that
-cannot be matched (unknown question, unknown model, an answer the panel could not score, a null
-expert score) are counted by reason with examples, never silently dropped.
+cannot be compared (an answer the panel could not score, a null expert score) are counted by
+reason with examples, never silently dropped. A row naming a question the benchmark lacks or a
+model the panel did not judge is a mistake in the file (a typo, another run's file), not data: it
+is an :class:`~kubejury.errors.InputError` naming the file and line. Scores written as text must
+be plain decimal numbers (``7``, ``6.5``): Python's ``float`` would also read ``1_0``, ``1e1``,
+``nan`` or other scripts' digits, which no expert writes.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +35,18 @@ from kubejury.stats.scoring import SeriesScores
 REQUIRED_COLUMNS = ("question_id", "model", "expert", "score")
 MAX_UNMATCHED_EXAMPLES = 20
 
-UNMATCHED_REASONS = ("unknown_question", "unknown_model", "panel_unscored", "expert_score_null")
+UNMATCHED_REASONS = ("panel_unscored", "expert_score_null")
+
+_PLAIN_DECIMAL = re.compile(r"[+-]?[0-9]+(?:\.[0-9]+)?", re.ASCII)
+
+
+def expert_score(text: str) -> float:
+    """An expert score written as text: a plain decimal number (``7``, ``6.5``, ``-1``), else
+    ``ValueError``. The 0..10 range is the caller's to check."""
+    stripped = text.strip()
+    if not _PLAIN_DECIMAL.fullmatch(stripped):
+        raise ValueError(f"score must be a plain decimal number such as 7 or 6.5, got {text!r}")
+    return float(stripped)
 
 
 @dataclass(frozen=True)
@@ -118,8 +134,8 @@ class ExpertAgreement:
 
     ``n_rows``: expert rows given; ``n_other_series``: rows whose ``series`` names another series
     (rows without a series apply to every series); ``n_matched``: rows compared; ``unmatched``:
-    count per reason (``unknown_question``, ``unknown_model``, ``panel_unscored``,
-    ``expert_score_null``) with up to 20 ``unmatched_examples``. Each matched row is one pair, so
+    count per reason (``panel_unscored``, ``expert_score_null``) with up to 20
+    ``unmatched_examples``. Each matched row is one pair, so
     an answer rated by two experts counts twice in ``overall`` and ``per_domain``.
     ``applicable`` is ``False`` when no row matched.
     """
@@ -190,11 +206,53 @@ def _as_frame(experts: ExpertRows, source: str) -> pl.DataFrame:
     ]
     if "series" in frame.columns:
         columns.append(pl.col("series").cast(pl.Utf8))
+    frame = frame.with_row_index("row", offset=1)
+    if frame["score"].dtype == pl.Utf8:
+        frame = frame.with_columns(score=pl.Series("score", _text_scores(frame, source), dtype=pl.Float64))
     try:
-        frame = frame.with_columns(*columns, pl.col("score").cast(pl.Float64))
+        return frame.with_columns(*columns, pl.col("score").cast(pl.Float64))
     except (pl.exceptions.InvalidOperationError, pl.exceptions.ComputeError) as error:
         raise InputError(source, f"expert scores must be numbers: {error}", field="score") from error
-    return frame.with_row_index("row", offset=1)
+
+
+def _where(frame: pl.DataFrame, index: int) -> str:
+    """``line N`` of the file when the rows carry their lines (load_experts), else ``row N``."""
+    if "line" in frame.columns:
+        return f"line {frame['line'][index]}"
+    return f"row {frame['row'][index]}"
+
+
+def _text_scores(frame: pl.DataFrame, source: str) -> list[float | None]:
+    scores: list[float | None] = []
+    for index, text in enumerate(frame["score"].to_list()):
+        try:
+            scores.append(None if text is None else expert_score(text))
+        except ValueError as error:
+            raise InputError(source, str(error), location=_where(frame, index), field="score") from None
+    return scores
+
+
+def _check_names(frame: pl.DataFrame, scores: PanelScores, source: str) -> None:
+    """An error naming file and line for the first row whose question or model this panel lacks."""
+    known = {"question_id": set(scores.question_ids), "model": set(scores.models)}
+    for column, what in (("question_id", "question"), ("model", "model")):
+        values = frame[column].to_list()
+        unknown = next((i for i, value in enumerate(values) if value not in known[column]), None)
+        if unknown is None:
+            continue
+        if column == "question_id":
+            detail = "the benchmark has no question with this id"
+        else:
+            detail = (
+                f"series {scores.series!r} judged only {', '.join(scores.models)}; fix the name, or give "
+                "the row the series it belongs to"
+            )
+        raise InputError(
+            source,
+            f"unknown {what} {values[unknown]!r}: {detail}",
+            location=_where(frame, unknown),
+            field=column,
+        )
 
 
 def expert_agreement(
@@ -218,6 +276,7 @@ def expert_agreement(
         n_other_series = other.height
     else:
         n_other_series = 0
+    _check_names(frame, scores, source)
 
     question_index = {qid: i for i, qid in enumerate(scores.question_ids)}
     model_index = {model: i for i, model in enumerate(scores.models)}
@@ -235,8 +294,6 @@ def expert_agreement(
     reason = np.full(frame.height, "", dtype=object)
     reason[np.isnan(expert_scores)] = "expert_score_null"
     reason[known & np.isnan(panel_values)] = "panel_unscored"
-    reason[m_idx < 0] = "unknown_model"
-    reason[q_idx < 0] = "unknown_question"
     matched = reason == ""
     unmatched = {name: int((reason == name).sum()) for name in UNMATCHED_REASONS}
     examples = tuple(
