@@ -200,7 +200,8 @@ def test_inputs_are_checked_before_output_options_and_every_problem_is_named(
         f"kubejury report: error: {missing}/: judgments file not found",
         f"kubejury report: error: {tmp_path / 'j-*.jsonl'}: no judgments files match this pattern",
         f"kubejury report: error: {tmp_path / 'models.yaml'}: models file not found",
-        "kubejury report: error: --bootstrap: must be 0 (no intervals) or a positive number of resamples",
+        "kubejury report: error: --bootstrap: must be 0 (no intervals) or a number of resamples up to 1000000 "
+        "(spec.scoring.bootstrapSamples has the same bound)",
         "kubejury report: error: --out: give a directory to write report.json, report.md and report.html "
         "into, or --format json to print report.json",
     ]
@@ -211,3 +212,24 @@ def test_parse_weights() -> None:
     for bad in ("", "1", "1=x", "0=1", "1=-1", "1=1,1=2", "1=0"):
         with pytest.raises(InputError):
             parse_weights(bad)
+
+
+def test_a_bootstrap_count_above_the_specs_bound_is_a_command_line_error_not_a_memory_error(
+    fixture: Fixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # --out is left out too, so that before the bound existed the command stopped without resampling.
+    argv = ["report", "--benchmark", str(fixture.benchmark), "--judgments", str(fixture.judgments_dir)]
+    assert main([*argv, "--bootstrap", "1000000000"]) == 2
+    err = capsys.readouterr().err
+    assert "kubejury report: error: --bootstrap" in err and "1000000" in err
+
+
+def test_the_largest_bootstrap_count_the_spec_allows_is_accepted_by_the_command_line() -> None:
+    from kubejury.cli import build_parser
+    from kubejury.commands.report import problems
+    from kubejury.config.spec_rules import MAX_BOOTSTRAP_SAMPLES
+
+    args = build_parser("report").parse_args(
+        ["report", "--benchmark", "b", "--judgments", "j", "--bootstrap", str(MAX_BOOTSTRAP_SAMPLES)]
+    )
+    assert not [p for p in problems(args) if p.source == "--bootstrap"]

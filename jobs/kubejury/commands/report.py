@@ -14,6 +14,7 @@ import math
 import sys
 from pathlib import Path
 
+from kubejury.config.spec_rules import MAX_BOOTSTRAP_SAMPLES
 from kubejury.errors import InputError
 from kubejury.stats.scoring import ScoringConfig
 
@@ -47,7 +48,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
         type=int,
         default=ScoringConfig().bootstrap_samples,
         metavar="N",
-        help="bootstrap resamples (0: no intervals)",
+        help=f"bootstrap resamples, 0 (no intervals) to {MAX_BOOTSTRAP_SAMPLES} as in an EvalRun's spec",
     )
     parser.add_argument("--seed", type=int, default=0, metavar="S", help="bootstrap seed (default 0)")
     parser.add_argument("--confidence", type=float, default=0.95, help="interval level (default 0.95)")
@@ -134,8 +135,14 @@ def problems(args: argparse.Namespace) -> list[InputError]:
             parse_weights(args.weights)
         except InputError as error:
             found.append(error)
-    if args.bootstrap < 0:
-        found.append(InputError("--bootstrap", "must be 0 (no intervals) or a positive number of resamples"))
+    if not 0 <= args.bootstrap <= MAX_BOOTSTRAP_SAMPLES:
+        found.append(
+            InputError(
+                "--bootstrap",
+                f"must be 0 (no intervals) or a number of resamples up to {MAX_BOOTSTRAP_SAMPLES} "
+                "(spec.scoring.bootstrapSamples has the same bound)",
+            )
+        )
     if not 0.0 < args.confidence < 1.0:
         found.append(InputError("--confidence", "must be between 0 and 1, e.g. 0.95"))
     if args.out is None and args.format != "json":
