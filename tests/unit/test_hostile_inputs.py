@@ -8,6 +8,7 @@ ParseException) or was silently misread before issue 12 §5. The rule checked: o
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -74,6 +75,31 @@ def test_a_5000_digit_integer_in_the_spec_is_an_input_error() -> None:
     text = MINIMAL_SPEC + "  maxConcurrentModels: " + "9" * 5000 + "\n"
     with pytest.raises(InputError, match=r"big.yaml, line 16.*5000 digits"):
         parse_evalrun_yaml(text, "big.yaml")
+
+
+@pytest.mark.parametrize(
+    ("extra", "line", "field"),
+    [
+        ("  scoring:\n    levelWeights: {1: .nan, 2: 0.8, 3: 1.0}\n", 17, "spec.scoring.levelWeights.1"),
+        ("  concurrency:\n    requestTimeoutSeconds: .inf\n", 17, "spec.concurrency.requestTimeoutSeconds"),
+        ("  modelCache:\n    claimName: weights\n    mountPath: /tmp\n", 18, "spec.modelCache.mountPath"),
+    ],
+    ids=["nan-weight", "infinite-timeout", "cache-over-tmp"],
+)
+def test_a_spec_value_that_used_to_fail_at_run_time_is_an_input_error_naming_line_and_field(
+    extra: str, line: int, field: str
+) -> None:
+    with pytest.raises(InputError, match=rf"late.yaml.*line {line}: {re.escape(field)}:"):
+        parse_evalrun_yaml(MINIMAL_SPEC + extra, "late.yaml")
+
+
+def test_a_memory_request_the_planner_cannot_read_is_an_input_error_naming_line_and_field() -> None:
+    text = MINIMAL_SPEC.replace(
+        "    - name: m1\n      runtime: openai\n      source: http://127.0.0.1:1/v1\n",
+        "    - name: m1\n      source: hf://org/m1\n      resources:\n        memory: 1E\n",
+    )
+    with pytest.raises(InputError, match=r"mem.yaml.*line 12: spec.models\[0\].resources.memory: '1E'.*64Gi"):
+        parse_evalrun_yaml(text, "mem.yaml")
 
 
 # ----------------------------------------------------------------------------- benchmarks
