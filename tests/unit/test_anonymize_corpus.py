@@ -7,6 +7,14 @@ companies, "developed by", "created by" and "I am using" as an answer legitimate
 reach the judge unchanged. The two figures the method promises — recall on self-identification and
 characters changed in legitimate sentences — are printed in the test output and quoted in
 docs/method.md.
+
+The ``grammar-*`` items (issue 28, section 2) test the self-reference grammar: a name in a role
+prefix ("Speaking as Qwen:"), an attribution dash opening a line ("— Qwen: …"), a
+self-description naming the maker ("As Qwen, trained by Alibaba Cloud, …"), a signature and other
+first-person wordings, in English and Russian, beside sentences where a model is only the topic
+("Лицензия Qwen разрешает…"). Measured before the grammar existed, on this same corpus: removal
+274/333 (82.3%; 3 of the 62 grammar traps), false removal 0/282 legitimate sentences. The test
+prints the figures it computes now and holds them to the thresholds below.
 """
 
 from __future__ import annotations
@@ -22,7 +30,8 @@ from kubejury.judging.anonymize import Anonymized, Scrubber
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "anonymizer-corpus.jsonl"
 RUN_MODELS = ("qwen3.5-27b", "gemma-4-31b", "gpt-oss-120b")
-RECALL_FLOOR = 0.95
+RECALL_FLOOR = 0.95  # removal rate: self-identifications whose every labelled name is replaced
+FALSE_REMOVAL_CEILING = 0.0  # false-removal rate: legitimate sentences with any character changed
 
 
 def load_corpus() -> list[dict[str, Any]]:
@@ -63,6 +72,53 @@ def test_corpus_is_large_bilingual_and_labelled() -> None:
         "(Generated with ChatGPT)",
     }
     assert issue_examples <= {item["text"] for item in ITEMS}
+
+
+def test_every_self_reference_form_has_english_and_russian_traps_and_topic_sentences() -> None:
+    for language in ("en", "ru"):
+        traps = [i for i in ITEMS if i["id"].startswith(f"grammar-selfid-{language}-")]
+        topics = [i for i in ITEMS if i["id"].startswith(f"grammar-legit-{language}-")]
+        assert len(traps) >= 30 and len(topics) >= 15, language
+    texts = {item["text"] for item in ITEMS}
+    forms = {
+        "Speaking as Qwen: the readiness probe gates traffic, the liveness probe restarts the pod.",
+        "— Qwen: the answer is three years.",
+        "As Qwen, trained by Alibaba Cloud, my answer is three years.",
+        "Говорю как Qwen: срок исковой давности — три года.",
+        "— Qwen: срок — три года.",
+        "Как Qwen, обученная Alibaba Cloud, отвечу: срок — три года.",
+        "The Qwen license allows commercial use below 100 million monthly active users.",
+        "Лицензия Qwen разрешает коммерческое использование.",
+        "Сравним GPT-4 и Llama по качеству ответов на русском языке.",
+    }
+    assert forms <= texts
+
+
+@pytest.mark.parametrize("subset", ["corpus", "grammar"])
+def test_removal_and_false_removal_rates(subset: str, capsys: pytest.CaptureFixture[str]) -> None:
+    items = [item for item in ITEMS if subset == "corpus" or item["id"].startswith("grammar-")]
+    self_ids = [item for item in items if item["label"] == "self_id"]
+    legit = [item for item in items if item["label"] == "legit"]
+    removal, false_removal, failures = rates(Scrubber(RUN_MODELS), self_ids, legit)
+    with capsys.disabled():
+        print(
+            f"\n{subset} ({len(items)} sentences): removal rate {removal:.1%} of {len(self_ids)} "
+            f"self-identifications; false-removal rate {false_removal:.1%} of {len(legit)} legitimate sentences"
+        )
+        for line in failures:
+            print("  " + line)
+    assert removal >= RECALL_FLOOR, "\n".join(failures)
+    assert false_removal <= FALSE_REMOVAL_CEILING, "\n".join(failures)
+
+
+def rates(
+    scrubber: Scrubber, self_ids: list[dict[str, Any]], legit: list[dict[str, Any]]
+) -> tuple[float, float, list[str]]:
+    """``(removal rate, false-removal rate, the items that failed)``."""
+    missed = [i for i in self_ids if not covered(i, scrubber.anonymize(i["text"]))]
+    damaged = [i for i in legit if scrubber.scrub(i["text"]) != i["text"]]
+    failures = [f"{i['id']}: {i['text']!r} -> {scrubber.scrub(i['text'])!r}" for i in missed + damaged]
+    return 1 - len(missed) / len(self_ids), len(damaged) / len(legit), failures
 
 
 def test_recall_and_untouched_legitimate_text(capsys: pytest.CaptureFixture[str]) -> None:

@@ -101,7 +101,7 @@ _LEX = rf"(?:(?:{_LEX_EN}|{_LEX_RU})(?![\w-]))"
 _WORDS = rf"(?:{_LEX}{_SEP}){{0,8}}?"
 # After the name, in the rest of the self-description, any one word may also stand before such a
 # noun; before the name it may not ("Я использую модель, созданную OpenAI" is not about itself).
-_CHAIN_WORD = rf"(?:{_LEX}|[\w-]+(?=[\s-]+{_LEX_NOUN}))"
+_CHAIN_WORD = rf"(?:{_LEX}|[\w-]+(?=[\s-]+{_LEX_NOUN})|(?<=\b(?:in|at)\s)[\w-]+(?=\s+(?:by|from)\b))"
 _I_PRONOUN = r"(?:I|I'm|I’m|I'd|I’d|I'll|I’ll|I've|I’ve|my|me|я|мне|меня|мой|моя|моё|мои)(?!\w)"
 # Where a phrase may begin: the start of the text, a line or a sentence, or inside brackets.
 _START = r"(?:^|(?<=[.!?…]\s)|(?<=[.!?…]\s\s)|(?<=[(\[«\"“]))[ \t]*"
@@ -117,6 +117,35 @@ _SELF_END = (
     rf"|(?:[\s-]+{_LEX})+(?:[\s,.;:!?)…—–]|$))"
 )
 _WINDOW = 200
+
+# The grammar of self-reference beyond "I am …": positions in which a name can only be the speaker's
+# own. Each position is written once and combined with every name form (a family or maker, any case,
+# versions and sizes attached, a Russian case ending, the run's own model names).
+# Role prefixes: "Speaking as Qwen:", "Answering on behalf of Mistral AI —", "Отвечаю от имени GigaChat:".
+_ROLE_EN = (
+    r"(?:speaking|writing|answering|replying|responding|talking|commenting|posting|acting)\s+"
+    r"(?:as|on\s+behalf\s+of|in\s+the\s+role\s+of)"
+)
+_ROLE_RU = (
+    r"(?:(?:говорю|пишу|отвечаю|выступаю|говоря|отвечая|выступая)\s+(?:как|в\s+роли|от\s+имени|от\s+лица|"
+    r"в\s+качестве)|от\s+(?:имени|лица)|в\s+роли)"
+)
+# What closes a role prefix: more words about the model, an optional "(assistant)", then a colon or dash.
+_ROLE_END = rf"(?=(?:[\s-]+{_LEX}){{0,3}}\s*(?:\([^()\n]{{0,40}}\)\s*)?(?:[:,;—–]|-\s|$))"
+# Participles of a self-description ("As Qwen, trained by Alibaba", "Как Qwen, обученная Alibaba").
+_MADE_EN = r"(?:trained|developed|created|built|made|designed|released|fine-tuned|produced|published)(?!\w)"
+_MADE_RU = r"(?:обучен|разработан|создан|выпущен|натренирован|сделан|построен|дообучен)\w*"
+# Closings that sign the end of an answer ("Yours truly, GPT-4o", "Искренне ваша, Алиса", "Ваш GigaChat").
+_CLOSING = (
+    r"signed|yours(?:\s+(?:truly|sincerely|faithfully))?|sincerely(?:\s+yours)?|best(?:\s+(?:wishes|regards))?|"
+    r"all\s+the\s+best|warm(?:est)?\s+regards|kind\s+regards|regards|cheers|thanks|thank\s+you|take\s+care|"
+    r"your\s+(?:\w+\s+)?(?:assistant|helper|ai|bot|model)|с\s+уважением|с\s+наилучшими\s+пожеланиями|"
+    r"всего\s+(?:доброго|хорошего|наилучшего)|(?:искренне|всегда)\s+ваш[аеи]?|ваш[аеи]?(?:\s+\w+)?|подпись|"
+    r"до\s+связи|спасибо|удачи|хорошего\s+дня"
+)
+_YOUR = r"(?:(?:ваш[аеи]?|your)\s+)?"
+# A line that opens with a dash ("— Qwen: …") names its author unless it is an item of a dashed list.
+_BULLET_LINE = re.compile(r"^[ \t]*(?:[—–•*-]|\d+[.)])", re.M)
 
 
 def _patterns(ident: str) -> list[re.Pattern[str]]:
@@ -165,7 +194,73 @@ def _patterns(ident: str) -> list[re.Pattern[str]]:
         rf"(?<!\w)(?:меня\s+зовут|зовите\s+меня|мо[ёе]\s+имя|меня\s+(?:созда|разработа|обучи|выпусти)\w*|"
         rf"мо(?:й|и)\s+(?:разработчик|создател)\w*|я\s+принадлежу\s+к)[\s:—–-]*{_WORDS}{any_case}",
     ]
-    return [re.compile(source, flags) for source in sources]
+    return [re.compile(source, flags) for source in [*sources, *_grammar(ident, any_case)]]
+
+
+def _grammar(ident: str, any_case: str) -> list[str]:
+    """The self-referential positions beyond the phrases above, each with the name slot ``any_case``."""
+    names = rf"(?i:{ident}){_TAIL}"
+    return [
+        # role prefix: "Speaking as Qwen:", "Writing as GPT-4o, I…", "Говорю как Qwen:", "От лица Gemma:"
+        rf"{_START}(?:{_ROLE_EN}|{_ROLE_RU})\s+{_WORDS}{any_case}{_ROLE_END}",
+        # the end of an answer signed: "Yours truly, GPT-4o", "All the best,\nMistral", "Ваш GigaChat"
+        rf"(?:^|(?<=[.!?…]\s)|(?<=[.!?…]\s\s))[ \t]*(?:{_CLOSING})[ \t]*[,:!.]?[ \t]*(?:[—–-][ \t]*)?\s*"
+        rf"{_YOUR}{any_case}(?=[ \t]*[.!)]?\s*\Z)",
+        # … or a dash after the last sentence: "Thanks for asking! — Gemini"
+        rf"(?<=[.!?…])[ \t]+[—–][ \t]*{_YOUR}{any_case}(?=[ \t]*[.!]?\s*\Z)",
+        # self-description naming the maker: "As Qwen, trained by Alibaba Cloud, …", "Как YandexGPT от Яндекса"
+        rf"\b(?:As|Being)\s+{_WORDS}{any_case}(?=\s*,\s*{_WORDS}{_MADE_EN}|\s+(?:from|by)\s+{names})",
+        rf"\b(?:As|Being)\s+{_WORDS}{any_case}(?=(?:[\s,-]+(?:{_LEX}|{names})){{0,6}}\s*,?\s*{_I_PRONOUN})",
+        rf"(?<!\w)(?:Как|Будучи|В\s+качестве)\s+{_WORDS}{any_case}"
+        rf"(?=\s*,?\s*{_WORDS}{_MADE_RU}|\s+(?:от|из)\s+{names})",
+        # a participle opening the sentence whose subject is the speaker: "Trained by Anthropic, I …"
+        rf"{_START}(?:{_MADE_EN}\s+(?:by|at|in)|{_MADE_RU})\s+{_WORDS}{any_case}"
+        rf"(?=[^.!?\n]{{0,80}}?,\s*{_I_PRONOUN})",
+        # the reader addressed: "You are talking to Qwen", "Вы общаетесь с Gemma", "С вами GigaChat"
+        rf"\byou(?:\s+are|'re|’re)\s+(?:talking|chatting|speaking|writing)\s+(?:to|with)\s+{_WORDS}{any_case}{_SELF_END}",
+        rf"(?<!\w)вы\s+(?:общаетесь|говорите|разговариваете|беседуете|переписываетесь)\s+со?\s+{_WORDS}{any_case}"
+        rf"{_SELF_END}",
+        rf"{_GREETING_START}(?:с\s+вами|на\s+связи|вас\s+приветствует|вам\s+отвечает|вам\s+пишет)\s+{_WORDS}"
+        rf"{any_case}{_SELF_END}",
+        rf"(?:hello|hi|hey|greetings|здравствуйте|привет|добрый\s+(?:день|вечер)|доброе\s+утро)[,!.]?\s+"
+        rf"(?:это|this\s+is|it's|it’s|here\s+is)\s+{_WORDS}{any_case}{_SELF_END}",
+        rf"{_GREETING_START}{any_case},?\s+(?:at\s+your\s+service|к\s+вашим\s+услугам)",
+        # the speaker pointed at: "It's me, GPT-4o", "Это я, Qwen", "Мне, как GPT-4, …", "I go by Mistral"
+        rf"\b(?:it's|it’s|it\s+is|this\s+is)\s+me[,\s—–-]+{_WORDS}{any_case}",
+        rf"(?<!\w)это\s+я[,\s—–-]+{_WORDS}{any_case}",
+        rf"(?<!\w)(?:мне|меня|мной|to\s+me|for\s+me)\s*,\s*(?:как|as)\s+{_WORDS}{any_case}\s*,",
+        rf"\bI\s+(?:go\s+by|answer\s+to|am\s+called|am\s+named)\s+{_WORDS}{any_case}",
+        # the speaker as the object of its making: "the engineers at OpenAI trained me", "Google создал меня"
+        rf"(?<![\w.-]){any_case}(?=(?:\s+[\w-]+){{0,3}}?\s+(?:trained|built|created|made|developed|designed|"
+        rf"taught|programmed|fine-tuned)\s+me(?!\w)|(?:\s+[\w-]+){{0,3}}?\s+(?:созда|разработа|обучи|натренирова|"
+        rf"выпусти|сдела)\w*\s+меня(?!\w))",
+        # a label naming the author: "Qwen's answer:"
+        rf"{_START}{any_case}(?:'s|’s)\s+(?:answer|response|reply|take|verdict)\s*[:—–]",
+    ]
+
+
+def _dash_line(ident: str) -> re.Pattern[str]:
+    """An attribution dash opening a line: "— Qwen: …", "– Gemini (assistant):", "— Ваш GigaChat"."""
+    any_case = rf"(?P<id>(?i:{ident}){_TAIL})"
+    return re.compile(
+        rf"^[ \t]*(?:[—–]|--)[ \t]*{_YOUR}{_WORDS}{any_case}"
+        rf"(?=[ \t]*(?:\([^()\n]{{0,40}}\))?[ \t]*(?:[:,]|[.!]?[ \t]*$))",
+        re.IGNORECASE | re.MULTILINE,
+    )
+
+
+def _in_a_list(text: str, position: int) -> bool:
+    """Whether the line at ``position`` has a neighbouring non-empty line that is also a list item."""
+    line_start = text.rfind("\n", 0, position) + 1
+    line_end = text.find("\n", position)
+    before = [line for line in text[max(0, line_start - _WINDOW) : line_start].splitlines() if line.strip()]
+    after = (
+        [line for line in text[line_end + 1 : line_end + 1 + _WINDOW].splitlines() if line.strip()]
+        if (line_end >= 0)
+        else []
+    )
+    neighbours = ([before[-1]] if before else []) + ([after[0]] if after else [])
+    return any(_BULLET_LINE.match(line) for line in neighbours)
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +342,7 @@ class Scrubber:
         extra = "|".join(rf"{re.escape(n)}(?![\w-])" for n in names)
         ident = f"(?:{_IDENT_CORE}|{extra})" if extra else _IDENT_CORE
         self._patterns = _patterns(ident)
+        self._dash_line = _dash_line(ident)
         self._ident = re.compile(rf"(?<![\w.-])(?:{ident}){_TAIL}")
         self._loose_ident = re.compile(rf"(?<![\w.-])(?i:{ident}){_TAIL}")
         self._chain = re.compile(
@@ -268,10 +364,11 @@ class Scrubber:
         maker in a self-identification, or one of the run's own model names anywhere."""
         view = DetectionText.of(text)
         found: list[tuple[int, int]] = []
-        for pattern in self._patterns:
-            for match in pattern.finditer(view.text):
-                found.append((match.start("id"), match.end("id")))
-                found.extend(self._chained(view.text, match.end("id")))
+        matches = [m for pattern in self._patterns for m in pattern.finditer(view.text)]
+        matches += [m for m in self._dash_line.finditer(view.text) if not _in_a_list(view.text, m.start())]
+        for match in matches:
+            found.append((match.start("id"), match.end("id")))
+            found.extend(self._chained(view.text, match.end("id")))
         self_ids = merge_spans([view.span(start, end) for start, end in found if end > start])
         names = (
             merge_spans(
