@@ -15,6 +15,16 @@ Guarantees the rest of kubejury relies on:
   retry never clobbers another writer's shard. Readers take the union of shards (and de-duplicate
   by record key; see the stages).
 - **Sorted listings** so every reader sees records in the same order.
+- **Bounded reads.** A reader that does not trust the store (the operator reading a tenant's
+  run) passes ``max_bytes`` to :meth:`Storage.read_bytes`: the body is read in chunks and
+  refused one chunk past the cap, never allocated whole. A listing returns at most ``max_keys``
+  keys (:data:`MAX_LIST_KEYS` by default). Every S3 response that is not an object body (a
+  listing page, an error) is held to :data:`MAX_RESPONSE_BYTES`, and every S3 body to a total
+  time (:class:`S3Timeouts`), so a hostile endpoint can neither exhaust memory nor hold a
+  thread by trickling.
+- **No way out of the root.** Keys are checked (no ``..``, no absolute paths); ``file://`` URIs
+  with ``%`` are refused rather than decoded (``%2e%2e`` would be ``..``); on disk no symbolic
+  link below the root is ever followed (:class:`LocalStorage`).
 
 Also here: :func:`read_uri`, which fetches a benchmark (or any input file) from ``file://``,
 a plain path, ``s3://`` or ``http(s)://``.
@@ -24,16 +34,19 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import contextvars
+import errno
 import io
 import os
 import re
+import stat
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,6 +63,17 @@ DEFAULT_MAX_ATTEMPTS = 8
 SHARD_SEQ_DIGITS = 6
 _TMP_PREFIX = ".tmp-"
 _SHARD_RE = re.compile(r"^part-(?P<seq>\d+)-(?P<uid>[0-9a-f]+)\.jsonl$")
+_CHUNK = 64 * 1024
+
+MAX_LIST_KEYS = 100_000
+"""Most keys one listing returns. A whole run (every shard of every model, judge and series, the
+progress records and the report) is a few thousand objects; a listing beyond this is refused,
+not collected (100k keys of ~100 bytes is already ~10 MiB of names)."""
+
+MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+"""Largest S3 response that is not an object body read by the caller: a listing page (1000 keys
+is ~300 KiB of XML), an error document, a HEAD. Anything bigger comes from a broken or hostile
+endpoint and is cut off without being read whole."""
 
 
 class StorageError(ConfigError):
@@ -80,6 +104,18 @@ def _check_prefix(prefix: str) -> str:
     return prefix
 
 
+def _too_large(source: str, max_bytes: int) -> StorageError:
+    return StorageError(
+        f"{source} is larger than {max_bytes} bytes (the cap for this read); not read further"
+    )
+
+
+def _too_many(source: str, max_keys: int) -> StorageError:
+    return StorageError(
+        f"listing {source} found more than {max_keys} keys (the cap for one listing); refused"
+    )
+
+
 class Storage(ABC):
     """Key/value storage of run data with atomic whole-object writes.
 
@@ -90,8 +126,9 @@ class Storage(ABC):
 
     # -- primitives -------------------------------------------------------------------------
     @abstractmethod
-    def read_bytes(self, key: str) -> bytes:
-        """The whole object; raises ``FileNotFoundError`` when it does not exist."""
+    def read_bytes(self, key: str, *, max_bytes: int | None = None) -> bytes:
+        """The whole object; raises ``FileNotFoundError`` when it does not exist and
+        :class:`StorageError` when it is larger than ``max_bytes`` (read no further than that)."""
 
     @abstractmethod
     def write_bytes(self, key: str, data: bytes) -> None:
@@ -102,8 +139,9 @@ class Storage(ABC):
         """Whether an object is stored under exactly this key."""
 
     @abstractmethod
-    def list(self, prefix: str = "") -> builtins.list[str]:
-        """Keys that start with ``prefix`` (a plain string prefix), sorted; no in-flight temporaries."""
+    def list(self, prefix: str = "", *, max_keys: int = MAX_LIST_KEYS) -> builtins.list[str]:
+        """Keys that start with ``prefix`` (a plain string prefix), sorted; no in-flight temporaries.
+        More than ``max_keys`` keys raise :class:`StorageError` (they are not collected)."""
 
     @abstractmethod
     def delete_prefix(self, prefix: str) -> int:
@@ -114,17 +152,18 @@ class Storage(ABC):
         """The full URI of a key, for messages and reports."""
         return self.uri.rstrip("/") + "/" + key
 
-    def read_json(self, key: str) -> Any:
-        """A JSON document; ``FileNotFoundError`` when absent, :class:`InputError` when not JSON."""
-        data = self.read_bytes(key)
+    def read_json(self, key: str, *, max_bytes: int | None = None) -> Any:
+        """A JSON document; ``FileNotFoundError`` when absent, :class:`InputError` when not JSON,
+        :class:`StorageError` when larger than ``max_bytes``."""
+        data = self.read_bytes(key, max_bytes=max_bytes)
         try:
             return orjson.loads(data)
         except orjson.JSONDecodeError as exc:
             raise InputError(self.uri_for(key), f"not valid JSON: {exc}") from exc
 
-    def read_json_or_none(self, key: str) -> Any:
+    def read_json_or_none(self, key: str, *, max_bytes: int | None = None) -> Any:
         try:
-            return self.read_json(key)
+            return self.read_json(key, max_bytes=max_bytes)
         except FileNotFoundError:
             return None
 
@@ -201,87 +240,355 @@ def parse_jsonl(data: bytes, source: str) -> Iterator[dict[str, Any]]:
 
 
 class LocalStorage(Storage):
-    """A directory on local disk; created on first write."""
+    """A directory on local disk; created on first write.
 
-    def __init__(self, root: str | Path) -> None:
+    Symbolic links are never followed below ``no_links_below`` (default: the root itself): every
+    folder of a key is opened relative to its parent's descriptor with ``O_NOFOLLOW``, so a link
+    planted on a shared results volume cannot lead a write, read, listing or delete into another
+    run's folder or out of the volume, not even by being swapped in between a check and the use.
+    """
+
+    def __init__(self, root: str | Path, *, no_links_below: str | Path | None = None) -> None:
         self.root = Path(root).expanduser().absolute()
         self.uri = self.root.as_uri()
+        anchor = Path(no_links_below).expanduser().absolute() if no_links_below is not None else self.root
+        if anchor != self.root and anchor not in self.root.parents:
+            raise StorageError(
+                f"storage root {self.root} is not below {anchor}, the folder links are checked from"
+            )
+        self._anchor = anchor
+        self._root_parts = self.root.relative_to(anchor).parts
 
-    def _path(self, key: str) -> Path:
-        return self.root.joinpath(*_check_key(key).split("/"))
+    # -- walking folders without following links --------------------------------------------
+    def _open_dir(self, parts: Sequence[str], *, create: bool = False) -> int:
+        """A descriptor of the folder ``parts`` below the root; raises ``FileNotFoundError``
+        (also when a part is a file) and :class:`StorageError` for a link."""
+        return self._open_from_anchor([*self._root_parts, *parts], create=create)
 
-    def read_bytes(self, key: str) -> bytes:
-        path = self._path(key)
+    def _open_from_anchor(self, parts: Sequence[str], *, create: bool = False) -> int:
+        """A descriptor of the folder ``parts`` below the anchor, each one entered without
+        following a link (and made first when ``create``)."""
+        if create:
+            self._anchor.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self._anchor, _DIR_FLAGS | os.O_CLOEXEC)
         try:
-            return path.read_bytes()
-        except IsADirectoryError as exc:
-            raise FileNotFoundError(str(path)) from exc
+            for depth, name in enumerate(parts, start=1):
+                if create:
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(name, dir_fd=fd)
+                child = self._open_child(fd, name, "/".join(parts[:depth]), _DIR_FLAGS)
+                os.close(fd)
+                fd = child
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _open_child(self, dir_fd: int, name: str, shown: str, flags: int) -> int:
+        try:
+            return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK) and _is_link(dir_fd, name):
+                raise self._link_error(shown) from exc
+            if exc.errno == errno.ENOTDIR:
+                raise FileNotFoundError(f"{self._anchor}/{shown}") from exc
+            raise
+
+    def _link_error(self, shown: str) -> StorageError:
+        return StorageError(
+            f"{self._anchor}/{shown} is a symbolic link: storage never follows links "
+            f"(below {self._anchor}), so nothing there is read, written, listed or deleted"
+        )
+
+    def _key_dir(self, key: str, *, create: bool = False) -> tuple[int, str]:
+        """The descriptor of the folder holding ``key``, and the key's file name in it."""
+        *folders, name = _check_key(key).split("/")
+        return self._open_dir(folders, create=create), name
+
+    def _shown(self, key: str) -> str:
+        return "/".join((*self._root_parts, key))
+
+    # -- primitives -------------------------------------------------------------------------
+    def read_bytes(self, key: str, *, max_bytes: int | None = None) -> bytes:
+        try:
+            dir_fd, name = self._key_dir(key)
+        except (FileNotFoundError, NotADirectoryError) as exc:
+            raise FileNotFoundError(str(self.root / key)) from exc
+        try:
+            fd = self._open_child(dir_fd, name, self._shown(key), os.O_RDONLY | os.O_NONBLOCK)
+        finally:
+            os.close(dir_fd)
+        try:
+            info = os.fstat(fd)
+            if stat.S_ISDIR(info.st_mode):
+                raise FileNotFoundError(str(self.root / key))
+            if not stat.S_ISREG(info.st_mode):
+                raise StorageError(f"{self.uri_for(key)} is not a regular file; not read")
+            if max_bytes is not None and info.st_size > max_bytes:
+                raise _too_large(self.uri_for(key), max_bytes)
+            return _read_fd(fd, self.uri_for(key), max_bytes)
+        finally:
+            os.close(fd)
 
     def write_bytes(self, key: str, data: bytes) -> None:
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # Not mkstemp: its files are 0600; this one gets the usual permissions (0666 minus umask).
-        tmp = str(path.parent / f"{_TMP_PREFIX}{uuid.uuid4().hex}-{path.name}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        dir_fd, name = self._key_dir(key, create=True)
         try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
-        _fsync_dir(path.parent)
+            if _is_link(dir_fd, name):
+                raise self._link_error(self._shown(key))
+            # Not mkstemp: its files are 0600; this one gets the usual permissions (0666 minus umask).
+            tmp = f"{_TMP_PREFIX}{uuid.uuid4().hex}-{name}"
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(tmp, flags, 0o666, dir_fd=dir_fd)
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                # A rename replaces a link swapped in since the check, never what it points to.
+                os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            except BaseException:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp, dir_fd=dir_fd)
+                raise
+            with contextlib.suppress(OSError):
+                os.fsync(dir_fd)  # persist the rename itself (the directory entry)
+        finally:
+            os.close(dir_fd)
 
     def exists(self, key: str) -> bool:
-        return self._path(key).is_file()
+        try:
+            dir_fd, name = self._key_dir(key)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        try:
+            info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        finally:
+            os.close(dir_fd)
+        if stat.S_ISLNK(info.st_mode):
+            raise self._link_error(self._shown(key))
+        return stat.S_ISREG(info.st_mode)
 
-    def list(self, prefix: str = "") -> builtins.list[str]:
+    def _base(self, prefix: str) -> tuple[str, int | None]:
+        """The deepest folder ``prefix`` names fully (relative to the root) and its descriptor,
+        ``None`` when it does not exist."""
         _check_prefix(prefix)
-        # Walk only the deepest directory the prefix names fully, then filter by string prefix.
-        base_rel = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
-        base = self.root.joinpath(*base_rel.split("/")) if base_rel else self.root
-        if not base.is_dir():
+        base = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        try:
+            return base, self._open_dir(base.split("/") if base else [])
+        except (FileNotFoundError, NotADirectoryError):
+            return base, None
+
+    def list(self, prefix: str = "", *, max_keys: int = MAX_LIST_KEYS) -> builtins.list[str]:
+        base, fd = self._base(prefix)
+        if fd is None:
             return []
         keys: builtins.list[str] = []
-        for dirpath, _dirnames, filenames in os.walk(base):
-            rel_dir = Path(dirpath).relative_to(self.root).as_posix()
-            for name in filenames:
-                if name.startswith(_TMP_PREFIX):
-                    continue
-                key = name if rel_dir == "." else f"{rel_dir}/{name}"
-                if key.startswith(prefix):
-                    keys.append(key)
+        try:
+            for key in self._walk_files(fd, base, prefix):
+                keys.append(key)
+                if len(keys) > max_keys:
+                    raise _too_many(self.uri_for(prefix), max_keys)
+        finally:
+            os.close(fd)
         keys.sort()
         return keys
 
+    def _walk_files(self, dir_fd: int, rel: str, prefix: str) -> Iterator[str]:
+        """Keys of the regular files (no temporaries, no links) below ``dir_fd`` that start with
+        ``prefix``; folders are entered only through ``O_NOFOLLOW`` descriptors."""
+        with os.scandir(dir_fd) as entries:
+            found = [
+                (e.name, e.is_dir(follow_symlinks=False), e.is_file(follow_symlinks=False)) for e in entries
+            ]
+        for name, is_dir, is_file in found:
+            key = f"{rel}/{name}" if rel else name
+            if is_dir and _may_hold(key, prefix):
+                child = self._open_child(dir_fd, name, self._shown(key), _DIR_FLAGS)
+                try:
+                    yield from self._walk_files(child, key, prefix)
+                finally:
+                    os.close(child)
+            elif is_file and not name.startswith(_TMP_PREFIX) and key.startswith(prefix):
+                yield key
+
     def delete_prefix(self, prefix: str) -> int:
-        keys = self.list(prefix)
-        for key in keys:
-            with contextlib.suppress(FileNotFoundError):
-                self._path(key).unlink()
-        return len(keys)
+        """Delete the objects under ``prefix``, with the temporaries of writers that died, links
+        (the link itself, never its target) and the folders this leaves empty; with ``""`` the
+        root folder too."""
+        base, fd = self._base(prefix)
+        if fd is None:
+            return 0
+        try:
+            deleted = self._delete_below(fd, base, prefix)
+        finally:
+            os.close(fd)
+        if not prefix or (base and (base + "/").startswith(prefix)):
+            self._remove_empty_folder(base)
+        return deleted
+
+    def _delete_below(self, dir_fd: int, rel: str, prefix: str) -> int:
+        deleted = 0
+        with os.scandir(dir_fd) as entries:
+            found = [
+                (e.name, e.is_dir(follow_symlinks=False), e.is_file(follow_symlinks=False)) for e in entries
+            ]
+        for name, is_dir, is_file in found:
+            key = f"{rel}/{name}" if rel else name
+            if is_dir:
+                if not _may_hold(key, prefix):
+                    continue
+                child = self._open_child(dir_fd, name, self._shown(key), _DIR_FLAGS)
+                try:
+                    deleted += self._delete_below(child, key, prefix)
+                finally:
+                    os.close(child)
+                if (key + "/").startswith(prefix):
+                    with contextlib.suppress(OSError):  # not empty: a writer added to it meanwhile
+                        os.rmdir(name, dir_fd=dir_fd)
+            elif key.startswith(prefix):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(name, dir_fd=dir_fd)  # a link: the link itself
+                    deleted += int(is_file and not name.startswith(_TMP_PREFIX))
+        return deleted
+
+    def _remove_empty_folder(self, rel: str) -> None:
+        """Remove the folder ``rel`` (``""``: the root) when empty, through its parent's descriptor."""
+        parts = [*self._root_parts, *(rel.split("/") if rel else [])]
+        if not parts:
+            with contextlib.suppress(OSError):
+                os.rmdir(self._anchor)
+            return
+        try:
+            parent = self._open_from_anchor(parts[:-1])
+        except (OSError, StorageError):
+            return
+        try:
+            with contextlib.suppress(OSError):  # not empty: a writer added to it meanwhile
+                os.rmdir(parts[-1], dir_fd=parent)
+        finally:
+            os.close(parent)
 
 
-def _fsync_dir(path: Path) -> None:
-    """Persist the rename itself (the directory entry) where the OS allows it."""
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY
+
+
+def _is_link(dir_fd: int, name: str) -> bool:
     try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except FileNotFoundError:
+        return False
+
+
+def _may_hold(folder: str, prefix: str) -> bool:
+    """Whether keys below ``folder`` can start with ``prefix`` (a plain string prefix)."""
+    return (folder + "/").startswith(prefix) or prefix.startswith(folder + "/")
+
+
+def _read_fd(fd: int, source: str, max_bytes: int | None) -> bytes:
+    """A file's bytes, read in chunks and stopped one byte past ``max_bytes`` (a file that grew
+    after its size was checked)."""
+    chunks: builtins.list[bytes] = []
+    size = 0
+    while chunk := os.read(fd, _CHUNK):
+        size += len(chunk)
+        if max_bytes is not None and size > max_bytes:
+            raise _too_large(source, max_bytes)
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 # --------------------------------------------------------------------------------------------
 # S3 (AWS, MinIO, Ceph RGW, ...)
 # --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class S3Timeouts:
+    """How long one S3 request may take: to connect, between two reads of the socket, and for a
+    whole response body (a server sending a byte at a time restarts the read timeout on every
+    byte; the body deadline does not restart)."""
+
+    connect_s: float = 10.0
+    read_s: float = 60.0
+    body_s: float = 300.0
+
+
+_BODY_CAP: contextvars.ContextVar[int | None] = contextvars.ContextVar("kubejury_s3_body_cap", default=None)
+
+
+class _BodyTooLarge(Exception):
+    """An S3 response body past its cap (turned into a :class:`StorageError` naming the key)."""
+
+    def __init__(self, cap: int) -> None:
+        super().__init__(f"larger than {cap} bytes")
+        self.cap = cap
+
+
+class _BufferedBody(io.BytesIO):
+    """A response body already read (within its cap), in the shape botocore reads a raw body."""
+
+    def stream(self, *_args: Any, **_kwargs: Any) -> Iterator[bytes]:
+        yield self.getvalue()
+
+
+def _read_response_body(raw: Any, cap: int, body_s: float, url: str) -> bytes:
+    """A urllib3 response's body, refused past ``cap`` bytes (by its Content-Length before any
+    byte is read, else one chunk past) or ``body_s`` seconds; ``read1`` returns what has arrived,
+    so the deadline is checked at least once per read timeout."""
+    from botocore.exceptions import ReadTimeoutError
+
+    declared = str(raw.headers.get("Content-Length") or "")
+    if declared.isdigit() and int(declared) > cap:
+        raise _BodyTooLarge(cap)
+    deadline = time.monotonic() + body_s
+    chunks: builtins.list[bytes] = []
+    size = 0
+    while chunk := raw.read1(_CHUNK):
+        size += len(chunk)
+        if size > cap:
+            raise _BodyTooLarge(cap)
+        if time.monotonic() > deadline:
+            raise ReadTimeoutError(endpoint_url=f"{url} (body not complete within {body_s:g} s)")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _bound_responses(client: Any, timeouts: S3Timeouts) -> None:
+    """Hold every response of ``client`` to a size and a total time, unless it is an object body
+    read without a cap (a Job streaming its own shards).
+
+    botocore reads a non-streaming response (a listing page) whole before parsing it, with no
+    limit. This ``before-send`` hook sends the request itself through the client's own HTTP
+    session (same TLS, proxies and pool), reads the body within the cap and the deadline, and
+    hands botocore the bytes. Raising a botocore ``HTTPClientError`` (the read timeout) keeps
+    botocore's retries; a body too large is not retried.
+    """
+    from botocore.awsrequest import AWSResponse
+
+    def send_bounded(request: Any, **_: Any) -> Any:
+        cap = _BODY_CAP.get()
+        if request.stream_output and cap is None:
+            return None
+        streaming = request.stream_output
+        request.stream_output = True  # the session then leaves the body unread
+        try:
+            response = client._endpoint.http_session.send(request)
+        finally:
+            request.stream_output = streaming
+        raw = response.raw
+        try:
+            body = _read_response_body(
+                raw, cap if cap is not None else MAX_RESPONSE_BYTES, timeouts.body_s, request.url
+            )
+        except BaseException:
+            raw.close()  # the rest of the body is never read: the connection is dropped, not pooled
+            raise
+        raw.release_conn()
+        return AWSResponse(response.url, response.status_code, response.headers, _BufferedBody(body))
+
+    client.meta.events.register("before-send.s3", send_bounded)
 
 
 def _s3_client(
@@ -291,6 +598,7 @@ def _s3_client(
     path_style: bool,
     credentials: S3Credentials | None,
     max_attempts: int,
+    timeouts: S3Timeouts,
 ) -> Any:
     import boto3
     from botocore.config import Config
@@ -298,8 +606,8 @@ def _s3_client(
     config = Config(
         retries={"mode": "standard", "max_attempts": max_attempts},
         s3={"addressing_style": "path" if path_style else "auto"},
-        connect_timeout=10,
-        read_timeout=60,
+        connect_timeout=timeouts.connect_s,
+        read_timeout=timeouts.read_s,
         max_pool_connections=32,
     )
     kwargs: dict[str, Any] = {"config": config}
@@ -313,7 +621,9 @@ def _s3_client(
         kwargs["aws_secret_access_key"] = credentials.secret_access_key
         if credentials.session_token:
             kwargs["aws_session_token"] = credentials.session_token
-    return boto3.session.Session().client("s3", **kwargs)
+    client = boto3.session.Session().client("s3", **kwargs)
+    _bound_responses(client, timeouts)
+    return client
 
 
 def _is_not_found(exc: Exception) -> bool:
@@ -337,12 +647,15 @@ class S3Storage(Storage):
         path_style: bool = True,
         credentials: S3Credentials | None = None,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        timeouts: S3Timeouts = S3Timeouts(),
         multipart_threshold: int = MULTIPART_THRESHOLD,
         multipart_chunksize: int = MULTIPART_CHUNKSIZE,
         client: Any = None,
     ) -> None:
         if not bucket:
             raise StorageError("s3:// URI without a bucket name")
+        if ".." in prefix.split("/"):
+            raise StorageError(f"s3://{bucket}/{prefix.lstrip('/')}: '..' path segments are not allowed")
         self.bucket = bucket
         self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
         self.uri = f"s3://{bucket}/{self.prefix}".rstrip("/")
@@ -355,19 +668,25 @@ class S3Storage(Storage):
             path_style=path_style,
             credentials=credentials,
             max_attempts=max_attempts,
+            timeouts=timeouts,
         )
 
     def _key(self, key: str) -> str:
         return self.prefix + _check_key(key)
 
-    def read_bytes(self, key: str) -> bytes:
+    def read_bytes(self, key: str, *, max_bytes: int | None = None) -> bytes:
+        token = _BODY_CAP.set(max_bytes)
         try:
             response = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
+            body: bytes = response["Body"].read()
+        except _BodyTooLarge as exc:
+            raise _too_large(self.uri_for(key), exc.cap) from None
         except Exception as exc:
             if _is_not_found(exc):
                 raise FileNotFoundError(self.uri_for(key)) from exc
             raise
-        body: bytes = response["Body"].read()
+        finally:
+            _BODY_CAP.reset(token)
         return body
 
     def write_bytes(self, key: str, data: bytes) -> None:
@@ -395,25 +714,44 @@ class S3Storage(Storage):
             raise
         return True
 
-    def list(self, prefix: str = "") -> builtins.list[str]:
+    def _pages(self, prefix: str) -> Iterator[builtins.list[str]]:
+        """The keys under ``prefix``, a listing page (up to 1000 keys) at a time."""
         _check_prefix(prefix)
         paginator = self.client.get_paginator("list_objects_v2")
+        try:
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=self.prefix + prefix):
+                yield [str(obj["Key"])[len(self.prefix) :] for obj in page.get("Contents", [])]
+        except _BodyTooLarge as exc:
+            raise StorageError(
+                f"listing {self.uri_for(prefix)}: a response larger than {exc.cap} bytes; refused"
+            ) from None
+
+    def list(self, prefix: str = "", *, max_keys: int = MAX_LIST_KEYS) -> builtins.list[str]:
         keys: builtins.list[str] = []
-        for page in paginator.paginate(Bucket=self.bucket, Prefix=self.prefix + prefix):
-            for obj in page.get("Contents", []):
-                keys.append(str(obj["Key"])[len(self.prefix) :])
+        for page in self._pages(prefix):
+            keys.extend(page)
+            if len(keys) > max_keys:
+                raise _too_many(self.uri_for(prefix), max_keys)
         keys.sort()
         return keys
 
     def delete_prefix(self, prefix: str) -> int:
-        keys = self.list(prefix)
-        for start in range(0, len(keys), 1000):
-            batch = keys[start : start + 1000]
-            self.client.delete_objects(
-                Bucket=self.bucket,
-                Delete={"Objects": [{"Key": self.prefix + k} for k in batch], "Quiet": True},
-            )
-        return len(keys)
+        """Delete page by page as the listing goes (nothing collected); at most
+        :data:`MAX_LIST_KEYS` objects per call, then :class:`StorageError` (call again for the rest)."""
+        deleted = 0
+        for page in self._pages(prefix):
+            if page:
+                self.client.delete_objects(
+                    Bucket=self.bucket,
+                    Delete={"Objects": [{"Key": self.prefix + k} for k in page], "Quiet": True},
+                )
+            deleted += len(page)
+            if deleted >= MAX_LIST_KEYS:
+                raise StorageError(
+                    f"deleted {deleted} objects under {self.uri_for(prefix)}, the most one call deletes; "
+                    "the rest is deleted on the next call"
+                )
+        return deleted
 
 
 # --------------------------------------------------------------------------------------------
@@ -431,9 +769,20 @@ def endpoint_from_env() -> str | None:
 
 
 def _file_path(uri: str) -> Path:
-    """``file:///abs`` → ``/abs``; ``file://rel/dir`` and ``rel/dir`` stay relative."""
-    raw = urllib.parse.unquote(uri[len("file://") :]) if uri.startswith("file://") else uri
-    return Path(raw).expanduser()
+    """``file:///abs`` → ``/abs``; ``file://rel/dir`` and ``rel/dir`` stay relative.
+
+    A ``file://`` URI with ``%`` anywhere is refused, never decoded: ``%2e%2e`` would become
+    ``..`` after every check that reads the URI as written (the admission's root check among
+    them). A plain path is taken literally, ``%`` and all.
+    """
+    if not uri.startswith("file://"):
+        return Path(uri).expanduser()
+    if "%" in uri:
+        raise StorageError(
+            f"storage URI {uri!r}: '%' (percent-encoding) is not accepted in file:// URIs; "
+            "write the path as it is on disk"
+        )
+    return Path(uri[len("file://") :]).expanduser()
 
 
 def open_storage(
@@ -444,11 +793,15 @@ def open_storage(
     path_style: bool = True,
     credentials: S3Credentials | None = None,
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    timeouts: S3Timeouts = S3Timeouts(),
+    no_links_below: str | None = None,
 ) -> Storage:
     """Storage rooted at ``uri``: ``file:///abs/dir``, a plain path, or ``s3://bucket[/prefix]``.
 
     For S3, ``endpoint_url`` (MinIO, Ceph) defaults to ``$KUBEJURY_S3_ENDPOINT`` or
     ``$AWS_ENDPOINT_URL``; credentials default to boto3's chain (``AWS_ACCESS_KEY_ID`` …).
+    On disk, ``no_links_below`` (a ``file://`` URI or path of a folder holding ``uri``; default
+    ``uri`` itself) is where link checking starts: no symbolic link below it is followed.
     """
     if uri.startswith("s3://"):
         parsed = urllib.parse.urlparse(uri)
@@ -460,10 +813,12 @@ def open_storage(
             path_style=path_style,
             credentials=credentials,
             max_attempts=max_attempts,
+            timeouts=timeouts,
         )
     if "://" in uri and not uri.startswith("file://"):
         raise StorageError(f"unsupported storage URI {uri!r}: use file:///path or s3://bucket/prefix")
-    return LocalStorage(_file_path(uri))
+    anchor = _file_path(no_links_below) if no_links_below is not None else None
+    return LocalStorage(_file_path(uri), no_links_below=anchor)
 
 
 MAX_DOWNLOAD_BYTES = 256 * 1024 * 1024
@@ -511,7 +866,10 @@ def read_uri(
     """
     scheme = uri.split("://", 1)[0].lower() if "://" in uri else ""
     if scheme in ("", "file"):
-        path = _file_path(uri)
+        try:
+            path = _file_path(uri)
+        except StorageError as exc:
+            raise InputError(uri, str(exc)) from exc
         if not path.is_absolute() and base_dir is not None:
             path = base_dir / path
         try:
@@ -534,9 +892,11 @@ def read_uri(
             credentials=credentials,
         )
         try:
-            return store.read_bytes(name)
+            return store.read_bytes(name, max_bytes=max_bytes)
         except FileNotFoundError as exc:
             raise InputError(uri, "object not found") from exc
+        except StorageError as exc:
+            raise InputError(uri, str(exc)) from exc
     if scheme in ("http", "https"):
         request = urllib.request.Request(uri, headers={"User-Agent": "kubejury"})
         try:
