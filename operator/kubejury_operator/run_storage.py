@@ -8,15 +8,25 @@ environment held. :func:`open_run_storage` is the only opener. It opens the run'
 ``<spec.storage.uri>/<namespace>/<name>-<uid prefix>/`` (:func:`kubejury_operator.tenancy.run_storage_uri`),
 never the root the spec names, so nothing done here can touch another run's files. The functions
 here block (S3 calls); the handlers run them in a thread.
+
+Nothing here trusts what it reads (issue 29, finding 2): the endpoint may be the tenant's, and the
+run's own Jobs wrote the objects. So a request to an endpoint the chart does not list is signed
+only with the run's own credentials (never the operator's), every object read has a byte cap, a
+listing a key cap, a reading a total byte budget, and every S3 request timeouts (connect, read and
+a whole-body deadline).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
 
 from kubejury.config.spec import EvalRun
-from kubejury.files.storage import RunLayout, S3Credentials, Storage, open_storage
+from kubejury.errors import InputError
+from kubejury.files.storage import RunLayout, S3Credentials, S3Timeouts, Storage, StorageError, open_storage
 from kubejury.records.progress import ProgressRecord
 from kubejury_operator.manifests import RunRef
 from kubejury_operator.observed import ProgressKey, collect_progress, progress_key
@@ -24,6 +34,33 @@ from kubejury_operator.status import summary_from_report
 from kubejury_operator.tenancy import run_storage_uri
 
 SecretData = Mapping[str, str]  # a Secret's data, decoded
+
+PROGRESS_RECORD_MAX_BYTES = 64 * 1024
+"""One progress record: about fifteen scalar fields and a message, under 2 KiB as the stages write
+it; 64 KiB leaves room for a long error message and refuses anything else."""
+
+PROGRESS_MAX_KEYS = 10_000
+"""Keys in one series' progress folder: one record per stage, model or judge, and shard (50
+models × 3 stages × 16 shards is 2,400)."""
+
+PROGRESS_MAX_TOTAL_BYTES = 16 * 1024 * 1024
+"""All progress records of one reading together: thousands of real records are a few MiB; without
+this budget, many records each under their cap could still add up to gigabytes."""
+
+REPORT_MAX_BYTES = 16 * 1024 * 1024
+"""report.json, read for the status summary: its largest part is one provenance row (~250 bytes)
+per answer, so 16 MiB holds about 60,000 answers. Parsed, a document this size takes roughly
+5-8 times as much memory, which the operator's 512 Mi limit still bears next to its ~340 MiB at a
+hundred runs. A larger report stays in storage untouched; the summary then says so."""
+
+OPERATOR_S3_TIMEOUTS = S3Timeouts(connect_s=5.0, read_s=15.0, body_s=30.0)
+"""The operator waits at most this long per S3 request (two attempts): a slow or hostile endpoint
+must not hold one of the handler threads that every run shares."""
+
+
+class EndpointNotAllowed(Exception):
+    """The run names an S3 endpoint the chart does not list and has no credentials of its own: the
+    operator sends it nothing (its own credentials are never signed for a tenant's endpoint)."""
 
 
 def s3_credentials(secret: SecretData | None) -> S3Credentials | None:
@@ -36,37 +73,135 @@ def s3_credentials(secret: SecretData | None) -> S3Credentials | None:
     )
 
 
-def open_run_storage(evalrun: EvalRun, ref: RunRef, secret: SecretData | None) -> Storage:
+def _endpoint(url: str) -> str:
+    """An endpoint URL as compared with the chart's list: scheme and host in lower case, no
+    trailing slash (the rule :class:`kubejury_operator.tenancy.TenantPolicy` applies)."""
+    parts = urlsplit(url.strip())
+    return f"{parts.scheme.lower()}://{parts.netloc.lower()}{parts.path.rstrip('/')}"
+
+
+def endpoint_listed(url: str | None, allowed_endpoints: tuple[str, ...] | None) -> bool:
+    """Whether the operator may sign requests to ``url`` with its own credentials: the default
+    endpoint (``None``), one the chart lists, or any when there is no list (``None``: a local
+    operator without the chart)."""
+    if url is None or allowed_endpoints is None:
+        return True
+    return _endpoint(url) in {_endpoint(e) for e in allowed_endpoints}
+
+
+def _credentials_for(
+    evalrun: EvalRun, secret: SecretData | None, allowed_endpoints: tuple[str, ...] | None
+) -> S3Credentials | None:
+    """The run's own credentials; on an endpoint the chart does not list, nothing else."""
+    storage = evalrun.spec.storage
+    credentials = s3_credentials(secret)
+    if (
+        storage.uri.startswith("s3://")
+        and credentials is None
+        and not endpoint_listed(storage.endpoint_url, allowed_endpoints)
+    ):
+        raise EndpointNotAllowed(
+            f"spec.storage.endpointUrl {storage.endpoint_url} is not an endpoint the chart lists "
+            "(security.storageEndpoints), so the operator sends requests there only with the run's own "
+            "spec.storage.credentialsSecretRef (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY), which is "
+            "missing or incomplete; nothing was sent"
+        )
+    return credentials
+
+
+def open_run_storage(
+    evalrun: EvalRun,
+    ref: RunRef,
+    secret: SecretData | None,
+    *,
+    allowed_endpoints: tuple[str, ...] | None = None,
+) -> Storage:
     """The run's own prefix, opened with the run's own credentials (two attempts per call: a
-    reconcile that cannot read storage simply tries again on the next tick)."""
+    reconcile that cannot read storage simply tries again on the next tick). On disk no symbolic
+    link below the spec's root is followed, so a link planted on the volume cannot lead elsewhere."""
     storage = evalrun.spec.storage
     return open_storage(
         run_storage_uri(storage.uri, ref.namespace, ref.name, ref.uid),
         endpoint_url=storage.endpoint_url,
         region=storage.region,
         path_style=storage.use_path_style,
-        credentials=s3_credentials(secret),
+        credentials=_credentials_for(evalrun, secret, allowed_endpoints),
         max_attempts=2,
+        timeouts=OPERATOR_S3_TIMEOUTS,
+        no_links_below=None if storage.uri.startswith("s3://") else storage.uri,
     )
 
 
-def read_progress_and_summary(
-    evalrun: EvalRun, ref: RunRef, series: tuple[str, ...], secret: SecretData | None, want_summary: bool
-) -> tuple[dict[ProgressKey, ProgressRecord], dict[str, Any] | None]:
-    """The stages' progress records and (when the aggregation finished) the report's summary."""
-    store = open_run_storage(evalrun, ref, secret)
-    layout = RunLayout(ref.name)
+class _Budget:
+    """Bytes left for one reading's progress records."""
+
+    def __init__(self, total: int, source: str) -> None:
+        self.left = total
+        self.total = total
+        self.source = source
+
+    def take(self, data: bytes) -> bytes:
+        self.left -= len(data)
+        if self.left < 0:
+            raise StorageError(
+                f"progress records under {self.source} add up to more than {self.total} bytes "
+                "(the cap for one reading); not read further"
+            )
+        return data
+
+
+def _progress_entries(
+    store: Storage, layout: RunLayout, series: tuple[str, ...]
+) -> list[tuple[str, str, Mapping[str, Any]]]:
+    """``(series, key, record)`` of every progress record the planner reads, within the caps."""
+    budget = _Budget(PROGRESS_MAX_TOTAL_BYTES, store.uri)
     entries: list[tuple[str, str, Mapping[str, Any]]] = []
     for name in series:
-        for key in store.list(layout.progress_prefix(name)):
-            record = store.read_json_or_none(key) if progress_key(name, key) is not None else None
+        for key in store.list(layout.progress_prefix(name), max_keys=PROGRESS_MAX_KEYS):
+            if progress_key(name, key) is None:
+                continue
+            try:
+                data = budget.take(store.read_bytes(key, max_bytes=PROGRESS_RECORD_MAX_BYTES))
+            except FileNotFoundError:
+                continue
+            try:
+                record = orjson.loads(data)
+            except orjson.JSONDecodeError as exc:
+                raise InputError(store.uri_for(key), f"not valid JSON: {exc}") from exc
             if isinstance(record, Mapping):
                 entries.append((name, key, record))
-    summary = None
-    if want_summary:
-        report = store.read_json_or_none(f"{layout.report_prefix}/report.json")
-        if isinstance(report, Mapping):
-            summary = summary_from_report(report, store.uri_for(f"{layout.report_prefix}/"))
+    return entries
+
+
+def _summary(store: Storage, layout: RunLayout) -> dict[str, Any] | None:
+    """The status summary from report.json; a report over :data:`REPORT_MAX_BYTES` gives a summary
+    that points at the report and says why it has no ranking."""
+    report_uri = store.uri_for(f"{layout.report_prefix}/")
+    try:
+        report = store.read_json_or_none(f"{layout.report_prefix}/report.json", max_bytes=REPORT_MAX_BYTES)
+    except StorageError as exc:
+        if "larger than" not in str(exc):
+            raise
+        return {"primarySeries": None, "reportUri": report_uri, "ranking": [], "note": str(exc)}
+    if not isinstance(report, Mapping):
+        return None
+    return summary_from_report(report, report_uri)
+
+
+def read_progress_and_summary(
+    evalrun: EvalRun,
+    ref: RunRef,
+    series: tuple[str, ...],
+    secret: SecretData | None,
+    want_summary: bool,
+    *,
+    allowed_endpoints: tuple[str, ...] | None = None,
+) -> tuple[dict[ProgressKey, ProgressRecord], dict[str, Any] | None]:
+    """The stages' progress records and (when the aggregation finished) the report's summary."""
+    store = open_run_storage(evalrun, ref, secret, allowed_endpoints=allowed_endpoints)
+    layout = RunLayout(ref.name)
+    entries = _progress_entries(store, layout, series)
+    summary = _summary(store, layout) if want_summary else None
     return collect_progress(entries), summary
 
 
@@ -74,7 +209,13 @@ class ResultsKept(Exception):
     """``cleanupPolicy: Delete`` refused: the run has no credentials of its own for S3."""
 
 
-def delete_results(evalrun: EvalRun, ref: RunRef, secret: SecretData | None) -> int:
+def delete_results(
+    evalrun: EvalRun,
+    ref: RunRef,
+    secret: SecretData | None,
+    *,
+    allowed_endpoints: tuple[str, ...] | None = None,
+) -> int:
     """Delete everything stored under the run's own prefix; the number of objects deleted.
 
     On S3 only with the run's own ``credentialsSecretRef``: with the operator's chart-wide
@@ -84,4 +225,4 @@ def delete_results(evalrun: EvalRun, ref: RunRef, secret: SecretData | None) -> 
             "cleanupPolicy Delete needs spec.storage.credentialsSecretRef for s3:// storage "
             "(the operator does not delete with its own credentials); stored results are kept"
         )
-    return open_run_storage(evalrun, ref, secret).delete_prefix("")
+    return open_run_storage(evalrun, ref, secret, allowed_endpoints=allowed_endpoints).delete_prefix("")

@@ -555,40 +555,53 @@ def _read_response_body(raw: Any, cap: int, body_s: float, url: str) -> bytes:
     return b"".join(chunks)
 
 
-def _bound_responses(client: Any, timeouts: S3Timeouts) -> None:
-    """Hold every response of ``client`` to a size and a total time, unless it is an object body
-    read without a cap (a Job streaming its own shards).
+class _BoundedSession:
+    """The client's own HTTP session (same TLS, proxies and pool), with every response held to a
+    size and a total time, unless it is an object body read without a cap (a Job streaming its
+    own shards).
 
     botocore reads a non-streaming response (a listing page) whole before parsing it, with no
-    limit. This ``before-send`` hook sends the request itself through the client's own HTTP
-    session (same TLS, proxies and pool), reads the body within the cap and the deadline, and
-    hands botocore the bytes. Raising a botocore ``HTTPClientError`` (the read timeout) keeps
-    botocore's retries; a body too large is not retried.
+    limit. Here the request is sent with the body left unread, the body is read within the cap
+    and the deadline, and botocore gets the bytes. A botocore ``HTTPClientError`` (the read
+    timeout) keeps botocore's retries; a body too large is not retried. In-process mocks that
+    answer in botocore's ``before-send`` event never reach this session.
     """
-    from botocore.awsrequest import AWSResponse
 
-    def send_bounded(request: Any, **_: Any) -> Any:
+    def __init__(self, inner: Any, timeouts: S3Timeouts) -> None:
+        self._inner = inner
+        self._timeouts = timeouts
+
+    def send(self, request: Any) -> Any:
+        from botocore.awsrequest import AWSResponse
+
         cap = _BODY_CAP.get()
         if request.stream_output and cap is None:
-            return None
+            return self._inner.send(request)
         streaming = request.stream_output
         request.stream_output = True  # the session then leaves the body unread
         try:
-            response = client._endpoint.http_session.send(request)
+            response = self._inner.send(request)
         finally:
             request.stream_output = streaming
         raw = response.raw
+        limit = cap if cap is not None else MAX_RESPONSE_BYTES
         try:
-            body = _read_response_body(
-                raw, cap if cap is not None else MAX_RESPONSE_BYTES, timeouts.body_s, request.url
-            )
+            body = _read_response_body(raw, limit, self._timeouts.body_s, request.url)
         except BaseException:
             raw.close()  # the rest of the body is never read: the connection is dropped, not pooled
             raise
         raw.release_conn()
         return AWSResponse(response.url, response.status_code, response.headers, _BufferedBody(body))
 
-    client.meta.events.register("before-send.s3", send_bounded)
+    def close(self) -> None:
+        self._inner.close()
+
+
+def _bound_responses(client: Any, timeouts: S3Timeouts) -> None:
+    """Put :class:`_BoundedSession` between ``client`` and its HTTP session (botocore offers no
+    public hook after the request is sent and before the body is read)."""
+    endpoint = client._endpoint
+    endpoint.http_session = _BoundedSession(endpoint.http_session, timeouts)
 
 
 def _s3_client(
