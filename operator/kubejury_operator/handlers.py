@@ -468,6 +468,7 @@ async def _observe_storage(
     series: tuple[str, ...],
     previous: Mapping[str, Any],
     logger: logging.Logger | Any,
+    policy: TenantPolicy,
     cache: ProgressCache | None = None,
 ) -> Observed:
     """``observed`` with the progress records and, once aggregated, the report summary. A
@@ -493,6 +494,7 @@ async def _observe_storage(
             series,
             secret,
             bool(aggregation and aggregation.succeeded),
+            allowed_endpoints=policy.storage_endpoints,
         )
     except Exception as exc:
         logger.warning("cannot read progress records of %s/%s: %s", namespace, name, exc)
@@ -630,7 +632,7 @@ async def reconcile(
         observed = expectations.view(observed)
     progress_cache = runtime.progress if caches is not None else None
     observed = await _observe_storage(
-        gw, evalrun, observed, run.ref, run.series, previous, logger, progress_cache
+        gw, evalrun, observed, run.ref, run.series, previous, logger, runtime.policy, progress_cache
     )
     decided = plan(run, observed, previous, _now())
     now = time.monotonic()
@@ -769,7 +771,9 @@ async def _delete_stored_results(
     ref = mf.RunRef(name=name, namespace=namespace, uid=str(meta.get("uid") or ""))
     try:
         secret = await _storage_secret(gw, namespace, evalrun)
-        deleted = await asyncio.to_thread(run_storage.delete_results, evalrun, ref, secret)
+        deleted = await asyncio.to_thread(
+            run_storage.delete_results, evalrun, ref, secret, allowed_endpoints=policy.storage_endpoints
+        )
     except run_storage.ResultsKept as kept:
         logger.warning("%s/%s: %s", namespace, name, kept)
         return

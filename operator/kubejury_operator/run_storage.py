@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 import orjson
 
@@ -31,7 +30,7 @@ from kubejury.records.progress import ProgressRecord
 from kubejury_operator.manifests import RunRef
 from kubejury_operator.observed import ProgressKey, collect_progress, progress_key
 from kubejury_operator.status import summary_from_report
-from kubejury_operator.tenancy import run_storage_uri
+from kubejury_operator.tenancy import endpoint_listed, run_storage_uri
 
 SecretData = Mapping[str, str]  # a Secret's data, decoded
 
@@ -71,22 +70,6 @@ def s3_credentials(secret: SecretData | None) -> S3Credentials | None:
     return S3Credentials(
         secret["AWS_ACCESS_KEY_ID"], secret["AWS_SECRET_ACCESS_KEY"], secret.get("AWS_SESSION_TOKEN")
     )
-
-
-def _endpoint(url: str) -> str:
-    """An endpoint URL as compared with the chart's list: scheme and host in lower case, no
-    trailing slash (the rule :class:`kubejury_operator.tenancy.TenantPolicy` applies)."""
-    parts = urlsplit(url.strip())
-    return f"{parts.scheme.lower()}://{parts.netloc.lower()}{parts.path.rstrip('/')}"
-
-
-def endpoint_listed(url: str | None, allowed_endpoints: tuple[str, ...] | None) -> bool:
-    """Whether the operator may sign requests to ``url`` with its own credentials: the default
-    endpoint (``None``), one the chart lists, or any when there is no list (``None``: a local
-    operator without the chart)."""
-    if url is None or allowed_endpoints is None:
-        return True
-    return _endpoint(url) in {_endpoint(e) for e in allowed_endpoints}
 
 
 def _credentials_for(

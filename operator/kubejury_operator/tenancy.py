@@ -27,6 +27,7 @@ __all__ = [
     "SERVER_FLAGS",
     "TenantPolicy",
     "canonical_flag",
+    "endpoint_listed",
     "namespace_of",
     "policy_problems",
     "run_policy_problems",
@@ -189,6 +190,15 @@ def _endpoint(url: str) -> str:
     return f"{parts.scheme.lower()}://{parts.netloc.lower()}{parts.path.rstrip('/')}"
 
 
+def endpoint_listed(url: str | None, listed: tuple[str, ...] | None) -> bool:
+    """Whether requests may go to storage endpoint ``url`` signed with the chart's identity: the
+    chart's own store (``None``), one the chart lists, or any when there is no list (``None``: a
+    local operator without the chart)."""
+    if url is None or listed is None:
+        return True
+    return _endpoint(url) in {_endpoint(e) for e in listed}
+
+
 def _image_allowed(image: str, allowed: tuple[str, ...]) -> bool:
     return any(image == a or (a.endswith("*") and image.startswith(a[:-1])) for a in allowed)
 
@@ -245,9 +255,7 @@ class TenantPolicy:
     def endpoint_allowed(self, url: str | None) -> bool:
         """Whether the operator and the Jobs may send requests to storage endpoint ``url`` (``None``
         is the chart's own store)."""
-        if url is None or self.storage_endpoints is None:
-            return True
-        return _endpoint(url) in {_endpoint(e) for e in self.storage_endpoints}
+        return endpoint_listed(url, self.storage_endpoints)
 
 
 def _flag_refusal(flag: str, runtime: str) -> str:

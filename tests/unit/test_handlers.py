@@ -19,6 +19,7 @@ from kubejury.config.spec import parse_evalrun
 from kubejury_operator import handlers, watched
 from kubejury_operator.gateway import ApiCredentials, KubeGateway
 from kubejury_operator.manifests import WorkloadSettings
+from kubejury_operator.tenancy import TenantPolicy
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -251,6 +252,42 @@ def test_cleanup_on_s3_without_the_runs_own_credentials_keeps_the_results(
     evalrun = parse_evalrun(build_evalrun(storage={"uri": "s3://results/runs"}))
     with pytest.raises(run_storage.ResultsKept, match="credentialsSecretRef"):
         run_storage.delete_results(evalrun, RunRef("r", "evals", "u-1"), None)
+
+
+def test_cleanup_opens_storage_with_the_charts_list_of_endpoints(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The delete path hands run_storage the chart's endpoints, so a tenant's endpoint never gets
+    a request signed with the operator's own credentials (issue 29, finding 2)."""
+    from kubejury_operator import run_storage
+
+    seen: dict[str, Any] = {}
+
+    def record(*args: Any, **kwargs: Any) -> int:
+        seen.update(kwargs)
+        return 0
+
+    monkeypatch.setattr(run_storage, "delete_results", record)
+    run = build_evalrun(
+        "r",
+        namespace="team-a",
+        benchmark="s3://results/team-a/q.jsonl",
+        storage={"uri": "s3://results/team-a", "endpointUrl": "http://minio:9000"},
+        cleanupPolicy="Delete",
+    )
+    run["metadata"]["uid"] = "u-1"
+    runtime = handlers.OperatorRuntime(
+        settings=WorkloadSettings(),
+        credentials=SIMULATED_API,
+        policy=TenantPolicy(
+            storage_roots=("s3://results/{namespace}",), storage_endpoints=("http://minio:9000",)
+        ),
+    )
+    runtime._gateway = SecretsOnlyApi({})
+    asyncio.run(
+        handlers.on_delete(
+            body=as_kopf_body(run), memo=SimpleNamespace(kubejury=runtime), logger=logging.getLogger("t")
+        )
+    )
+    assert seen == {"allowed_endpoints": ("http://minio:9000",)}
 
 
 def test_handlers_are_registered_only_on_the_registry_given() -> None:
