@@ -37,7 +37,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -402,11 +402,15 @@ async def _missing_secrets(gw: KubeGateway, namespace: str, spec: specmod.EvalRu
     return tuple(dict.fromkeys(missing))
 
 
-def compute_placements(evalrun: specmod.EvalRun, nodes: list[dict[str, Any]]) -> dict[str, Placement]:
-    """Placement decision per model and judge name (``runtime: openai`` entries get none)."""
+def compute_placements(
+    evalrun: specmod.EvalRun, nodes: list[dict[str, Any]], chart_tolerations: Sequence[Mapping[str, Any]] = ()
+) -> dict[str, Placement]:
+    """Placement decision per model and judge name (``runtime: openai`` entries get none).
+    ``chart_tolerations``: the chart's GPU tolerations (``WorkloadSettings.extra_tolerations``); a
+    GPU node tainted by anything else than the GPU taint and these is never chosen."""
     from kubejury.placement import planner
 
-    return planner.plan_placements(evalrun.spec, planner.parse_node_list(nodes))
+    return planner.plan_placements(evalrun.spec, planner.parse_node_list(nodes), chart_tolerations)
 
 
 def _pinned(status: Mapping[str, Any], evalrun: specmod.EvalRun) -> dict[str, Placement] | None:
@@ -624,7 +628,8 @@ async def reconcile(
     run = runtime.pinned_run(obj, evalrun, previous)
     if run is None:  # Pending: placed on the Nodes as they are now
         nodes = caches.all_nodes() if caches is not None else await gw.list_nodes()
-        run = cluster_run(obj, evalrun, compute_placements(evalrun, nodes), runtime.settings)
+        placements = compute_placements(evalrun, nodes, runtime.settings.extra_tolerations)
+        run = cluster_run(obj, evalrun, placements, runtime.settings)
     observed = await _observe_cluster(gw, namespace, name, evalrun, caches)
     expectations = runtime.expectations(namespace, name) if caches is not None else None
     if expectations is not None:  # the caches may not show this operator's latest writes yet

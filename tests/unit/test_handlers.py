@@ -613,3 +613,16 @@ async def test_a_reconcile_that_moved_only_counters_writes_no_status_until_the_m
         gateway, body, counters, previous, log, since_written=st.MINOR_STATUS_INTERVAL
     )
     assert len(patches) == 1 and patches[0]["progress"] == "2/10"
+
+
+def test_placements_use_gpu_nodes_tainted_for_a_team_only_when_the_chart_tolerates_the_taint() -> None:
+    nodes = json.loads((REPO / "examples" / "nodes" / "h100-cluster.json").read_text())["items"]
+    for node in nodes:
+        if "nvidia.com/gpu" in node["status"]["allocatable"]:
+            node["spec"]["taints"].append({"key": "dedicated", "value": "team-b", "effect": "NoSchedule"})
+    evalrun = parse_evalrun(build_evalrun())
+    assert not handlers.compute_placements(evalrun, nodes)["qwen"].schedulable
+    team_b = {"key": "dedicated", "operator": "Equal", "value": "team-b", "effect": "NoSchedule"}
+    allowed = handlers.compute_placements(evalrun, nodes, (team_b,))["qwen"]
+    assert allowed.gpu_product == "NVIDIA-H100-80GB-HBM3"
+    assert team_b in allowed.tolerations

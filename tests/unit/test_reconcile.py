@@ -210,11 +210,14 @@ def test_generation_starts_per_series_when_the_server_is_ready() -> None:
         present=present_for("m-a", "m-b", "j-j"),
     )
     p = plan(inputs(), observed, {"phase": "Provisioning"}, NOW)
-    assert creates(p, "Job") == {"kj-r-gen-a-primary", "kj-r-gen-a-t08"}
-    job = next(a for a in p.actions if a.name == "kj-r-gen-a-primary")
+    assert creates(p, "Job") == {
+        mf.generation_job_name("r", "a", "primary"),
+        mf.generation_job_name("r", "a", "t08"),
+    }
+    job = next(a for a in p.actions if a.name == mf.generation_job_name("r", "a", "primary"))
     assert job.manifest is not None
     args = job.manifest["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert args[args.index("--endpoint") + 1] == "http://kj-r-m-a.ns.svc:8000/v1"
+    assert args[args.index("--endpoint") + 1] == f"http://{dep_name('m-a')}.ns.svc:8000/v1"
     assert p.phase == "Provisioning"  # jobs only requested this round
     assert condition(p, "ModelsProvisioned")["status"] == "False"
     assert "b" in condition(p, "ModelsProvisioned")["message"]
@@ -230,8 +233,22 @@ def test_finished_model_is_scaled_to_zero_and_the_next_one_starts_and_judging_is
     assert scales(p) == {dep_name("m-a"): 0}
     assert creates(p, "Deployment") == {dep_name("m-c")}
     # a's answers exist: the judge starts on both series while b is still generating
-    assert creates(p, "Job") == {"kj-r-judge-j-primary-1", "kj-r-judge-j-t08-1"}
+    assert creates(p, "Job") == {
+        mf.judge_job_name("r", "j", "primary", 1),
+        mf.judge_job_name("r", "j", "t08", 1),
+    }
     assert p.phase == "Generating"
+
+
+def test_a_server_of_the_run_under_a_name_the_planner_no_longer_uses_is_scaled_to_zero() -> None:
+    """Issue 29's names end in a hash: after an upgrade, a running server under its old name
+    (``kj-r-m-a``) must not keep its GPUs until the run is deleted."""
+    observed = Observed(
+        deployments={**ready("m-a", "j-j"), "kj-r-m-a": DeploymentState(1, 1)},
+        present=present_for("m-a", "j-j"),
+    )
+    p = plan(inputs(), observed, {"phase": "Generating"}, NOW)
+    assert scales(p).get("kj-r-m-a") == 0
 
 
 def test_judge_waits_for_its_server() -> None:
@@ -286,7 +303,7 @@ def test_failure_scales_down_and_names_the_job() -> None:
     p = plan(inputs(), observed, {"phase": "Generating"}, NOW)
     assert p.phase == "Failed"
     assert set(scales(p).values()) == {0}
-    assert "kj-r-gen-a-primary" in condition(p, "Failed")["message"]
+    assert mf.generation_job_name("r", "a", "primary") in condition(p, "Failed")["message"]
     assert p.events[0].type == "Warning"
     assert creates(p, "Job") == set()
 
@@ -310,7 +327,7 @@ def test_failed_job_condition_carries_the_stage_s_own_reason() -> None:
     )
     p = plan(inputs(), observed, {"phase": "Generating"}, NOW)
     message = condition(p, "Failed")["message"]
-    assert "kj-r-gen-a-primary" in message
+    assert mf.generation_job_name("r", "a", "primary") in message
     assert stage_reason in message
     assert "unrelated" not in message
 
@@ -388,7 +405,7 @@ def test_judge_same_as_a_model_shares_its_server_and_keeps_it() -> None:
     )
     p = plan(run, observed, {"phase": "Generating"}, NOW)
     assert dep_name("m-a") not in scales(p)  # still judging
-    assert "kj-r-judge-ja-primary-1" in creates(p, "Job")
+    assert mf.judge_job_name("r", "ja", "primary", 1) in creates(p, "Job")
 
 
 def test_openai_judge_needs_no_server() -> None:
@@ -398,7 +415,7 @@ def test_openai_judge_needs_no_server() -> None:
     observed = Observed(
         deployments=ready("m-a", "m-b"), jobs=gen_jobs(["a"], DONE), present=present_for("m-a", "m-b")
     )
-    assert "kj-r-judge-hosted-primary-1" in creates(plan(run, observed, {}, NOW), "Job")
+    assert mf.judge_job_name("r", "hosted", "primary", 1) in creates(plan(run, observed, {}, NOW), "Job")
 
 
 def test_existing_children_are_not_recreated() -> None:
@@ -443,7 +460,11 @@ def test_missing_secret_blocks_with_a_clear_condition() -> None:
 def test_sharded_generation_job() -> None:
     run = replace(inputs(), generation_shards=3)
     observed = Observed(deployments=ready("m-a"), present=present_for("m-a"))
-    job = next(a for a in plan(run, observed, {}, NOW).actions if a.name == "kj-r-gen-a-primary")
+    job = next(
+        a
+        for a in plan(run, observed, {}, NOW).actions
+        if a.name == mf.generation_job_name("r", "a", "primary")
+    )
     assert isinstance(job, Action) and job.manifest is not None
     assert job.manifest["spec"]["completionMode"] == "Indexed"
 
@@ -554,8 +575,8 @@ def test_judging_rounds_follow_generation() -> None:
     )
     p = plan(inputs(), observed, {"phase": "Generating"}, NOW)
     second = {a.name: a for a in p.actions if a.kind == "Job"}
-    assert set(second) == {"kj-r-judge-j-primary-2", "kj-r-judge-j-t08-2"}
-    manifest = second["kj-r-judge-j-primary-2"].manifest
+    assert set(second) == {mf.judge_job_name("r", "j", "primary", 2), mf.judge_job_name("r", "j", "t08", 2)}
+    manifest = second[mf.judge_job_name("r", "j", "primary", 2)].manifest
     assert manifest is not None
     assert manifest["metadata"]["annotations"] == {
         "kubejury.io/round": "2",
@@ -569,7 +590,10 @@ def test_judging_rounds_follow_generation() -> None:
     # round 2 done, all models finished: the final round 3 starts; judging is not complete before it
     finished = {**running, **judge_jobs("j", DONE, round_=2, complete=2)}
     p = plan(inputs(), replace(observed, jobs=finished), {"phase": "Judging"}, NOW)
-    assert {a.name for a in p.actions if a.kind == "Job"} == {"kj-r-judge-j-primary-3", "kj-r-judge-j-t08-3"}
+    assert {a.name for a in p.actions if a.kind == "Job"} == {
+        mf.judge_job_name("r", "j", "primary", 3),
+        mf.judge_job_name("r", "j", "t08", 3),
+    }
     assert condition(p, "JudgingComplete")["status"] == "False"
     final = {**finished, **judge_jobs("j", DONE, round_=3, complete=3)}
     p = plan(inputs(), replace(observed, jobs=final), {"phase": "Judging"}, NOW)
@@ -717,7 +741,9 @@ def test_a_judges_server_is_up_only_while_it_has_a_round_running_or_due() -> Non
     a_done = replace(generating, jobs={**generating.jobs, **gen_jobs(["a"], DONE)})
     due = plan(run, a_done, {"phase": "Generating"}, NOW)
     assert scales(due) == {dep_name("m-a"): 0}  # a is done; the judge stays up: a round is due
-    assert {"kj-r-judge-j-primary-1", "kj-r-judge-j-t08-1"} <= creates(due, "Job")
+    assert {mf.judge_job_name("r", "j", "primary", 1), mf.judge_job_name("r", "j", "t08", 1)} <= creates(
+        due, "Job"
+    )
     judged = replace(a_done, jobs={**a_done.jobs, **judge_jobs(["j"], DONE, complete=1)})
     assert scales(plan(run, judged, {"phase": "Generating"}, NOW)) == {dep_name("j-j"): 0, dep_name("m-a"): 0}
     running = replace(a_done, jobs={**a_done.jobs, **judge_jobs(["j"], RUNNING, complete=1)})
@@ -765,7 +791,10 @@ def test_a_reconcile_whose_caches_lag_behind_its_own_writes_sends_none_of_them_a
     first = plan(run, lagging, {"phase": "Generating"}, NOW)
     assert scales(first) == {dep_name("m-a"): 0}
     assert creates(first, "Deployment") == creates(first, "Service") == {dep_name("m-c"), dep_name("j-j")}
-    assert creates(first, "Job") == {"kj-r-gen-b-primary", "kj-r-gen-b-t08"}
+    assert creates(first, "Job") == {
+        mf.generation_job_name("r", "b", "primary"),
+        mf.generation_job_name("r", "b", "t08"),
+    }
     expectations = Expectations()
     for action in first.actions:
         if action.verb == "create" and action.manifest is not None:
