@@ -199,8 +199,14 @@ def _shared_objects(run: ClusterRun, observed: Observed) -> list[Action]:
 def _server_actions(
     run: ClusterRun, observed: Observed, facts: Facts, desired: Mapping[str, int]
 ) -> list[Action]:
-    """Create each wanted server (Deployment and Service) and scale every server to what is wanted."""
+    """Create each wanted server (Deployment and Service) and scale every server to what is wanted.
+    A server of the run under a name the planner no longer uses (an operator before issue 29
+    named them without a hash) is scaled to zero, so it never holds GPUs for nothing."""
     actions: list[Action] = []
+    known = {mf.workload_name(run.ref.name, key) for key in facts.servers}
+    for dep_name, dep in sorted(observed.deployments.items()):
+        if dep_name not in known and dep.replicas > 0:
+            actions.append(Action("scale", "Deployment", dep_name, replicas=0))
     for key, endpoint in facts.servers.items():
         dep_name = mf.workload_name(run.ref.name, key)
         want = desired.get(key, 0)
