@@ -184,6 +184,6 @@ def render(
     evalrun = _parse(body, evalrun_path, policy)
     items = nodes.get("items") if isinstance(nodes, Mapping) and "items" in nodes else nodes
     node_list = items if isinstance(items, list) else [nodes]
-    placements = compute_placements(evalrun, node_list)
+    placements = compute_placements(evalrun, node_list, workload.extra_tolerations)
     run = cluster_run(body, evalrun, placements, workload)
     return simulate(run)

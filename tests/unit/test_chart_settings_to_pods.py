@@ -23,10 +23,16 @@ STUDY = ROOT / "examples" / "evalrun-study.yaml"
 H100 = ROOT / "examples" / "nodes" / "h100-cluster.json"
 
 
+#: What the study example reaches: an admin who runs it lists its storage root and its model cache.
+STUDY_ALLOWED = {
+    "security": {"storageRoots": ["s3://kubejury/runs"], "allowedClaims": ["kubejury-model-cache"]}
+}
+
+
 def _pods_for(settings: dict[str, Any], tmp_path: Path) -> list[dict[str, Any]]:
     configmap = next(
         c
-        for c in of_kind(render(tmp_path, settings), "ConfigMap")
+        for c in of_kind(render(tmp_path, {**settings, **STUDY_ALLOWED}), "ConfigMap")
         if c["metadata"]["name"].endswith("-settings")
     )
     path = tmp_path / "settings.yaml"

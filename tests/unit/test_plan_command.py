@@ -138,3 +138,32 @@ def test_bad_inputs_are_one_line_errors(
         main(["plan", "--evalrun", str(tmp_path / "typo.yaml"), "--nodes", str(NODES / "cpu-only.json")]) == 2
     )
     assert "spec.models[0].gpu: unknown field" in capsys.readouterr().err
+
+
+def test_plan_leaves_gpu_nodes_tainted_for_a_team_alone_unless_the_settings_tolerate_the_taint(
+    evalrun: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster = json.loads((NODES / "h100-cluster.json").read_text())
+    for node in cluster["items"]:
+        if "nvidia.com/gpu" in node["status"]["allocatable"]:
+            node["spec"]["taints"].append({"key": "dedicated", "value": "team-b", "effect": "NoSchedule"})
+    nodes = tmp_path / "nodes.json"
+    nodes.write_text(json.dumps(cluster), encoding="utf-8")
+    assert not plan_json(evalrun, nodes, capsys)["qwen3.5-27b"]["schedulable"]
+    settings = tmp_path / "settings.yaml"
+    team_b = [{"key": "dedicated", "operator": "Equal", "value": "team-b", "effect": "NoSchedule"}]
+    settings.write_text(yaml.safe_dump({"KUBEJURY_GPU_TOLERATIONS": json.dumps(team_b)}), encoding="utf-8")
+    args = [
+        "plan",
+        "--evalrun",
+        str(evalrun),
+        "--nodes",
+        str(nodes),
+        "--format",
+        "json",
+        "--settings",
+        str(settings),
+    ]
+    assert main(args) == 0
+    planned = json.loads(capsys.readouterr().out)["models"]["qwen3.5-27b"]
+    assert planned["gpu_product"] == "NVIDIA-H100-80GB-HBM3"

@@ -88,9 +88,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
         "--settings",
         metavar="FILE",
         help=(
-            "with --manifests: the operator's settings (KUBEJURY_* variables) as YAML or JSON, e.g. the "
+            "the operator's settings (KUBEJURY_* variables) as YAML or JSON, e.g. the "
             "chart's settings ConfigMap (`kubectl get cm <release>-kubejury-settings -o yaml`) or its data: "
-            "a run its allow-lists (KUBEJURY_ALLOWED_*) refuse is refused here, with admission's message; "
+            "GPU nodes tainted for others are used only when KUBEJURY_GPU_TOLERATIONS tolerates it; with "
+            "--manifests, a run its allow-lists (KUBEJURY_ALLOWED_*) refuse is refused here, with admission's message; "
             "default: the operator's defaults under the allow-lists of a default install of the chart"
         ),
     )
@@ -203,6 +204,17 @@ def _print_manifests(args: argparse.Namespace) -> int:
     return 1 if not objects and args.fail_unschedulable else 0
 
 
+def _chart_tolerations(path: str | None) -> tuple[dict[str, Any], ...]:
+    """The chart's GPU tolerations from ``--settings`` (none without it): GPU nodes with any other
+    taint than the GPU taint and these are not used, as the operator would not use them."""
+    from kubejury.placement.gpu_nodes import chart_tolerations_from_env
+
+    try:
+        return tuple(dict(t) for t in chart_tolerations_from_env(load_settings(path) or {}))
+    except ValueError as exc:
+        raise InputError(path or "--settings", str(exc)) from None
+
+
 def run(args: argparse.Namespace) -> int:
     from kubejury.placement.planner import plan_placements
 
@@ -210,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
     nodes = _load_nodes(args.nodes)
     if args.manifests:
         return _print_manifests(args)
-    plans = plan_placements(evalrun.spec, nodes)
+    plans = plan_placements(evalrun.spec, nodes, _chart_tolerations(args.settings))
     estimate = _estimate(args, evalrun, plans) if args.estimate else None
     if args.format == "json":
         document: dict[str, Any] = {
