@@ -508,9 +508,9 @@ class Judging(_Model):
     prompt_template: str | None = Field(
         default=None,
         description=(
-            "Override of the judging prompt template: {question}, {reference} and {answer} each exactly once, no "
-            "other {name} placeholder (other braces are text). Default: the built-in template in the "
-            "benchmark's language (Russian for 'ru')."
+            "Override of the judging prompt template: {question}, {reference} and {answer} each exactly once, and "
+            "no other word in braces (a typo is refused; other braces are text). Default: the "
+            "built-in template in the benchmark's language (Russian for 'ru')."
         ),
     )
     language: str | None = Field(
