@@ -255,7 +255,10 @@ def test_load_experts_fixture() -> None:
     ("text", "location", "field", "fragment"),
     [
         ("question_id,model,expert,score\nq1,m,e,11\n", "line 2", "score", "outside 0..10"),
-        ("question_id,model,expert,score\nq1,m,e,good\n", "line 2", "score", "must be a number"),
+        ("question_id,model,expert,score\nq1,m,e,good\n", "line 2", "score", "must be a"),
+        ("question_id,model,expert,score\nq1,m,e,1_0\n", "line 2", "score", "plain decimal"),
+        ("question_id,model,expert,score\nq1,m,e,nan\n", "line 2", "score", "plain decimal"),
+        ("question_id,model,expert,score\nq1,m,e,٧\n", "line 2", "score", "plain decimal"),
         ("question_id,model,expert,score\nq1,,e,5\n", "line 2", "model", "empty"),
         ("question_id,model,score\nq1,m,5\n", "line 1", "expert", "missing"),
         ("question_id,model,expert,score\nq1,m,e,5\nq1,m,e,6\n", "line 3", None, "also at line 2"),

@@ -32,6 +32,7 @@ from kubejury.errors import InputError
 from kubejury.files.benchmark import Benchmark
 from kubejury.safe_input import MAX_INT_DIGITS, loads_json
 from kubejury.stats.cube import FloatArray, ScoreCube
+from kubejury.stats.experts import expert_score
 
 Codes = npt.NDArray[np.int32]
 Sources = str | Path | Sequence[str | Path]
@@ -593,14 +594,9 @@ def load_experts(path: str | Path) -> Experts:
             if not record[name]:
                 raise InputError(source, "required field is empty", location=f"line {line}", field=name)
         try:
-            score = float(record["score"])
-        except ValueError:
-            raise InputError(
-                source,
-                f"score must be a number, got {record['score']!r}",
-                location=f"line {line}",
-                field="score",
-            ) from None
+            score = expert_score(record["score"])
+        except ValueError as exc:
+            raise InputError(source, str(exc), location=f"line {line}", field="score") from None
         if not (SCORE_MIN <= score <= SCORE_MAX):
             raise InputError(
                 source, f"score {score:g} is outside 0..10", location=f"line {line}", field="score"
