@@ -39,6 +39,12 @@ from typing import Any
 
 import yaml
 
+from kubejury.config.spec_rules import (
+    SERVER_SHM_MOUNT,
+    SERVER_SOURCE_MOUNT,
+    SERVER_TMP_MOUNT,
+    memory_quantity_bytes,
+)
 from kubejury.placement.decision import Placement
 from kubejury.placement.gpu_nodes import chart_tolerations_from_env
 from kubejury.records.gpu_usage import GPU_USAGE_ENV, GpuUsage
@@ -454,8 +460,8 @@ def _source_volume(source: str) -> tuple[str, list[dict[str, Any]], list[dict[st
         rest = source.removeprefix("pvc://")
         claim, _, sub = rest.partition("/")
         volumes = [{"name": "model-source", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}]
-        mounts = [{"name": "model-source", "mountPath": "/models/src", "readOnly": True}]
-        return f"/models/src/{sub}".rstrip("/"), volumes, mounts
+        mounts = [{"name": "model-source", "mountPath": SERVER_SOURCE_MOUNT, "readOnly": True}]
+        return f"{SERVER_SOURCE_MOUNT}/{sub}".rstrip("/"), volumes, mounts
     if source.startswith("file://"):
         return source.removeprefix("file://"), [], []  # a path inside the image (or an extra mount)
     return _hf_model_id(source), [], []
@@ -607,17 +613,10 @@ def vllm_args(
     return args + extra + list(endpoint.extra_args)
 
 
-_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|k|M|G|T)?$")
-_UNIT_BYTES = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
-_UNIT_BYTES.update({"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40})
-
-
 def memory_bytes(quantity: str) -> int:
-    """Bytes in a Kubernetes memory quantity (``16Gi``, ``512Mi``, ``8G``, ``1024``)."""
-    match = _QUANTITY.match(quantity.strip())
-    if match is None:
-        raise ValueError(f"not a memory quantity: {quantity!r} (use e.g. 16Gi or 512Mi)")
-    return int(float(match[1]) * _UNIT_BYTES[match[2]])
+    """Bytes in a Kubernetes memory quantity (``16Gi``, ``512Mi``, ``8G``, ``1024``): the grammar
+    admission checks a spec's ``resources.memory`` with, so the planner never meets one it cannot read."""
+    return memory_quantity_bytes(quantity)
 
 
 def _mebibytes(count: int) -> str:
@@ -679,7 +678,7 @@ def _vllm_serving(
         args=vllm_args(endpoint, placement, model_path, settings),
         env=[{"name": "VLLM_CACHE_ROOT", "value": f"{cache}/vllm"}],
         volumes=[{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": settings.server_shm_size}}],
-        mounts=[{"name": "dshm", "mountPath": "/dev/shm"}],
+        mounts=[{"name": "dshm", "mountPath": SERVER_SHM_MOUNT}],
         shm=settings.server_shm_size,
     )
 
@@ -775,7 +774,7 @@ def _server_container(
     mounts = [
         *source_mounts,
         {"name": "model-cache", "mountPath": cache},
-        {"name": "tmp", "mountPath": "/tmp"},
+        {"name": "tmp", "mountPath": SERVER_TMP_MOUNT},
         *serving.mounts,
     ]
     env = [*_server_home_env(cache), *_hf_token_env(settings), *_weights_s3_env(endpoint, settings)]
