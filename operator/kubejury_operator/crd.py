@@ -329,7 +329,8 @@ def render_reference() -> str:
         "",
         f"`apiVersion: {API_GROUP}/{API_VERSION}`, `kind: {KIND}`. The same text is in the CRD: "
         "`kubectl explain evalrun.spec.models` shows it in a cluster. Names are camelCase; unknown "
-        "fields are rejected; `kubejury validate FILE` checks a file locally.",
+        "fields are rejected; `kubejury validate FILE` checks a file as a default chart's admission "
+        "would (`--settings` for your cluster's allow-lists, `--local` for a file for `kubejury run`).",
         "",
         "| field | type | required / default | description |",
         "|---|---|---|---|",
