@@ -14,7 +14,7 @@ Keyword arguments of :func:`evalrun` beyond the named ones are spec fields, spel
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import kopf
@@ -101,3 +101,71 @@ def toleration(key: str, value: str | None = None, effect: str = "NoSchedule") -
 GPU_TAINT = taint("nvidia.com/gpu", "present")
 TEAM_B_TAINT = taint("dedicated", "team-b")
 CONTROL_PLANE_TAINT = taint("node-role.kubernetes.io/control-plane")
+
+
+Mutation = Callable[[dict[str, Any]], None]
+
+
+def spec_set(path: str, value: Any) -> Mutation:
+    """A mutation of an EvalRun body that sets ``spec.<path>`` (dots and ``[i]``, as in the field
+    paths admission names)."""
+
+    def mutate(body: dict[str, Any]) -> None:
+        parts = path.replace("[", ".").replace("]", "").split(".")
+        node: Any = body["spec"]
+        for part in parts[:-1]:
+            node = node[int(part)] if part.isdigit() else node.setdefault(part, {})
+        node[parts[-1]] = value
+
+    return mutate
+
+
+#: (label, mutation of a run the chart admits, the field admission must name): what a tenant tried
+#: with only the chart's ``evalrun-editor`` role (issues 28 and 29). Admission on the real control
+#: plane (tests/e2e/test_tenant_refusals_e2e.py), ``kubejury validate`` and ``kubejury plan
+#: --manifests`` must each refuse every one with the same text.
+HOSTILE_SPECS: tuple[tuple[str, Mutation, str], ...] = (
+    ("foreign-job-image", spec_set("jobs.image", "docker.io/attacker/anything:latest"), "spec.jobs.image"),
+    (
+        "trust-remote-code",
+        spec_set("models[0].extraArgs", ["--trust-remote-code"]),
+        "spec.models[0].extraArgs[0]",
+    ),
+    (
+        "flag-with-leading-space",
+        spec_set("models[0].extraArgs", [" --trust-remote-code"]),
+        "spec.models[0].extraArgs[0]",
+    ),
+    (
+        "flag-with-underscores",
+        spec_set("models[0].extraArgs", ["--trust_remote_code"]),
+        "spec.models[0].extraArgs[0]",
+    ),
+    ("flag-abbreviated", spec_set("models[0].extraArgs", ["--trust-remote"]), "spec.models[0].extraArgs[0]"),
+    (
+        "flags-from-a-file",
+        spec_set("models[0].extraArgs", ["--config", "/tmp/f.yaml"]),
+        "spec.models[0].extraArgs[0]",
+    ),
+    ("upper-case-pvc-source", spec_set("models[0].source", "PVC://victim-claim/m"), "spec.models[0].source"),
+    (
+        "other-teams-weights",
+        spec_set("models[0].source", "s3://other-team-bucket/w"),
+        "spec.models[0].source",
+    ),
+    (
+        "other-teams-benchmark",
+        spec_set("benchmark.uri", "s3://other-team-bucket/q.jsonl"),
+        "spec.benchmark.uri",
+    ),
+    (
+        "foreign-storage-endpoint",
+        spec_set("storage.endpointUrl", "http://evil.example:9000"),
+        "spec.storage.endpointUrl",
+    ),
+    (
+        "reserved-nodes",
+        spec_set("models[0].nodeSelector", {"dedicated": "team-b"}),
+        "spec.models[0].nodeSelector.dedicated",
+    ),
+)

@@ -7,7 +7,8 @@ ConfigMap as ``--settings``, must refuse the same body with the same text: a pre
 objects the operator would never create, or says "ok" to what admission refuses, is trusted the way
 ``helm template`` is, and misleads (issue 28, section 1).
 
-The cases are :data:`HOSTILE`, one list: add a case there and every test here runs it. Creation is
+The cases are :data:`factories.HOSTILE_SPECS`, one list: add a case there and every test here (and
+the local tools' unit tests) runs it. Creation is
 a dry run (``dryRun=All``): admission runs as for a real create, and nothing is stored, even when a
 case is (wrongly) admitted.
 """
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from e2e_kube import RESULTS_URI, ensure_namespace, gpu_evalrun
 from kubeapi import ApiError, KubeApi, path_of
 from operator_up import NAMESPACE, RELEASE, OperatorState
 
+from factories import HOSTILE_SPECS, Mutation
 from kubejury.cli import main
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster]
@@ -34,52 +35,8 @@ TENANT = "e2e-tenant-refusals"
 SETTINGS_CONFIGMAP = f"{RELEASE}-settings"  # the release is named like the chart: no "-kubejury"
 WEBHOOK_DENIED = "denied the request: "
 
-Mutation = Callable[[dict[str, Any]], None]
-
-
-def _spec_set(path: str, value: Any) -> Mutation:
-    """Set ``spec.<path>`` of a body (dots and ``[i]``, as in the field paths admission names)."""
-
-    def mutate(body: dict[str, Any]) -> None:
-        parts = path.replace("[", ".").replace("]", "").split(".")
-        node: Any = body["spec"]
-        for part in parts[:-1]:
-            node = node[int(part)] if part.isdigit() else node.setdefault(part, {})
-        node[parts[-1]] = value
-
-    return mutate
-
-
-#: (label, mutation of :func:`benign_run`, the field admission must name). What a tenant tried.
-HOSTILE: list[tuple[str, Mutation, str]] = [
-    ("foreign-job-image", _spec_set("jobs.image", "docker.io/attacker/anything:latest"), "spec.jobs.image"),
-    (
-        "trust-remote-code",
-        _spec_set("models[0].extraArgs", ["--trust-remote-code"]),
-        "spec.models[0].extraArgs[0]",
-    ),
-    (
-        "flag-with-leading-space",
-        _spec_set("models[0].extraArgs", [" --trust-remote-code"]),
-        "spec.models[0].extraArgs[0]",
-    ),
-    (
-        "flag-with-underscores",
-        _spec_set("models[0].extraArgs", ["--trust_remote_code"]),
-        "spec.models[0].extraArgs[0]",
-    ),
-    ("upper-case-pvc-source", _spec_set("models[0].source", "PVC://victim-claim/m"), "spec.models[0].source"),
-    (
-        "other-teams-benchmark",
-        _spec_set("benchmark.uri", "s3://other-team-bucket/q.jsonl"),
-        "spec.benchmark.uri",
-    ),
-    (
-        "foreign-storage-endpoint",
-        _spec_set("storage.endpointUrl", "http://evil.example:9000"),
-        "spec.storage.endpointUrl",
-    ),
-]
+#: The cases, shared with the unit tests of both local tools (tests/factories.py).
+HOSTILE = HOSTILE_SPECS
 
 
 def benign_run(name: str) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from factories import build_evalrun
+from factories import HOSTILE_SPECS, build_evalrun
 from kubejury.cli import main
 from kubejury_operator import chart_defaults
 from kubejury_operator.tenancy import TenantPolicy
@@ -84,46 +84,8 @@ def benign_run() -> dict[str, Any]:
     )
 
 
-def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
-    """A mutation of an EvalRun body that sets ``spec.<path>`` (dots and ``[i]`` as in field paths)."""
-
-    def mutate(body: dict[str, Any]) -> None:
-        parts = path.replace("[", ".").replace("]", "").split(".")
-        node: Any = body["spec"]
-        for part in parts[:-1]:
-            node = node[int(part)] if part.isdigit() else node.setdefault(part, {})
-        node[parts[-1]] = value
-
-    return mutate
-
-
-#: (label, mutation of :func:`benign_run`, field admission names): what a tenant tried (issues 28
-#: and 29). Both local tools must refuse each, as admission does.
-HOSTILE: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
-    ("foreign-job-image", _set("jobs.image", "docker.io/attacker/anything:latest"), "spec.jobs.image"),
-    (
-        "trust-remote-code",
-        _set("models[0].extraArgs", ["--trust-remote-code"]),
-        "spec.models[0].extraArgs[0]",
-    ),
-    (
-        "flag-with-leading-space",
-        _set("models[0].extraArgs", [" --trust-remote-code"]),
-        "spec.models[0].extraArgs[0]",
-    ),
-    (
-        "flag-with-underscores",
-        _set("models[0].extraArgs", ["--trust_remote_code"]),
-        "spec.models[0].extraArgs[0]",
-    ),
-    ("upper-case-pvc-source", _set("models[0].source", "PVC://victim-claim/m"), "spec.models[0].source"),
-    ("other-teams-benchmark", _set("benchmark.uri", "s3://other-team-bucket/q.jsonl"), "spec.benchmark.uri"),
-    (
-        "foreign-storage-endpoint",
-        _set("storage.endpointUrl", "http://evil.example:9000"),
-        "spec.storage.endpointUrl",
-    ),
-]
+#: What a tenant tried (issues 28 and 29); both local tools must refuse each, as admission does.
+HOSTILE = HOSTILE_SPECS
 
 
 def hostile_run(mutate: Callable[[dict[str, Any]], None]) -> dict[str, Any]:

@@ -27,26 +27,6 @@ MiB = 1024 * 1024
 CREDENTIALS = S3Credentials("testing", "testing")
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-@pytest.fixture(scope="module")
-def moto_endpoint() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
-
-
 @pytest.fixture
 def bucket_store(moto_endpoint: str) -> S3Storage:
     name = f"kj-{uuid.uuid4().hex[:12]}"

@@ -1,7 +1,7 @@
 """Real servers on loopback for the pipeline's reliability tests.
 
-- ``moto_endpoint``: a real HTTP S3 endpoint (moto's threaded server) on a free 127.0.0.1 port.
-  It is a real server speaking the S3 protocol over HTTP, not an in-process mock of boto3.
+- ``s3_env``: the environment a Job gets for the S3 endpoint of ``tests/conftest.py``'s
+  ``moto_endpoint`` (a real server speaking the S3 protocol over HTTP, not a mock of boto3).
 - ``https_server``: a loopback HTTPS file server with a throwaway self-signed certificate,
   trusted through ``SSL_CERT_FILE`` exactly as a user would trust a private CA.
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime as dt
 import http.server
 import ipaddress
-import socket
 import ssl
 import threading
 import uuid
@@ -20,26 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-@pytest.fixture(scope="session")
-def moto_endpoint() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
 
 
 @pytest.fixture
