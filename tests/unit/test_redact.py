@@ -4,7 +4,7 @@ used where records, progress messages, Events and status are written."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Self
 
 import pytest
 from aiohttp import web
@@ -56,13 +56,32 @@ def test_known_values_and_nested_status_are_masked() -> None:
     assert redact_tree(status)["phase"] == "Failed"
 
 
-class EchoingServer:
-    """A loopback model server that answers successfully, repeating the request's Authorization
-    header in the answer (and in its ``system_fingerprint``), as a careless proxy or model may."""
+class LoopbackChat:
+    """A chat-completions endpoint on loopback whose reply is the subclass's ``handle``."""
 
     def __init__(self) -> None:
         self.port = free_port()
         self.runner: web.AppRunner | None = None
+
+    async def handle(self, request: web.Request) -> web.Response:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self.handle)
+        self.runner = web.AppRunner(app)
+        await self.runner.setup()
+        await web.TCPSite(self.runner, "127.0.0.1", self.port).start()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        assert self.runner is not None
+        await self.runner.cleanup()
+
+
+class EchoingServer(LoopbackChat):
+    """A loopback model server that answers successfully, repeating the request's Authorization
+    header in the answer (and in its ``system_fingerprint``), as a careless proxy or model may."""
 
     async def handle(self, request: web.Request) -> web.Response:
         header = request.headers.get("Authorization", "")
@@ -77,18 +96,6 @@ class EchoingServer:
             "system_fingerprint": f"build {header.removeprefix('Bearer ')}",
         }
         return web.json_response(reply)
-
-    async def __aenter__(self) -> EchoingServer:
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", self.handle)
-        self.runner = web.AppRunner(app)
-        await self.runner.setup()
-        await web.TCPSite(self.runner, "127.0.0.1", self.port).start()
-        return self
-
-    async def __aexit__(self, *exc: Any) -> None:
-        assert self.runner is not None
-        await self.runner.cleanup()
 
 
 async def test_a_key_echoed_in_a_successful_answer_is_stored_redacted(
@@ -124,28 +131,12 @@ def test_answer_text_keeps_credential_shaped_words_that_are_no_known_secret() ->
     assert redact_known("echo real-secret-value", ["real-secret-value"]) == f"echo {MASK}"
 
 
-class EchoingProxy:
+class EchoingProxy(LoopbackChat):
     """A loopback server that answers 401 with the request's headers echoed in the body, as some
     proxies do."""
 
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.runner: web.AppRunner | None = None
-
     async def handle(self, request: web.Request) -> web.Response:
         return web.json_response({"error": "unauthorized", "headers": dict(request.headers)}, status=401)
-
-    async def __aenter__(self) -> EchoingProxy:
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", self.handle)
-        self.runner = web.AppRunner(app)
-        await self.runner.setup()
-        await web.TCPSite(self.runner, "127.0.0.1", self.port).start()
-        return self
-
-    async def __aexit__(self, *exc: Any) -> None:
-        assert self.runner is not None
-        await self.runner.cleanup()
 
 
 @pytest.fixture

@@ -314,13 +314,19 @@ def gpu_pools(nodes: Iterable[NodeInfo]) -> list[GpuPool]:
     return sorted(pools, key=lambda p: (-p.memory_mib, -p.gpus_per_node, p.product))
 
 
+def first_few(items: Sequence[str], separator: str, limit: int = 5) -> str:
+    """The first ``limit`` items joined, and how many more there are."""
+    more = f" and {len(items) - limit} more" if len(items) > limit else ""
+    return separator.join(items[:limit]) + more
+
+
 def undescribed_gpu_text(nodes: Iterable[NodeInfo]) -> str:
     """A sentence naming nodes with GPUs placement cannot use because nothing describes them
     (no NVIDIA GPU Feature Discovery), and how to describe them; empty when there are none."""
     names = sorted(n.name for n in nodes if n.undescribed_gpus and not n.unschedulable)
     if not names:
         return ""
-    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    shown = first_few(names, ", ")
     return (
         f" Node(s) {shown} have allocatable {GPU_RESOURCE} but no {LABEL_PRODUCT} and {LABEL_MEMORY} "
         "labels (NVIDIA GPU Feature Discovery is not running there), so placement cannot use them; "
@@ -427,7 +433,7 @@ def reserved_gpu_text(nodes: Iterable[NodeInfo], chart_tolerations: Sequence[Tol
     ]
     if not named:
         return ""
-    shown = "; ".join(named[:5]) + (f" and {len(named) - 5} more" if len(named) > 5 else "")
+    shown = first_few(named, "; ")
     return (
         f" GPU node(s) {shown} carry taints that only the GPU taint ({GPU_RESOURCE}) and the chart's "
         "tolerations may pass, so placement does not use them; an administrator who wants EvalRuns "
