@@ -6,9 +6,8 @@ chart-wide key and read a 600 MB body whole. A real loopback listener records wh
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from kubejury.config.spec import EvalRun, parse_evalrun
 from kubejury.files.storage import LocalStorage, StorageError
 from kubejury_operator import run_storage
 from kubejury_operator.manifests import RunRef
+from loopback_http import LoopbackHTTP
 
 CHART_KEY = "AKIACHARTWIDEKEY0000"
 RUN_KEY = "AKIARUNSOWNKEY000000"
@@ -33,7 +33,7 @@ EMPTY_LISTING = (
 )
 
 
-class Recorder:
+class Recorder(LoopbackHTTP):
     """A loopback HTTP listener that records every request's method, path and headers and
     answers with an empty S3 listing."""
 
@@ -58,20 +58,10 @@ class Recorder:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        super().__init__(Handler)
 
     def authorizations(self) -> list[str]:
         return [headers.get("Authorization", "") for _m, _p, headers in self.requests]
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
 
 
 @pytest.fixture

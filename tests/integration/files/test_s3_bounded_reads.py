@@ -9,17 +9,17 @@ one (a body without Content-Length that never ends, a listing page of hundreds o
 from __future__ import annotations
 
 import socket
-import threading
 import time
 import tracemalloc
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
 
 from kubejury.files.storage import S3Credentials, S3Storage, S3Timeouts, StorageError, open_storage
+from loopback_http import LoopbackHTTP
 
 pytestmark = pytest.mark.integration
 
@@ -36,7 +36,7 @@ def bucket_store(moto_endpoint: str) -> S3Storage:
     return store
 
 
-class HostileS3:
+class HostileS3(LoopbackHTTP):
     """A loopback "S3 endpoint" that answers every request with one misbehaviour; counts the bytes
     it managed to send."""
 
@@ -73,17 +73,7 @@ class HostileS3:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__(Handler)
 
 
 @pytest.fixture
