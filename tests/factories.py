@@ -120,6 +120,16 @@ def spec_set(path: str, value: Any) -> Mutation:
     return mutate
 
 
+def chained(*mutations: Mutation) -> Mutation:
+    """The mutations applied in turn."""
+
+    def mutate(body: dict[str, Any]) -> None:
+        for one in mutations:
+            one(body)
+
+    return mutate
+
+
 #: (label, mutation of a run the chart admits, the field admission must name): what a tenant tried
 #: with only the chart's ``evalrun-editor`` role (issues 28 and 29). Admission on the real control
 #: plane (tests/e2e/test_tenant_refusals_e2e.py), ``kubejury validate`` and ``kubejury plan
@@ -162,6 +172,14 @@ HOSTILE_SPECS: tuple[tuple[str, Mutation, str], ...] = (
         "foreign-storage-endpoint",
         spec_set("storage.endpointUrl", "http://evil.example:9000"),
         "spec.storage.endpointUrl",
+    ),
+    (
+        "other-teams-benchmark-naming-a-secret",
+        chained(
+            spec_set("storage.credentialsSecretRef", {"name": "kubejury-storage"}),
+            spec_set("benchmark.uri", "s3://other-team-bucket/q.jsonl"),
+        ),
+        "spec.benchmark.uri",
     ),
     (
         "reserved-nodes",

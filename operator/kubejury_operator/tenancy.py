@@ -196,6 +196,9 @@ def endpoint_listed(url: str | None, listed: tuple[str, ...] | None) -> bool:
     local operator without the chart)."""
     if url is None or listed is None:
         return True
+    parts = urlsplit(url.strip())
+    if parts.query or parts.fragment or "?" in url or "#" in url:
+        return False  # nothing after the path: what is listed is the whole address
     return _endpoint(url) in {_endpoint(e) for e in listed}
 
 
@@ -281,6 +284,16 @@ def server_arg_problems(runtime: str, args: Sequence[str], extra: Sequence[str])
     waiting: tuple[int, bool] | None = None  # (index of a flag whose value may follow, required)
     for i, raw in enumerate(args):
         arg = raw.strip()
+        if "$(" in arg:
+            problems.append(
+                (
+                    i,
+                    f"{arg!r} holds a $(…) reference, which the kubelet replaces with a variable "
+                    "of the server's environment (its tokens and keys included)",
+                )
+            )
+            waiting = None
+            continue
         if waiting is not None and not _is_flag(arg):
             waiting = None  # this argument is that flag's value
             continue
@@ -327,7 +340,7 @@ def _claims(spec: EvalRunSpec) -> Iterator[tuple[str, str]]:
 
 
 def _reads(spec: EvalRunSpec) -> Iterator[tuple[str, str]]:
-    """(field, URI) for everything the Jobs or servers read with storage credentials or from their
+    """(field, URI) for everything the Jobs or servers read with a storage identity or from their
     own volumes: an ``s3://`` or ``file://`` benchmark (or a plain path) and ``s3://`` weights."""
     uri = spec.benchmark.uri
     if not uri.lower().startswith(("http://", "https://")):
@@ -348,16 +361,15 @@ def _storage_problems(spec: EvalRunSpec, namespace: str, policy: TenantPolicy) -
             f"{spec.storage.uri} is not under a storage root the chart allows for namespace {namespace} "
             f"(allowed: {allowed}); add it to the chart value security.storageRoots",
         )
-    own_credentials = spec.storage.credentials_secret_ref is not None
+    # A credentialsSecretRef does not lift this: the run may name the chart's own storage Secret, one
+    # without AWS keys (the pod's ambient identity then signs), or store on file:// (its Jobs then
+    # get no keys and read s3:// with the ambient identity).
     for path, uri in _reads(spec):
-        if own_credentials and uri.startswith("s3://"):
-            continue  # read with the run's own credentials, never the chart's
         if not any(_under(uri, r) for r in roots):
             yield FieldProblem(
                 path,
-                f"{uri} is read with the chart's storage identity but is not under a storage root the chart "
-                f"allows for namespace {namespace} (allowed: {allowed}); add it to the chart value "
-                "security.storageRoots, or for s3:// give the run its own spec.storage.credentialsSecretRef",
+                f"{uri} is read by the run's Jobs or servers but is not under a storage root the chart allows "
+                f"for namespace {namespace} (allowed: {allowed}); add it to the chart value security.storageRoots",
             )
 
 
@@ -399,6 +411,11 @@ def _entry_problems(spec: EvalRunSpec, policy: TenantPolicy) -> Iterator[FieldPr
         if entry.runtime in SERVER_FLAGS:
             for index, message in server_arg_problems(entry.runtime, entry.extra_args, policy.server_flags):
                 yield FieldProblem(f"{path}.extraArgs[{index}]", message)
+        elif entry.extra_args:
+            yield FieldProblem(
+                f"{path}.extraArgs",
+                f"runtime {entry.runtime} takes no server arguments: nothing would check or pass them",
+            )
         for key in entry.node_selector:
             if key not in keys:
                 yield FieldProblem(

@@ -25,7 +25,10 @@ H100 = ROOT / "examples" / "nodes" / "h100-cluster.json"
 
 #: What the study example reaches: an admin who runs it lists its storage root and its model cache.
 STUDY_ALLOWED = {
-    "security": {"storageRoots": ["s3://kubejury/runs"], "allowedClaims": ["kubejury-model-cache"]}
+    "security": {
+        "storageRoots": ["s3://kubejury/runs", "s3://kubejury/benchmarks"],
+        "allowedClaims": ["kubejury-model-cache"],
+    }
 }
 
 

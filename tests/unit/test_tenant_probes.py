@@ -30,9 +30,13 @@ def paths(problems: list[Any]) -> list[str]:
 
 
 def run_with(namespace: str = "team-a", **spec: Any) -> dict[str, Any]:
+    """A run of ``namespace`` the policy can read: it parses, so an empty list of policy problems
+    means admitted, not unparsed."""
     spec.setdefault("benchmark", "s3://evals/team-a/bench.jsonl")
     spec.setdefault("storage", {"uri": "s3://evals/team-a"})
-    return build_evalrun(namespace=namespace, **spec)
+    body = build_evalrun(namespace=namespace, **spec)
+    parse_evalrun(body)
+    return body
 
 
 # ------------------------------------------------------------- finding 1: the dangerous-flag check
@@ -127,7 +131,7 @@ def test_a_storage_endpoint_the_chart_does_not_list_is_refused_naming_the_chart_
 
 
 def test_a_listed_storage_endpoint_passes_in_any_case_or_with_a_trailing_slash() -> None:
-    for url in ("http://minio.minio:9000", "HTTP://Minio.minio:9000/"):
+    for url in ("http://minio.minio:9000", "http://Minio.minio:9000/"):
         body = run_with(storage={"uri": "s3://evals/team-a", "endpointUrl": url})
         assert policy_problems(body, CHART_LIKE) == [], url
 
@@ -146,16 +150,59 @@ def test_the_policy_reads_the_allowed_endpoints_and_selector_keys_from_the_chart
 # --------------------------------- finding 3: benchmark and model sources read with the chart's identity
 
 
-def test_an_s3_benchmark_outside_the_allowed_roots_is_refused_without_the_runs_own_credentials() -> None:
-    body = run_with(benchmark="s3://other-team-bucket/questions.jsonl")
+@pytest.mark.parametrize(
+    "storage",
+    [
+        {"uri": "s3://evals/team-a"},
+        # A Secret named by the run proves nothing: the chart's own storage Secret, one without AWS
+        # keys (the ambient identity then signs) or a file:// run whose Jobs get no keys at all.
+        {"uri": "s3://evals/team-a", "credentialsSecretRef": {"name": "kubejury-storage"}},
+        {"uri": "s3://evals/team-a", "credentialsSecretRef": {"name": "hf-token"}},
+        {"uri": "file:///var/lib/kubejury/results", "credentialsSecretRef": {"name": "mine"}},
+    ],
+)
+def test_an_s3_benchmark_outside_the_allowed_roots_is_refused_whatever_secret_the_run_names(
+    storage: dict[str, Any],
+) -> None:
+    body = run_with(benchmark="s3://other-team-bucket/questions.jsonl", storage=storage)
     problems = policy_problems(body, CHART_LIKE)
     assert paths(problems) == ["spec.benchmark.uri"]
     assert "security.storageRoots" in problems[0].message
-    own = run_with(
-        benchmark="s3://other-team-bucket/questions.jsonl",
-        storage={"uri": "s3://evals/team-a", "credentialsSecretRef": {"name": "mine"}},
+
+
+def test_an_s3_model_source_outside_the_roots_is_refused_even_with_a_credentials_secret() -> None:
+    body = run_with(
+        models=[model_entry("a", source="s3://other-team-bucket/w")],
+        storage={"uri": "s3://evals/team-a", "credentialsSecretRef": {"name": "kubejury-storage"}},
     )
-    assert policy_problems(own, CHART_LIKE) == []
+    assert paths(policy_problems(body, CHART_LIKE)) == ["spec.models[0].source"]
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://minio.minio:9000/?x=@evil", "http://minio.minio:9000#@evil", "http://user@minio.minio:9000"],
+)
+def test_a_listed_endpoint_with_a_query_fragment_or_user_is_not_the_listed_endpoint(url: str) -> None:
+    body = run_with(storage={"uri": "s3://evals/team-a", "endpointUrl": url})
+    assert paths(policy_problems(body, CHART_LIKE)) == ["spec.storage.endpointUrl"]
+
+
+def test_a_kubelet_variable_reference_in_server_args_is_refused() -> None:
+    """The kubelet expands ``$(VAR)`` in a container's args: ``$(HF_TOKEN)`` would put the token
+    into the server's command line and logs."""
+    body = run_with(
+        models=[model_entry("a", runtime="vllm", extraArgs=["--tool-call-parser", "$(HF_TOKEN)"])]
+    )
+    assert paths(policy_problems(body, CHART_LIKE)) == ["spec.models[0].extraArgs[1]"]
+
+
+@pytest.mark.parametrize("runtime", ["ollama", "openai"])
+def test_server_args_on_a_runtime_that_takes_none_are_refused(runtime: str) -> None:
+    source = "ollama://qwen3:8b" if runtime == "ollama" else "https://api.example.com/v1"
+    body = run_with(
+        models=[model_entry("a", source=source, runtime=runtime, extraArgs=["--trust-remote-code"])]
+    )
+    assert paths(policy_problems(body, CHART_LIKE)) == ["spec.models[0].extraArgs"]
 
 
 def test_an_s3_model_source_outside_the_allowed_roots_is_refused_in_any_case() -> None:
