@@ -192,6 +192,12 @@ def test_parse_failures_are_null_with_error_never_zero(reply: str | None, error:
         # duplicate keys: no last-one-wins
         ('{"score": 3, "rationale": "x", "score": 10}', "duplicate key 'score'"),
         ('{"score": 3, "score": 3, "rationale": "x"}', "duplicate key 'score'"),
+        # a second JSON score after the verdict, or before a [[N]]
+        ('{"score": 3} {"score": 10}', "conflicting scores"),
+        ('```json\n{"score": 3}\n```\n{"score": 10}', "conflicting scores"),
+        ('[[3]] {"score":10}', "conflicting scores"),
+        # full-width brackets are a [[N]] too
+        ('{"score":3} \uff3b\uff3b10\uff3d\uff3d', "conflicting scores"),
     ],
 )
 def test_an_ambiguous_verdict_is_unparsed_so_the_judge_is_asked_again(reply: str, error: str) -> None:

@@ -141,6 +141,10 @@ _INJECTION = re.compile(
 )
 _NEUTRAL = {"open": "‹", "close": "›", "left": "[", "right": "]"}
 _VERDICT = re.compile(r"\[\[\s*(-?\d+(?:[.,]\d+)?)\s*\]\]")
+# Every other place a reply states a score: a JSON "score" key anywhere, and [[N]] written with
+# full-width brackets. Read only to find conflicts, never as the score itself.
+_JSON_SCORE = re.compile(r'"score"\s*:\s*"?(-?\d+(?:[.,]\d+)?)')
+_FULL_WIDTH_VERDICT = re.compile(r"\uff3b\uff3b\s*(-?\d+(?:[.,]\d+)?)\s*\uff3d\uff3d")
 _FENCE_OPENING = re.compile(r"^```(?:json)?\s*", re.I)
 _RATIONALE_MAX = 4000
 
@@ -310,8 +314,9 @@ def parse_verdict(content: str | None) -> Verdict:
       its ``score`` is the score. Without a ``score`` key, or with any key twice, the reply is
       unparsed — its text is never searched for a ``[[N]]`` instead.
     - Otherwise the ``[[N]]`` marks in the reply are the score.
-    - Every score the reply states — the JSON one and each ``[[N]]`` anywhere, inside the
-      rationale too — must agree; two different ones make the reply unparsed.
+    - Every score the reply states — the JSON one, each ``[[N]]`` (full-width brackets too) and
+      each ``"score": N`` anywhere, inside the rationale too — must agree; two different ones make
+      the reply unparsed.
 
     Unparsed means ``score`` is ``None`` with the reason in ``error``: the stage asks again.
     """
@@ -322,7 +327,8 @@ def parse_verdict(content: str | None) -> Verdict:
     if problem is not None:
         return Verdict(None, text[:_RATIONALE_MAX], problem)
     marks = list(_VERDICT.finditer(text))
-    stated = {float(m.group(1).replace(",", ".")) for m in marks}
+    others = [*_JSON_SCORE.finditer(text), *_FULL_WIDTH_VERDICT.finditer(text)]
+    stated = {float(m.group(1).replace(",", ".")) for m in (*marks, *others)}
     if data is not None:
         return _structured(data, stated)
     if not marks:
