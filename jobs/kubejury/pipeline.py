@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from kubejury.config.spec import Concurrency, EvalRun, ModelSpec, Series, StorageSpec, load_evalrun
 from kubejury.errors import ConfigError, InputError, KubejuryError, SpecChanged
 from kubejury.files.benchmark import Benchmark, Format, parse_benchmark
-from kubejury.files.storage import RunLayout, Storage, open_storage, read_uri
+from kubejury.files.storage import STORAGE_MOUNT_ENV, RunLayout, Storage, open_storage, read_uri
 from kubejury.inference.client import ClientSettings, EndpointPool
 from kubejury.records.fingerprint import StageFingerprint
 from kubejury.stages import (
@@ -108,15 +108,26 @@ def load_questions(evalrun: EvalRun, *, base_dir: Path | None, spec_source: str)
     return filtered
 
 
+def _links_checked_from(uri: str) -> str | None:
+    """The mount the operator named, when ``uri`` lies below it; else ``None`` (the root itself)."""
+    mount = os.environ.get(STORAGE_MOUNT_ENV)
+    if not mount or not uri.startswith("file://"):
+        return None
+    path = uri.removeprefix("file://").rstrip("/")
+    return mount if path == mount.rstrip("/") or path.startswith(mount.rstrip("/") + "/") else None
+
+
 def open_run_storage(storage_spec: StorageSpec, out: str | None = None) -> Storage:
     """Storage for results: ``--out`` when given, else ``spec.storage.uri`` (relative paths: from the CWD)."""
+    uri = out or storage_spec.uri
     return open_storage(
-        out or storage_spec.uri,
+        uri,
         endpoint_url=storage_spec.endpoint_url,
         region=storage_spec.region,
         # Path-style unless switched off: MinIO/Ceph need it (also when their endpoint comes from the
         # environment), and AWS S3 still accepts it.
         path_style=storage_spec.path_style if storage_spec.path_style is not None else True,
+        no_links_below=_links_checked_from(uri),
     )
 
 

@@ -45,6 +45,7 @@ from kubejury.config.spec_rules import (
     SERVER_TMP_MOUNT,
     memory_quantity_bytes,
 )
+from kubejury.files.storage import STORAGE_MOUNT_ENV
 from kubejury.placement.decision import Placement
 from kubejury.placement.gpu_nodes import chart_tolerations_from_env
 from kubejury.records.gpu_usage import GPU_USAGE_ENV, GpuUsage
@@ -927,7 +928,10 @@ def _stage_container(
     mount_uri = storage.root or storage.uri
     if mount_uri.startswith("file://") and settings.results_pvc:
         volumes.append({"name": "results", "persistentVolumeClaim": {"claimName": settings.results_pvc}})
-        mounts.append({"name": "results", "mountPath": mount_uri.removeprefix("file://").rstrip("/") or "/"})
+        mount_path = mount_uri.removeprefix("file://").rstrip("/") or "/"
+        mounts.append({"name": "results", "mountPath": mount_path})
+        # The stage follows no symbolic link below the mount: not even at the run's own folder.
+        env.append({"name": STORAGE_MOUNT_ENV, "value": mount_path})
     args = list(stage_args)
     if shards > 1:
         env.append(

@@ -834,6 +834,12 @@ def open_storage(
     return LocalStorage(_file_path(uri), no_links_below=anchor)
 
 
+#: Set by the operator in a Job whose results volume is mounted: the mount's path. The Job's storage
+#: URI is the run's own folder below it, and no symbolic link below the mount is followed, not even
+#: one planted at the run's folder or its namespace's (issue 29, finding 8).
+STORAGE_MOUNT_ENV = "KUBEJURY_STORAGE_MOUNT"
+
+
 MAX_DOWNLOAD_BYTES = 256 * 1024 * 1024
 """Largest input file fetched over http(s) (a benchmark of thousands of questions is a few MiB)."""
 
