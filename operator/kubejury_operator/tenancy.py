@@ -4,8 +4,9 @@ Why this module exists: whoever may create an EvalRun is a tenant, not an admin 
 "Threat model"). A spec names storage roots, a Job image, PersistentVolumeClaims and model-server
 flags; each of those is a door out of the namespace unless the chart opened it. This module holds
 the one reading of the chart's allow-lists (:class:`TenantPolicy`, from ``KUBEJURY_ALLOWED_*``
-variables the chart sets) and the one check of a spec against them (:func:`policy_problems`),
-used by the admission webhook and by the reconcile (the webhook may be off). It also fixes where
+variables the chart sets) and the one check of a parsed spec against them
+(:func:`run_policy_problems`; :func:`policy_problems` parses a body first), used by the admission
+webhook, the reconcile (the webhook may be off) and the preview commands. It also fixes where
 a run's results live: ``<root>/<namespace>/<name>-<uid prefix>/`` (:func:`run_storage_uri`), so
 same-named runs of two namespaces, or a deleted and re-created run, never share files, and
 ``cleanupPolicy: Delete`` can only remove the run's own prefix. Pure.
