@@ -20,11 +20,12 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from kubejury.config.spec import API_GROUP, API_VERSION
 from kubejury.errors import KubejuryError
 from kubejury.records.gpu_usage import usage_now
 from kubejury.records.run_status import RunStatus
 
-GROUP, VERSION, PLURAL = "kubejury.io", "v1alpha1", "evalruns"
+PLURAL = "evalruns"
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
@@ -235,7 +236,9 @@ def _read(api: Any, name: str, namespace: str) -> dict[str, Any]:
     from kubernetes.client.exceptions import ApiException
 
     try:
-        obj: dict[str, Any] = api.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+        obj: dict[str, Any] = api.get_namespaced_custom_object(
+            API_GROUP, API_VERSION, namespace, PLURAL, name
+        )
     except ApiException as exc:
         raise _api_error(exc, name, namespace) from exc
     return obj
@@ -249,8 +252,8 @@ def _watch(api: Any, name: str, namespace: str, resource_version: str) -> Iterat
     while True:
         stream = watch.Watch().stream(
             api.list_namespaced_custom_object,
-            GROUP,
-            VERSION,
+            API_GROUP,
+            API_VERSION,
             namespace,
             PLURAL,
             field_selector=f"metadata.name={name}",

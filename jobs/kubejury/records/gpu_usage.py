@@ -27,6 +27,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kubejury.records.timestamps import format_time, now_time, parse_time
+from kubejury.records.timestamps import (
+    seconds_between as seconds_between,
+)  # moved to timestamps; importers outside this change still use it
+
 SECONDS_PER_HOUR = 3600.0
 # The aggregation Job's environment variable holding the run's GpuUsage JSON (set by the operator).
 GPU_USAGE_ENV = "KUBEJURY_GPU_USAGE"
@@ -36,22 +41,9 @@ class GpuUsageError(ValueError):
     """A GPU usage document that is not one (names the field)."""
 
 
-def parse_time(value: str | None) -> datetime.datetime | None:
-    """An RFC 3339 UTC timestamp as Kubernetes writes it (``2026-12-01T03:04:05Z``); ``None`` stays."""
-    if not value:
-        return None
-    text = value[:-1] + "+00:00" if value.endswith("Z") else value
-    parsed = datetime.datetime.fromisoformat(text)
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=datetime.UTC)
-
-
-def format_time(value: datetime.datetime) -> str:
-    return value.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def usage_now() -> str:
-    """The current time in the record's format."""
-    return format_time(datetime.datetime.now(datetime.UTC))
+    """The current time in the record's format (:func:`kubejury.records.timestamps.now_time`)."""
+    return now_time()
 
 
 def from_environment(environ: Mapping[str, str]) -> GpuUsage | None:
@@ -67,14 +59,6 @@ def from_environment(environ: Mapping[str, str]) -> GpuUsage | None:
         return GpuUsage.from_json(json.loads(text))
     except (ValueError, GpuUsageError) as exc:
         raise GpuUsageError(f"{GPU_USAGE_ENV}: {exc}") from exc
-
-
-def seconds_between(start: str | None, end: str | None) -> float:
-    """Seconds from ``start`` to ``end`` (0 when either is missing or end is earlier)."""
-    begin, finish = parse_time(start), parse_time(end)
-    if begin is None or finish is None:
-        return 0.0
-    return max(0.0, (finish - begin).total_seconds())
 
 
 @dataclass(frozen=True)
