@@ -162,26 +162,44 @@ async def test_a_url_password_is_in_no_message(proxy: EchoingProxy) -> None:
     assert "hunter2pw" not in client.public_url and "hunter2pw" not in client.name
 
 
+class RecordingApiServer(LoopbackChat):
+    """A loopback stand-in for the Kubernetes API server that records every request body it is
+    sent (what would reach etcd and every viewer of the run) and answers ``{}``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bodies: list[str] = []
+
+    async def handle(self, request: web.Request) -> web.Response:
+        self.bodies.append(await request.text())
+        return web.json_response({})
+
+    async def __aenter__(self) -> Self:
+        app = web.Application()
+        app.router.add_route("*", "/{path:.*}", self.handle)
+        self.runner = web.AppRunner(app)
+        await self.runner.setup()
+        await web.TCPSite(self.runner, "127.0.0.1", self.port).start()
+        return self
+
+
 async def test_the_operator_writes_events_and_status_redacted() -> None:
-    """Simulated API server (the gateway's one HTTP method replaced): what would be sent."""
+    """The real gateway over HTTP to a recording API server on loopback: what is sent."""
     from kubejury_operator.gateway import ApiCredentials, KubeGateway
 
-    sent: list[Any] = []
-    gw = KubeGateway(ApiCredentials(server="https://127.0.0.1:1"))
-
-    async def capture(method: str, url: str, **kwargs: Any) -> dict[str, Any]:
-        sent.append(kwargs.get("json"))
-        return {}
-
-    gw._request = capture  # type: ignore[method-assign]
     run = {
         "apiVersion": "kubejury.io/v1alpha1",
         "kind": "EvalRun",
         "metadata": {"name": "r", "namespace": "n"},
     }
     leak = "judge failed: 401 from https://bob:pa55word@api.example/v1 echoing Bearer sk-abcdefghijkl0123"
-    await gw.post_event(run, "Warning", "StageFailed", leak)
-    await gw.patch_status("EvalRun", "n", "r", {"conditions": [{"type": "Ready", "message": leak}]})
-    await gw.close()
-    assert "pa55word" not in str(sent) and "sk-abcdefghijkl0123" not in str(sent)
-    assert "api.example" in str(sent)
+    async with (
+        RecordingApiServer() as api,
+        KubeGateway(ApiCredentials(server=f"http://127.0.0.1:{api.port}")) as gw,
+    ):
+        await gw.post_event(run, "Warning", "StageFailed", leak)
+        await gw.patch_status("EvalRun", "n", "r", {"conditions": [{"type": "Ready", "message": leak}]})
+    sent = "\n".join(api.bodies)
+    assert len(api.bodies) == 2
+    assert "pa55word" not in sent and "sk-abcdefghijkl0123" not in sent
+    assert "api.example" in sent
