@@ -10,7 +10,7 @@ from typing import Any
 import kopf
 import pytest
 
-from factories import build_evalrun, model_entry
+from factories import as_kopf_body, build_evalrun, model_entry
 from kubejury_operator import crd, handlers
 
 
@@ -22,16 +22,18 @@ async def test_the_webhook_refuses_a_spec_edit_of_a_started_run() -> None:
     old = started(build_evalrun())
     new = build_evalrun(models=[*old["spec"]["models"], model_entry("added", parameters="8B")])
     with pytest.raises(kopf.AdmissionError) as refused:
-        await handlers.validate(body=new, old=old, memo=SimpleNamespace())  # type: ignore[arg-type]
+        await handlers.validate(body=as_kopf_body(new), old=old, memo=SimpleNamespace())
     assert "spec is immutable once the run has started" in str(refused.value)
 
 
 async def test_a_pending_run_may_be_edited_and_a_started_one_may_change_its_metadata() -> None:
     pending = build_evalrun()
     edited = build_evalrun(models=[*pending["spec"]["models"], model_entry("added", parameters="8B")])
-    await handlers.validate(body=edited, old=pending, memo=SimpleNamespace())  # type: ignore[arg-type]
+    await handlers.validate(body=as_kopf_body(edited), old=pending, memo=SimpleNamespace())
     relabelled = {**build_evalrun(), "metadata": {**build_evalrun()["metadata"], "labels": {"team": "law"}}}
-    await handlers.validate(body=relabelled, old=started(build_evalrun()), memo=SimpleNamespace())  # type: ignore[arg-type]
+    await handlers.validate(
+        body=as_kopf_body(relabelled), old=started(build_evalrun()), memo=SimpleNamespace()
+    )
 
 
 def test_the_webhook_and_the_crd_rule_give_the_same_message() -> None:
