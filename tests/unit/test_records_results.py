@@ -1,0 +1,164 @@
+"""Answer and judgment records cross from a stage Job to every reader: what one writes, the other reads.
+
+The lines below marked "format 1" are exactly what the stages wrote before the records were typed
+(keys as ``storage.write_shard`` writes them); they must still read, and a record written now must
+carry the same keys plus ``format``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from kubejury.records.results import (
+    RESULTS_FORMAT,
+    AnswerRecord,
+    JudgmentRecord,
+    RecordFormatError,
+    TokenUsage,
+    field_types,
+    required_fields,
+)
+
+FORMAT_1_ANSWER: dict[str, Any] = {
+    "answer": "Договор — соглашение сторон.",
+    "attempts": 2,
+    "error": None,
+    "error_kind": None,
+    "finish_reason": "stop",
+    "fingerprint": "0123456789abcdef",
+    "latency_s": 1.2345,
+    "model": "qwen3.5-27b",
+    "question_id": "law-001",
+    "series": "primary",
+    "server_version": "b4321",
+    "usage": {"completion_tokens": 40, "prompt_tokens": 12},
+}
+FORMAT_1_JUDGMENT: dict[str, Any] = {
+    "answer_id": "m-7f3a",
+    "asks": 1,
+    "error": None,
+    "error_kind": None,
+    "judge": "gpt-oss-120b",
+    "latency_s": 0.5,
+    "model": "qwen3.5-27b",
+    "question_id": "law-001",
+    "rationale": "Matches the reference.",
+    "score": 9.0,
+    "series": "primary",
+    "usage": {"completion_tokens": 30, "prompt_tokens": 400},
+}
+
+
+def through_storage(record: AnswerRecord | JudgmentRecord) -> dict[str, Any]:
+    """What a reader gets back: the record's JSON as text, parsed again."""
+    loaded: dict[str, Any] = json.loads(json.dumps(record.to_json(), sort_keys=True))
+    return loaded
+
+
+def test_a_format_1_answer_line_reads_and_is_written_back_with_the_same_keys_plus_format() -> None:
+    record = AnswerRecord.from_json(FORMAT_1_ANSWER)
+    assert record.usage == TokenUsage(prompt_tokens=12, completion_tokens=40)
+    assert record.latency_s == 1.2345 and record.attempts == 2 and record.server_version == "b4321"
+    assert through_storage(record) == {**FORMAT_1_ANSWER, "format": RESULTS_FORMAT}
+
+
+def test_a_format_1_judgment_line_reads_and_is_written_back_with_the_same_keys_plus_format() -> None:
+    record = JudgmentRecord.from_json(FORMAT_1_JUDGMENT)
+    assert (record.judge, record.answer_id, record.score, record.asks) == ("gpt-oss-120b", "m-7f3a", 9.0, 1)
+    assert through_storage(record) == {**FORMAT_1_JUDGMENT, "format": RESULTS_FORMAT}
+
+
+@pytest.mark.parametrize("record_type", [AnswerRecord, JudgmentRecord])
+def test_what_is_written_now_reads_back_as_the_same_record(
+    record_type: type[AnswerRecord] | type[JudgmentRecord],
+) -> None:
+    line = FORMAT_1_ANSWER if record_type is AnswerRecord else FORMAT_1_JUDGMENT
+    record = record_type.from_json(line)
+    assert record_type.from_json(through_storage(record)) == record
+
+
+def test_a_line_from_an_older_job_without_server_version_or_fingerprint_reads_with_them_unset() -> None:
+    old = {k: v for k, v in FORMAT_1_ANSWER.items() if k not in ("server_version", "fingerprint")}
+    record = AnswerRecord.from_json(old)
+    assert record.server_version is None and record.fingerprint is None
+    assert "fingerprint" not in record.to_json(), "a stage without a fingerprint writes no such key"
+    assert record.to_json()["server_version"] is None
+
+
+def test_a_fingerprint_tagged_on_is_written() -> None:
+    record = JudgmentRecord(question_id="q", model="m", judge="j").with_fingerprint("feed")
+    assert record.to_json()["fingerprint"] == "feed"
+
+
+def test_a_hand_written_judgment_with_only_the_required_keys_reads_in_the_default_series() -> None:
+    record = JudgmentRecord.from_json(
+        {"question_id": 7, "model": "m", "judge": "j", "score": 8, "series": None}
+    )
+    assert (record.question_id, record.series, record.score) == ("7", "default", 8.0)
+
+
+def test_unknown_keys_of_a_line_are_not_kept() -> None:
+    record = AnswerRecord.from_json(
+        {**FORMAT_1_ANSWER, "usage": {"prompt_tokens": 1, "total_tokens": 3}, "x": 1}
+    )
+    assert record.usage == TokenUsage(prompt_tokens=1, completion_tokens=None)
+    assert "x" not in record.to_json()
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        (
+            {**FORMAT_1_ANSWER, "latency_s": "1.2"},
+            r"answer record field 'latency_s': must be a number, got str",
+        ),
+        ({**FORMAT_1_ANSWER, "latency_s": True}, r"field 'latency_s': must be a number, got bool"),
+        ({**FORMAT_1_ANSWER, "attempts": 1.5}, r"field 'attempts': must be an integer"),
+        ({**FORMAT_1_ANSWER, "answer": ["a"]}, r"field 'answer': must be a string, got list"),
+        (
+            {**FORMAT_1_ANSWER, "usage": {"prompt_tokens": "12"}},
+            r"field 'usage'.prompt_tokens: must be an integer",
+        ),
+        ({**FORMAT_1_ANSWER, "usage": 12}, r"field 'usage': must be an object"),
+        ({**FORMAT_1_ANSWER, "model": None}, r"answer record field 'model': required, but missing or null"),
+        ({**FORMAT_1_ANSWER, "format": "2"}, r"field 'format': '2' is not a format number"),
+        (
+            {**FORMAT_1_ANSWER, "format": 3},
+            r"field 'format': format 3 is newer than this kubejury reads \(2\)",
+        ),
+    ],
+)
+def test_a_bad_answer_line_is_refused_naming_the_field(line: dict[str, Any], message: str) -> None:
+    with pytest.raises(RecordFormatError, match=message):
+        AnswerRecord.from_json(line)
+
+
+def test_a_judgment_without_its_judge_is_refused_naming_the_field() -> None:
+    line = {k: v for k, v in FORMAT_1_JUDGMENT.items() if k != "judge"}
+    with pytest.raises(RecordFormatError, match=r"judgment record field 'judge': required"):
+        JudgmentRecord.from_json(line)
+
+
+def test_field_types_name_every_field_with_its_value_type_and_the_keys_every_line_needs() -> None:
+    assert field_types(AnswerRecord) == {
+        "question_id": str,
+        "model": str,
+        "series": str,
+        "answer": str,
+        "finish_reason": str,
+        "usage": TokenUsage,
+        "latency_s": float,
+        "attempts": int,
+        "error": str,
+        "error_kind": str,
+        "server_version": str,
+        "fingerprint": str,
+    }
+    assert set(field_types(JudgmentRecord)) | {"format"} == set(
+        JudgmentRecord.from_json(FORMAT_1_JUDGMENT).with_fingerprint("f").to_json()
+    )
+    assert required_fields(AnswerRecord) == ("question_id", "model")
+    assert required_fields(JudgmentRecord) == ("question_id", "model", "judge")
