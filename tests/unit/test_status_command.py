@@ -7,7 +7,7 @@ from typing import Any
 
 from kubejury.cli import build_parser
 from kubejury.commands.status import render
-from kubejury.placement.decision import Placement
+from kubejury.records.placement import Placement
 from kubejury.records.run_status import RunStatus
 from kubejury_operator.status import condition
 

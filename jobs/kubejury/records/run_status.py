@@ -11,7 +11,7 @@ Shape read: ``phase``, ``observedGeneration``, ``progress`` ("done/total"), ``st
 ``completedAt``, ``conditions`` (Kubernetes conventions), ``stages.{generation,judging}``
 (``done``, ``total``, ``jobsDone``, ``jobs``, and ``models`` / ``judges``: ``done`` and ``total``
 per model or judge), ``stages.aggregation`` (``done``, ``total``),
-``placement.<model or judge>`` (:meth:`kubejury.placement.decision.Placement.to_json`) and,
+``placement.<model or judge>`` (:meth:`kubejury.records.placement.Placement.to_json`) and,
 once the run succeeded, ``summary`` (``primarySeries``, ``reportUri``, ``leader``, ``ranking``
 rows with ``rank``, ``model``, ``weighted``, ``weightedCI``, ``degradation``, ``sigma``,
 ``tier``; ``domainLeaders``); ``gpu`` (:class:`kubejury.records.gpu_usage.GpuUsage`).
@@ -23,8 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubejury.placement.decision import Placement
 from kubejury.records.gpu_usage import GpuUsage, GpuUsageError
+from kubejury.records.placement import Placement
 
 STAGE_ORDER = ("generation", "judging", "aggregation")
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})

@@ -1,5 +1,6 @@
-"""A placement crosses from one reconcile to a later one through ``status.placement``: what the
-operator records, it reads back — and builds the very same server from it."""
+"""kubejury.records.placement: a placement crosses from one reconcile to a later one through
+``status.placement``: what the operator records, it reads back — and builds the very same server
+from it."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import pytest
 import yaml
 
 from kubejury.config.spec import parse_evalrun
-from kubejury.placement.decision import Placement
 from kubejury.placement.planner import parse_node_list, plan_placements
+from kubejury.records.placement import Placement
 from kubejury_operator import manifests as mf
 from kubejury_operator.cluster_run import cluster_run
 
@@ -49,3 +50,30 @@ def test_a_placement_recorded_before_optional_fields_existed_reads_with_defaults
     old = Placement.from_json({"runtime": "vllm", "quantization": "bf16", "tensorParallelSize": 2}, name="m")
     assert old.schedulable and old.tensor_parallel_size == 2 and old.name == "m"
     assert old.vllm_args == () and old.node_selector == {}
+
+
+def test_a_placement_without_tolerations_or_vllm_args_writes_neither_key() -> None:
+    bare = Placement(runtime="openai", quantization="", tensor_parallel_size=0, reason="nothing to deploy")
+    assert bare.to_json() == {
+        "schedulable": True,
+        "runtime": "openai",
+        "quantization": "",
+        "tensorParallelSize": 0,
+        "gpuProduct": None,
+        "nodeSelector": {},
+        "reason": "nothing to deploy",
+    }
+
+
+def test_tolerations_and_vllm_args_survive_the_status_round_trip() -> None:
+    placed = Placement(
+        name="m",
+        runtime="vllm",
+        quantization="fp8",
+        tensor_parallel_size=1,
+        gpu_product="NVIDIA-H100",
+        node_selector={"nvidia.com/gpu.product": "NVIDIA-H100"},
+        tolerations=({"key": "gpu", "operator": "Exists"},),
+        vllm_args=("--quantization", "fp8"),
+    )
+    assert Placement.from_json(json.loads(json.dumps(placed.to_json())), name="m") == placed
