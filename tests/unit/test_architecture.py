@@ -137,3 +137,216 @@ def test_engine_subpackages_form_layers() -> None:
     """config, files, stats, … depend on each other one way, so each can be read bottom-up
     (docs/architecture.md gives the order)."""
     assert find_cycle(package_graph(module_graph(engine_imports()))) is None
+
+
+# ------------------------------------------------------------------------------ layer contracts
+
+#: The rows of the engine's diagram in docs/architecture.md, top to bottom: a package may import
+#: its own row and the rows below it, never a row above. ``testing`` (test doubles that are real
+#: servers) sits on top because only tests and benchmarks may use it. Not drawn in the diagram yet,
+#: placed by what they are and what imports them: ``provenance`` (pipeline's record of what a run
+#: used: work), ``runtimes`` (the runtime registry config and inference read: parts),
+#: ``safe_input`` (YAML/JSON readers below config and files: vocabulary) and the package root
+#: ``kubejury`` (``__version__``: vocabulary).
+ENGINE_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
+    ("test doubles", frozenset({"kubejury.testing"})),
+    ("entry points", frozenset({"kubejury.cli", "kubejury.commands", "kubejury.pipeline"})),
+    (
+        "work",
+        frozenset(
+            {
+                "kubejury.stages",
+                "kubejury.report",
+                "kubejury.placement",
+                "kubejury.local",
+                "kubejury.provenance",
+            }
+        ),
+    ),
+    (
+        "parts",
+        frozenset(
+            {
+                "kubejury.config",
+                "kubejury.files",
+                "kubejury.inference",
+                "kubejury.judging",
+                "kubejury.records",
+                "kubejury.stats",
+                "kubejury.runtimes",
+            }
+        ),
+    ),
+    (
+        "vocabulary",
+        frozenset(
+            {
+                "kubejury",
+                "kubejury.errors",
+                "kubejury.modelinfo",
+                "kubejury.jsonable",
+                "kubejury.redact",
+                "kubejury.safe_input",
+            }
+        ),
+    ),
+)
+
+#: Orders inside one row, from the prose under the diagram: ``stats`` sits below ``config`` (the
+#: spec embeds the scoring configuration) and ``files`` (tables become ScoreCubes); ``records``
+#: (documents that cross a process) imports nothing of its row but ``stats``, so a reader in another
+#: process loads no part of the engine's work. Package → the packages of its own row it must not import.
+SAME_ROW_FORBIDDEN: Mapping[str, frozenset[str]] = {
+    "kubejury.stats": frozenset({"kubejury.config", "kubejury.files"}),
+    "kubejury.records": frozenset(
+        {"kubejury.config", "kubejury.files", "kubejury.inference", "kubejury.judging", "kubejury.runtimes"}
+    ),
+}
+
+#: The operator's pure planner (docs/architecture.md: facts ─► actions ─► status, "pure, no clock,
+#: no I/O"; GPU accounting and the manifest builders are pure too) never imports a home of side
+#: effects: the Kubernetes calls, stored results, metrics, kopf or the handlers.
+OPERATOR_ROOT = ENGINE_ROOT.parent / "operator"
+OPERATOR = "kubejury_operator"
+OPERATOR_PURE = frozenset(
+    f"{OPERATOR}.{name}"
+    for name in ("facts", "reconcile", "status", "gpu_accounting", "manifests", "cluster_run")
+)
+OPERATOR_HOMES = frozenset(
+    {
+        *(
+            f"{OPERATOR}.{name}"
+            for name in ("gateway", "kube_api", "run_storage", "metrics", "handlers", "__main__")
+        ),
+        "kopf",
+    }
+)
+
+
+def first_level(module: str, root: str) -> str:
+    """``kubejury.stats.bias`` → ``kubejury.stats``; ``kubejury`` stays itself."""
+    return ".".join(module.split(".")[:2]) if module.startswith(f"{root}.") else module
+
+
+def layer_rows(layers: tuple[tuple[str, frozenset[str]], ...]) -> dict[str, int]:
+    """Package → its row number (0 is the top row)."""
+    return {package: row for row, (_, packages) in enumerate(layers) for package in packages}
+
+
+def unplaced_packages(
+    imports: Mapping[str, list[tuple[str, tuple[str, ...]]]], layers: tuple[tuple[str, frozenset[str]], ...]
+) -> list[str]:
+    """First-level engine packages that no row of the contract names (a new package must be placed)."""
+    rows = layer_rows(layers)
+    return sorted({first_level(m, ENGINE) for m in imports} - set(rows))
+
+
+def layer_violations(
+    imports: Mapping[str, list[tuple[str, tuple[str, ...]]]],
+    layers: tuple[tuple[str, frozenset[str]], ...] = ENGINE_LAYERS,
+    same_row_forbidden: Mapping[str, frozenset[str]] = SAME_ROW_FORBIDDEN,
+) -> list[str]:
+    """Every import that breaks the contract, one readable line each:
+    ``kubejury.records.run_status (parts) imports kubejury.placement.decision (work)``."""
+    rows = layer_rows(layers)
+    names = [name for name, _ in layers]
+    found: list[str] = []
+    for module, targets in sorted(module_graph(imports).items()):
+        here = first_level(module, ENGINE)
+        for target in sorted(targets):
+            there = first_level(target, ENGINE)
+            if here == there or here not in rows or there not in rows:
+                continue
+            above = rows[there] < rows[here]
+            if above or there in same_row_forbidden.get(here, frozenset()):
+                found.append(f"{module} ({names[rows[here]]}) imports {target} ({names[rows[there]]})")
+    return found
+
+
+def operator_imports(root: Path = OPERATOR_ROOT) -> dict[str, set[str]]:
+    """Operator module → the modules it imports (operator modules and third-party packages)."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted((root / OPERATOR).rglob("*.py")):
+        module = module_name(path, root)
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        found = list(imported_names(tree, module, path.name == "__init__.py"))
+        graph[module] = {first_level(name, OPERATOR) for name in imported_modules(found, ())} | {
+            f"{base}.{name}" for base, taken in found if base == OPERATOR for name in taken
+        }
+    return graph
+
+
+def purity_violations(
+    graph: Mapping[str, set[str]], pure: frozenset[str], homes: frozenset[str]
+) -> list[str]:
+    """Each import of a home of side effects by a pure module, one readable line each."""
+    return [
+        f"{module} (pure) imports {target} (side effects)"
+        for module in sorted(graph)
+        if module in pure
+        for target in sorted(graph[module])
+        if target in homes or target.split(".")[0] in homes
+    ]
+
+
+def test_every_engine_package_has_a_row_in_the_layer_contract() -> None:
+    assert unplaced_packages(engine_imports(), ENGINE_LAYERS) == []
+
+
+def test_no_engine_module_imports_a_higher_row_of_the_architecture_diagram() -> None:
+    assert layer_violations(engine_imports()) == []
+
+
+def test_the_operators_pure_planner_imports_no_home_of_side_effects() -> None:
+    graph = operator_imports()
+    assert OPERATOR_PURE - set(graph) == set(), "a pure module named in the contract no longer exists"
+    assert purity_violations(graph, OPERATOR_PURE, OPERATOR_HOMES) == []
+
+
+def _synthetic_engine(
+    tmp_path: Path, files: Mapping[str, str]
+) -> dict[str, list[tuple[str, tuple[str, ...]]]]:
+    for relative, text in {"__init__.py": "", **files}.items():
+        path = tmp_path / ENGINE / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return engine_imports(tmp_path)
+
+
+def test_the_layer_check_names_a_lower_row_that_imports_a_higher_one_even_lazily(tmp_path: Path) -> None:
+    imports = _synthetic_engine(
+        tmp_path,
+        {
+            "errors.py": "",
+            "records/__init__.py": "",
+            "records/run_status.py": "def f():\n    from kubejury.placement.decision import Placement\n",
+            "placement/__init__.py": "",
+            "placement/decision.py": "from kubejury.errors import InputError\n",
+            "stats/__init__.py": "from ..config import spec\n",
+            "config/__init__.py": "",
+            "config/spec.py": "from kubejury import stats\n",
+        },
+    )
+    assert layer_violations(imports) == [
+        "kubejury.records.run_status (parts) imports kubejury.placement.decision (work)",
+        "kubejury.stats (parts) imports kubejury.config.spec (parts)",
+    ]
+
+
+def test_the_layer_check_names_a_package_the_contract_does_not_place(tmp_path: Path) -> None:
+    imports = _synthetic_engine(tmp_path, {"errors.py": "", "newthing/__init__.py": "", "newthing/a.py": ""})
+    assert unplaced_packages(imports, ENGINE_LAYERS) == ["kubejury.newthing"]
+
+
+def test_the_purity_check_names_a_pure_module_that_imports_a_home(tmp_path: Path) -> None:
+    package = tmp_path / OPERATOR
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "reconcile.py").write_text("from kubejury_operator import gateway\nimport kopf\n")
+    (package / "status.py").write_text("from kubejury_operator.observed import Observed\n")
+    graph = operator_imports(tmp_path)
+    pure = frozenset({f"{OPERATOR}.reconcile", f"{OPERATOR}.status"})
+    assert purity_violations(graph, pure, OPERATOR_HOMES) == [
+        "kubejury_operator.reconcile (pure) imports kopf (side effects)",
+        "kubejury_operator.reconcile (pure) imports kubejury_operator.gateway (side effects)",
+    ]
