@@ -24,6 +24,7 @@ from kubejury.files.benchmark import Benchmark, Format, parse_benchmark
 from kubejury.files.storage import STORAGE_MOUNT_ENV, RunLayout, Storage, open_storage, read_uri
 from kubejury.inference.client import ClientSettings, EndpointPool
 from kubejury.records.fingerprint import StageFingerprint
+from kubejury.runtimes import runtime_of
 from kubejury.stages import (
     ProgressView,
     StageOptions,
@@ -226,7 +227,7 @@ def endpoint_of(entry: ModelSpec, local_urls: Mapping[str, str], override: str |
         return override
     if entry.name in local_urls:
         return local_urls[entry.name]
-    if entry.runtime == "openai" and entry.source:
+    if runtime_of(entry.runtime).external and entry.source:
         return entry.source
     env = os.environ.get(ENDPOINT_ENV)
     if env:

@@ -39,7 +39,7 @@ class ServingRuntime:
     """The operator brings up a server for it (Deployment and Service); else an external endpoint."""
     serves_gguf: bool
     """It loads GGUF files (llama.cpp, Ollama): quantizations are GGUF tensor types."""
-    default_checkpoint: str | None
+    default_checkpoint: Literal["bf16", "gguf"] | None
     """The checkpoint format an entry that names none is taken to have (``None``: not applicable)."""
     default_source_embedded: bool = False
     """An entry without a source serves the embedded model (llama.cpp only)."""

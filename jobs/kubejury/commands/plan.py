@@ -23,6 +23,7 @@ import yaml
 
 from kubejury.config.spec import load_evalrun
 from kubejury.errors import InputError
+from kubejury.runtimes import runtime_of
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
@@ -256,7 +257,7 @@ def _print_table(run_name: str, plans: dict[str, Any], node_count: int) -> None:
             placement.quantization,
             str(placement.tensor_parallel_size),
             placement.gpu_product
-            or ("CPU" if placement.schedulable and placement.runtime != "openai" else "-"),
+            or ("CPU" if placement.schedulable and runtime_of(placement.runtime).in_cluster else "-"),
             selector,
             placement.reason,
         )

@@ -20,6 +20,7 @@ from typing import Any
 
 from kubejury import pipeline
 from kubejury.errors import ConfigError
+from kubejury.runtimes import runtime_of
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
@@ -59,7 +60,8 @@ def _say(message: str) -> None:
 def _check_endpoints(inputs: pipeline.LoadedRun) -> None:
     """Fail before starting anything when an entry cannot be reached from this machine."""
     for entry in inputs.evalrun.spec.all_endpoints():
-        if entry.runtime in ("llamacpp", "openai"):
+        serving = runtime_of(entry.runtime)
+        if serving.starts_in_local_mode or serving.external:
             continue
         raise ConfigError(
             f"{entry.name!r} has runtime {entry.runtime}, which local mode cannot start; use runtime llamacpp "

@@ -60,6 +60,7 @@ from kubejury.config.spec_rules import normalize_quantization as normalize_quant
 from kubejury.config.spec_rules import spec_problems as spec_problems
 from kubejury.errors import InputError
 from kubejury.modelinfo import parse_parameters
+from kubejury.runtimes import RuntimeName, runtime_of
 from kubejury.safe_input import load_yaml
 from kubejury.stats.scoring import DEFAULT_LEVEL_WEIGHTS, DEFAULT_TIERS, ScoringConfig, TierRule
 
@@ -68,7 +69,7 @@ API_VERSION = "v1alpha1"
 API_VERSION_FULL = f"{API_GROUP}/{API_VERSION}"
 KIND = "EvalRun"
 
-Runtime = Literal["vllm", "llamacpp", "ollama", "openai"]
+Runtime = RuntimeName  # the registry's names (kubejury.runtimes): the CRD's enum
 Checkpoint = Literal["bf16", "fp16", "fp8", "nvfp4", "mxfp4", "awq", "gptq", "gguf"]
 
 #: ``source`` of the default embedded model (a ``runtime: llamacpp`` entry without a source): Gemma-3
@@ -400,7 +401,8 @@ class ModelSpec(_Model):
 
     @model_validator(mode="after")
     def _fill_defaults(self) -> ModelSpec:
-        if self.runtime == "llamacpp" and self.source is None and self.gguf_path is None:
+        serving = runtime_of(self.runtime)
+        if serving.default_source_embedded and self.source is None and self.gguf_path is None:
             self.source = EMBEDDED_SOURCE
         embedded = embedded_model(self.source)
         if embedded is not None:
@@ -410,8 +412,8 @@ class ModelSpec(_Model):
             self.checkpoint = self.checkpoint or "gguf"
         if self.served_model is None:
             self.served_model = self.name
-        if self.checkpoint is None and self.runtime != "openai":
-            self.checkpoint = "gguf" if self.runtime in LOCAL_RUNTIMES else "bf16"
+        if self.checkpoint is None:
+            self.checkpoint = serving.default_checkpoint
         return self
 
     # --- conveniences for other parts ------------------------------------------------------
@@ -433,7 +435,7 @@ class ModelSpec(_Model):
     @property
     def deployed(self) -> bool:
         """Whether the operator deploys a server for it (everything but runtime openai)."""
-        return self.runtime != "openai"
+        return runtime_of(self.runtime).in_cluster
 
 
 class JudgeSpec(ModelSpec):

@@ -24,10 +24,11 @@ from typing import Any
 
 from kubejury.config.embedded_models import EMBEDDED_MODELS
 from kubejury.judging.judge_prompt import PLACEHOLDERS
+from kubejury.runtimes import DEFAULT_RUNTIME, RUNTIME_NAMES, gguf_runtime_names, is_runtime, runtime_of
 from kubejury.stats.scoring import DEFAULT_LEVEL_WEIGHTS
 
-RUNTIMES: tuple[str, ...] = ("vllm", "llamacpp", "ollama", "openai")
-LOCAL_RUNTIMES: frozenset[str] = frozenset({"llamacpp", "ollama"})
+RUNTIMES: tuple[str, ...] = RUNTIME_NAMES
+LOCAL_RUNTIMES: frozenset[str] = frozenset(gguf_runtime_names())
 
 #: Quantizations vLLM runs (``auto`` lets the placement planner choose per GPU).
 VLLM_QUANTIZATIONS: tuple[str, ...] = ("auto", "bf16", "fp16", "fp8", "nvfp4", "mxfp4", "awq", "gptq")
@@ -299,9 +300,11 @@ def _check_unique(
 
 
 def _check_endpoint(entry: Mapping[str, Any], path: str, problems: list[FieldProblem]) -> None:
-    runtime = _get(entry, "runtime") or "vllm"
-    if runtime not in RUNTIMES:
+    name = _get(entry, "runtime") or DEFAULT_RUNTIME.name
+    if not is_runtime(name):
         return  # reported by the schema
+    serving = runtime_of(name)
+    runtime = serving.name
     raw_quant = _get(entry, "quantization")
     quant = normalize_quantization(raw_quant) if isinstance(raw_quant, str) else "auto"
     source = _get(entry, "source")
@@ -311,7 +314,7 @@ def _check_endpoint(entry: Mapping[str, Any], path: str, problems: list[FieldPro
         scheme = match["scheme"].lower() if match else ""
     checkpoint = _get(entry, "checkpoint")
 
-    if runtime == "openai":
+    if serving.external:
         if scheme not in ("http", "https"):
             problems.append(
                 FieldProblem(
@@ -327,7 +330,7 @@ def _check_endpoint(entry: Mapping[str, Any], path: str, problems: list[FieldPro
                     "hf://, s3://, pvc:// or file:// weights)",
                 )
             )
-        if source is None and runtime != "llamacpp" and _get(entry, "ggufPath") is None:
+        if source is None and not serving.default_source_embedded and _get(entry, "ggufPath") is None:
             problems.append(
                 FieldProblem(
                     f"{path}.source",
@@ -335,9 +338,9 @@ def _check_endpoint(entry: Mapping[str, Any], path: str, problems: list[FieldPro
                     "defaults to the embedded model",
                 )
             )
-        if scheme == "ollama" and runtime != "ollama":
+        if scheme == "ollama" and not serving.pulls_ollama_tags:
             problems.append(FieldProblem(f"{path}.source", "ollama:// sources need runtime: ollama"))
-        if scheme == "s3" and runtime != "vllm":
+        if scheme == "s3" and not serving.reads_s3_weights:
             problems.append(
                 FieldProblem(
                     f"{path}.source",
@@ -353,9 +356,9 @@ def _check_endpoint(entry: Mapping[str, Any], path: str, problems: list[FieldPro
                 )
             )
 
-    if quant not in ALL_QUANTIZATIONS or runtime == "openai":
+    if quant not in ALL_QUANTIZATIONS or serving.external:
         return  # unknown values are reported by the schema; openai: informational only
-    if runtime == "vllm":
+    if not serving.serves_gguf:
         if quant not in VLLM_QUANTIZATIONS:
             problems.append(
                 FieldProblem(

@@ -14,10 +14,9 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any
 
-Runtime = Literal["vllm", "llamacpp", "ollama", "openai"]
-RUNTIMES: tuple[str, ...] = get_args(Runtime)
+from kubejury.runtimes import runtime_of
 
 log = logging.getLogger("kubejury.inference.sampling")
 
@@ -94,8 +93,7 @@ def request_fields(runtime: str, params: SamplingParams, *, model: str = "") -> 
     OpenAI API) it has no equivalent, so it is dropped and the drop is logged once. A penalty of
     exactly 1.0 is "no penalty" and is sent anyway where it is understood (it is what was asked).
     """
-    if runtime not in RUNTIMES:
-        raise ValueError(f"unknown runtime {runtime!r}: expected one of {', '.join(RUNTIMES)}")
+    path = runtime_of(runtime).repetition_penalty_path  # UnknownRuntimeError is a ValueError
     fields: dict[str, Any] = {}
     if params.temperature is not None:
         fields["temperature"] = params.temperature
@@ -107,12 +105,8 @@ def request_fields(runtime: str, params: SamplingParams, *, model: str = "") -> 
         fields["seed"] = params.seed
     penalty = params.repetition_penalty
     if penalty is not None:
-        if runtime == "vllm":
-            fields["repetition_penalty"] = penalty
-        elif runtime == "llamacpp":
-            fields["repeat_penalty"] = penalty
-        elif runtime == "ollama":
-            fields["options"] = {"repeat_penalty": penalty}
+        if path:
+            fields.update(_nested(path, penalty))
         else:
             warn_dropped_once(
                 runtime,
@@ -121,3 +115,9 @@ def request_fields(runtime: str, params: SamplingParams, *, model: str = "") -> 
                 "plain OpenAI-compatible APIs have no repetition penalty (frequency_penalty is a different formula)",
             )
     return fields
+
+
+def _nested(path: tuple[str, ...], value: Any) -> dict[str, Any]:
+    """``{"a": {"b": value}}`` for the path ``("a", "b")``: a field where the runtime reads it."""
+    head, *rest = path
+    return {head: _nested(tuple(rest), value) if rest else value}

@@ -30,6 +30,7 @@ from kubejury.config.embedded_models import embedded_model
 from kubejury.config.spec import ModelSpec
 from kubejury.errors import ConfigError
 from kubejury.local.embedded import cache_dir, embedded_model_path
+from kubejury.runtimes import runtime_of
 
 DEFAULT_STARTUP_TIMEOUT_S = 240.0
 _LOG_TAIL_CHARS = 2000
@@ -113,7 +114,7 @@ def plan_servers(
     index: dict[tuple[str, str | None, int, tuple[str, ...]], int] = {}
     of_entry: dict[str, int] = {}
     for entry in entries:
-        if entry.runtime != "llamacpp":
+        if not runtime_of(entry.runtime).starts_in_local_mode:
             continue
         plan = ServerPlan(
             model_path=resolve(entry),

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from kubejury.config.spec import EvalRunSpec, JudgeSpec, ModelSpec
+from kubejury.config.spec import EvalRunSpec, ModelSpec
 from kubejury.judging.judge_prompt import JudgePrompt
 from kubejury.placement.decision import Placement
 from kubejury.placement.roofline import DEFAULT_EFFICIENCY, Efficiency, stage_time
@@ -50,6 +50,7 @@ from kubejury.placement.workload import (
     chars_per_token,
     tokens_of,
 )
+from kubejury.runtimes import judge_placement, judge_shares_server
 
 Stage = Literal["generation", "judging"]
 
@@ -151,19 +152,8 @@ def _stage(
 
 def _placement_of(placements: Mapping[str, Placement], entry: ModelSpec, judge: bool) -> Placement | None:
     if judge:
-        return placements.get(f"{entry.name} (judge)") or placements.get(entry.name)
+        return judge_placement(placements, entry.name)
     return placements.get(entry.name)
-
-
-def _same_server(model: ModelSpec, judge: JudgeSpec) -> bool:
-    """A judge that is an evaluated model (``sameAs``) and runs the same way shares its server."""
-    return (
-        judge.same_as == model.name
-        and model.runtime == judge.runtime
-        and model.source == judge.source
-        and model.quantization == judge.quantization
-        and model.runtime != "openai"
-    )
 
 
 def _generation_in_flight(spec: EvalRunSpec) -> int:
@@ -242,7 +232,9 @@ def _stages(
     for judge in spec.judges:
         twin = by_name.get(judge.same_as) if judge.same_as else None
         key = (
-            f"model:{twin.name}" if twin is not None and _same_server(twin, judge) else f"judge:{judge.name}"
+            f"model:{twin.name}"
+            if twin is not None and judge_shares_server(twin, judge)
+            else f"judge:{judge.name}"
         )
         judge_server[judge.name] = key
         placement = _placement_of(placements, judge, judge=True)

@@ -93,6 +93,7 @@ from kubejury.placement.gpu_nodes import known_gpu as known_gpu
 from kubejury.placement.gpu_nodes import parse_node as parse_node
 from kubejury.placement.gpu_nodes import parse_node_list as parse_node_list
 from kubejury.placement.gpu_nodes import parse_quantity as parse_quantity
+from kubejury.runtimes import judge_placement_key, runtime_of
 
 TP_SIZES: tuple[int, ...] = (1, 2, 4, 8)
 
@@ -593,17 +594,18 @@ def place_model(
     NoSchedule/NoExecute taint that is neither the GPU taint nor tolerated by them (another team's
     ``dedicated=…``, the control plane) is never chosen, and nothing else is ever tolerated.
     """
-    if model.runtime == "openai":
+    serving = runtime_of(model.runtime)
+    if serving.external:
         return Placement(
             name=model.name,
             schedulable=True,
-            runtime="openai",
+            runtime=serving.name,
             quantization=model.quantization,
             tensor_parallel_size=0,
             gpu_product=None,
             reason=f"existing OpenAI-compatible endpoint {model.source}: nothing is deployed",
         )
-    if model.runtime in ("llamacpp", "ollama"):
+    if serving.serves_gguf:
         return _place_gguf(model, nodes, chart_tolerations)
     if is_gguf_type(model.quantization) and model.quantization not in ("bf16", "mxfp4"):
         return _unschedulable(
@@ -631,7 +633,7 @@ def plan_placements(
     for judge in spec.judges:
         placement = place_model(judge, nodes, chart_tolerations)
         if judge.name in plans and plans[judge.name] != placement:
-            plans[f"{judge.name} (judge)"] = placement
+            plans[judge_placement_key(judge.name)] = placement
         else:
             plans[judge.name] = placement
     return plans

@@ -25,6 +25,7 @@ from kubejury.placement.planner import (
     VLLM_WEIGHT_FACTOR,
 )
 from kubejury.placement.roofline import Server
+from kubejury.runtimes import VLLM, runtime_of
 
 VLLM_MAX_SEQUENCES_LARGE = 1024
 VLLM_MAX_SEQUENCES = 256
@@ -49,7 +50,7 @@ def compute_precision(quantization: str, compute_capability: str | None, runtime
     except ValueError:
         major, minor = 0, 0
     cc = (major, minor)
-    if runtime != "vllm":
+    if not runtime_of(runtime).low_precision_kernels:
         return "bf16"
     if quantization == "fp8" and cc >= (8, 9):
         return "fp8"
@@ -74,7 +75,7 @@ class ServerFacts:
 
 def server_facts(model: ModelSpec, placement: Placement) -> ServerFacts:
     """The roofline's view of the server placement chose for ``model`` (or the reason for none)."""
-    if placement.runtime == "openai":
+    if runtime_of(placement.runtime).external:
         return ServerFacts(None, note="hosted endpoint: uses none of your GPUs; tokens only")
     if not placement.schedulable:
         return ServerFacts(None, note="unschedulable: nothing to estimate")
@@ -85,7 +86,7 @@ def server_facts(model: ModelSpec, placement: Placement) -> ServerFacts:
         total = active = None
     if total is None or active is None:
         return ServerFacts(None, note="no size: set parameters (e.g. '27B' or '117B-A5.1B') for an estimate")
-    vllm = placement.runtime == "vllm"
+    vllm = runtime_of(placement.runtime) is VLLM
     bytes_per_param = BYTES_PER_PARAM.get(placement.quantization, BYTES_PER_PARAM[GGUF_ASSUMED])
     weights = total * bytes_per_param * (VLLM_WEIGHT_FACTOR if vllm else 1.0)
     kv_per_token = KV_BYTES_PER_TOKEN_8B * math.sqrt(active / 8e9)
