@@ -1,24 +1,30 @@
-"""One way for tests to write an EvalRun: a typed builder whose defaults are a small, valid run.
+"""Builders tests share: EvalRuns, score cubes, and the operator's planning inputs.
 
 Why this module exists: tests that hand-wrote whole EvalRun bodies repeated the apiVersion, kind
-and a benchmark/models/judges skeleton, and drifted whenever the spec changed. Here the skeleton
-is written once; a test states only what it is about::
+and a benchmark/models/judges skeleton, and drifted whenever the spec changed; six test modules
+each built a ScoreCube their own way. Here each skeleton is written once; a test states only what
+it is about::
 
     build_evalrun(models=[model_entry("qwen", parameters="27B")], storage={"uri": "s3://b/runs"})
     build_evalrun_yaml(name="quick", benchmark="bench.jsonl", models=[model_entry("tiny", runtime="llamacpp")])
+    score_cube([[[8, 6], [9, 5]]], judges=("A", "B"))
 
-Keyword arguments of :func:`evalrun` beyond the named ones are spec fields, spelt as in the CRD
-(``cleanupPolicy="Delete"``, ``maxConcurrentModels=2``). Every call returns a fresh object.
+Keyword arguments of :func:`build_evalrun` beyond the named ones are spec fields, spelt as in the
+CRD (``cleanupPolicy="Delete"``, ``maxConcurrentModels=2``). Every call returns a fresh object.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 import kopf
+import numpy as np
+import numpy.typing as npt
 import yaml
+
+from kubejury.stats.cube import ScoreCube
 
 API_VERSION = "kubejury.io/v1alpha1"
 KIND = "EvalRun"
@@ -187,3 +193,77 @@ HOSTILE_SPECS: tuple[tuple[str, Mutation, str], ...] = (
         "spec.models[0].nodeSelector.dedicated",
     ),
 )
+
+
+# ------------------------------------------------------------------------------ score cubes
+
+QuestionCell = tuple[str, str, int]  # question id, domain, level
+Scores = Sequence[Sequence[Sequence[float]]] | npt.NDArray[Any]  # models × questions × judges
+Grid = Sequence[Sequence[float]] | npt.NDArray[Any]  # models × questions
+
+
+def _optional_floats(values: Grid | None) -> npt.NDArray[np.float64] | None:
+    return None if values is None else np.asarray(values, dtype=np.float64)
+
+
+def score_cube(
+    scores: Scores,
+    *,
+    series: str = "default",
+    models: Sequence[str] | None = None,
+    judges: Sequence[str] | None = None,
+    questions: Sequence[QuestionCell] | None = None,
+    has_record: Sequence[Sequence[bool]] | npt.NDArray[Any] | None = None,
+    answer_chars: Grid | None = None,
+    completion_tokens: Grid | None = None,
+    latency_s: Grid | None = None,
+) -> ScoreCube:
+    """A ScoreCube from its ``scores`` (models × questions × judges, NaN for null or absent).
+
+    Names default to ``m0, m1, …``, ``j0, j1, …`` and questions ``q0, q1, …`` of one domain ``d`` at
+    level 1; ``questions`` are given in cube order ((level, domain, id), as tables.py sorts them),
+    and the cube's domains and levels are the sorted distinct values. ``has_record`` defaults to
+    "every model was asked every question". The per-answer arrays are models × questions."""
+    array = np.asarray(scores, dtype=np.float64)
+    n_models, n_questions, n_judges = array.shape
+    cells = list(questions) if questions else [(f"q{i}", "d", 1) for i in range(n_questions)]
+    domains = tuple(sorted({domain for _, domain, _ in cells}))
+    levels = tuple(sorted({level for _, _, level in cells}))
+    record = np.ones((n_models, n_questions), dtype=np.bool_) if has_record is None else has_record
+    return ScoreCube(
+        series=series,
+        models=tuple(models) if models else tuple(f"m{i}" for i in range(n_models)),
+        judges=tuple(judges) if judges else tuple(f"j{i}" for i in range(n_judges)),
+        question_ids=tuple(qid for qid, _, _ in cells),
+        domains=domains,
+        levels=levels,
+        question_domain=np.array([domains.index(domain) for _, domain, _ in cells], dtype=np.int64),
+        question_level=np.array([levels.index(level) for _, _, level in cells], dtype=np.int64),
+        scores=array,
+        has_record=np.asarray(record, dtype=np.bool_),
+        answer_chars=_optional_floats(answer_chars),
+        completion_tokens=_optional_floats(completion_tokens),
+        latency_s=_optional_floats(latency_s),
+    )
+
+
+def score_cube_by_id(
+    questions: Sequence[QuestionCell],
+    models: Mapping[str, Mapping[str, Sequence[float] | None]],
+    judges: Sequence[str] = ("a", "b", "c"),
+    series: str = "default",
+) -> ScoreCube:
+    """A ScoreCube from each model's judge scores per question id (``None``: no record at all, so
+    the question was not asked of that model); questions are put in cube order first."""
+    ordered = sorted(questions, key=lambda cell: (cell[2], cell[1], cell[0]))
+    scores = np.full((len(models), len(ordered), len(judges)), np.nan)
+    has_record = np.zeros((len(models), len(ordered)), dtype=np.bool_)
+    for m, rows in enumerate(models.values()):
+        for q, (qid, _, _) in enumerate(ordered):
+            row = rows.get(qid)
+            if row is not None:
+                scores[m, q] = row
+                has_record[m, q] = True
+    return score_cube(
+        scores, series=series, models=tuple(models), judges=judges, questions=ordered, has_record=has_record
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from typing import Any
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from scipy import stats
 
+from factories import score_cube
 from kubejury.stats.agreement import (
     average_ranks,
     icc2,
@@ -25,29 +27,8 @@ from kubejury.stats.agreement import (
     spearman,
     value_counts,
 )
-from kubejury.stats.cube import ScoreCube
 
 NAN = math.nan
-
-
-def make_cube(
-    scores: list[list[list[float]]] | np.ndarray, judges: tuple[str, ...] | None = None
-) -> ScoreCube:
-    """A cube with one domain and one level; ``has_record`` is True wherever a model/question exists."""
-    arr = np.asarray(scores, dtype=np.float64)
-    m, q, j = arr.shape
-    return ScoreCube(
-        series="default",
-        models=tuple(f"m{i}" for i in range(m)),
-        judges=judges or tuple(f"j{i}" for i in range(j)),
-        question_ids=tuple(f"q{i}" for i in range(q)),
-        domains=("d",),
-        levels=(1,),
-        question_domain=np.zeros(q, dtype=np.int64),
-        question_level=np.zeros(q, dtype=np.int64),
-        scores=arr,
-        has_record=np.ones((m, q), dtype=np.bool_),
-    )
 
 
 # Shrout & Fleiss (1979), Table 2: 6 targets rated by 4 judges.
@@ -147,7 +128,7 @@ def test_correlations_against_scipy() -> None:
 def test_alpha_hand_computed_and_single_rating_units_ignored() -> None:
     # Two judges on 3 answers (1,1), (2,2), (3,4); a fourth answer only judge 1 scored.
     # n = 6 pairable values; D_o = (2·1)/6; D_e = 2·41/(6·5); alpha = 1 - (1/3)/(41/15) = 36/41.
-    cube = make_cube([[[1, 1], [2, 2], [3, 4], [5, NAN]]])
+    cube = score_cube([[[1, 1], [2, 2], [3, 4], [5, NAN]]])
     result = judge_agreement(cube)
     assert result.applicable
     assert result.krippendorff_alpha == pytest.approx(36 / 41)
@@ -162,7 +143,7 @@ def test_pairwise_matrices_on_pairwise_complete_units_match_scipy() -> None:
     scores = np.stack([base, base + rng.normal(0, 1, base.shape), base * 0.5 + 3], axis=-1)
     scores[0, :7, 1] = NAN  # judge 1 misses some answers
     scores[2, 3:6, 2] = NAN
-    cube = make_cube(scores)
+    cube = score_cube(scores)
     result = judge_agreement(cube)
     ratings = scores.reshape(-1, 3)
     for a in range(3):
@@ -182,7 +163,7 @@ def test_pairwise_matrices_on_pairwise_complete_units_match_scipy() -> None:
 
 def test_judge_summaries_bias_against_the_other_judges() -> None:
     # Answer 1: A=8, B=6, C=7. Answer 2: A=9, B null, C=5. Answer 3: only A scored.
-    cube = make_cube([[[8, 6, 7], [9, NAN, 5], [4, NAN, NAN]]], judges=("A", "B", "C"))
+    cube = score_cube([[[8, 6, 7], [9, NAN, 5], [4, NAN, NAN]]], judges=("A", "B", "C"))
     result = judge_agreement(cube)
     by_name = {s.judge: s for s in result.per_judge}
     # A: (8 - 6.5) and (9 - 5) → mean 2.75 over 2 answers (answer 3 has no other judge).
@@ -205,13 +186,13 @@ def test_leave_one_out_deltas_shape_and_nan() -> None:
 
 
 def test_answers_without_record_are_not_units() -> None:
-    cube = make_cube([[[8, 6], [9, 5]], [[NAN, NAN], [7, 7]]])
-    cube = ScoreCube(**{**cube.__dict__, "has_record": np.array([[True, True], [False, True]])})
+    cube = score_cube([[[8, 6], [9, 5]], [[NAN, NAN], [7, 7]]])
+    cube = dataclasses.replace(cube, has_record=np.array([[True, True], [False, True]]))
     assert judge_agreement(cube).n_units == 3
 
 
 def test_one_judge_is_not_applicable() -> None:
-    cube = make_cube([[[8], [9]], [[5], [NAN]]])
+    cube = score_cube([[[8], [9]], [[5], [NAN]]])
     result = judge_agreement(cube)
     assert not result.applicable
     assert "2 judges" in (result.reason or "")
@@ -226,7 +207,7 @@ def test_one_judge_is_not_applicable() -> None:
 
 
 def test_constant_scores_give_undefined_statistics_not_errors() -> None:
-    cube = make_cube(np.full((2, 3, 3), 9.0))
+    cube = score_cube(np.full((2, 3, 3), 9.0))
     result = judge_agreement(cube)
     assert result.applicable
     assert math.isnan(result.krippendorff_alpha)
@@ -241,7 +222,7 @@ def test_all_null_judge() -> None:
     rng = np.random.default_rng(1)
     scores = rng.uniform(0, 10, size=(3, 5, 3))
     scores[:, :, 2] = NAN
-    result = judge_agreement(make_cube(scores))
+    result = judge_agreement(score_cube(scores))
     assert result.per_judge[2].n_scored == 0
     assert result.per_judge[2].n_null == 15
     assert math.isnan(result.per_judge[2].mean_score)
@@ -250,13 +231,13 @@ def test_all_null_judge() -> None:
     assert result.pair_n[0][2] == 0
     assert math.isnan(result.spearman[0][2])
     # alpha still uses the two working judges
-    two = judge_agreement(make_cube(scores[:, :, :2]))
+    two = judge_agreement(score_cube(scores[:, :, :2]))
     assert result.krippendorff_alpha == pytest.approx(two.krippendorff_alpha)
     json.dumps(result.to_dict(), allow_nan=False)
 
 
 def test_no_pairable_unit_gives_nan_alpha() -> None:
-    result = judge_agreement(make_cube([[[3, NAN], [NAN, 4]]]))
+    result = judge_agreement(score_cube([[[3, NAN], [NAN, 4]]]))
     assert math.isnan(result.krippendorff_alpha)
     assert result.n_alpha_units == 0
 
@@ -264,8 +245,8 @@ def test_no_pairable_unit_gives_nan_alpha() -> None:
 def test_alpha_rises_with_agreement() -> None:
     rng = np.random.default_rng(2)
     truth = rng.uniform(0, 10, size=(5, 40, 1))
-    close = judge_agreement(make_cube(truth + rng.normal(0, 0.3, size=(5, 40, 3))))
-    far = judge_agreement(make_cube(truth + rng.normal(0, 3.0, size=(5, 40, 3))))
+    close = judge_agreement(score_cube(truth + rng.normal(0, 0.3, size=(5, 40, 3))))
+    far = judge_agreement(score_cube(truth + rng.normal(0, 3.0, size=(5, 40, 3))))
     assert close.krippendorff_alpha > far.krippendorff_alpha
     assert close.icc2_1 > far.icc2_1
 
@@ -284,7 +265,7 @@ def test_alpha_equals_the_package_on_raw_reliability_data() -> None:
     scores[rng.random(scores.shape) < 0.2] = NAN
     ratings = scores.reshape(-1, 3)
     expected = krippendorff.alpha(reliability_data=ratings.T, level_of_measurement="interval")
-    assert judge_agreement(make_cube(scores)).krippendorff_alpha == pytest.approx(expected, abs=1e-12)
+    assert judge_agreement(score_cube(scores)).krippendorff_alpha == pytest.approx(expected, abs=1e-12)
 
 
 def test_value_counts_rows_and_domain() -> None:
@@ -296,7 +277,7 @@ def test_value_counts_rows_and_domain() -> None:
 def test_alpha_on_a_seeded_sample_of_units() -> None:
     rng = np.random.default_rng(4)
     truth = rng.uniform(0, 10, size=(10, 300, 1))
-    cube = make_cube(np.round(truth + rng.normal(0, 1.0, size=(10, 300, 3))))
+    cube = score_cube(np.round(truth + rng.normal(0, 1.0, size=(10, 300, 3))))
     full = judge_agreement(cube, max_alpha_units=None)
     sampled = judge_agreement(cube, max_alpha_units=1000, seed=1)
     assert not full.alpha_sampled and full.n_alpha_units == 3000
@@ -314,8 +295,8 @@ def test_average_ranks_match_scipy_rankdata() -> None:
 
 
 def test_no_units_at_all() -> None:
-    cube = make_cube(np.zeros((2, 2, 3)))
-    cube = ScoreCube(**{**cube.__dict__, "has_record": np.zeros((2, 2), dtype=np.bool_)})
+    cube = score_cube(np.zeros((2, 2, 3)))
+    cube = dataclasses.replace(cube, has_record=np.zeros((2, 2), dtype=np.bool_))
     result = judge_agreement(cube)
     assert result.n_units == 0 and result.n_alpha_units == 0
     assert math.isnan(result.krippendorff_alpha) and math.isnan(result.icc2_k)
@@ -337,9 +318,9 @@ def test_statistics_invariant_under_unit_order_and_shift(
 ) -> None:
     order = list(range(ratings.shape[0]))
     random.shuffle(order)
-    base = judge_agreement(make_cube(ratings[None, :, :]))
-    shuffled = judge_agreement(make_cube(ratings[None, order, :]))
-    shifted = judge_agreement(make_cube(ratings[None, :, :] + shift))
+    base = judge_agreement(score_cube(ratings[None, :, :]))
+    shuffled = judge_agreement(score_cube(ratings[None, order, :]))
+    shifted = judge_agreement(score_cube(ratings[None, :, :] + shift))
     for other in (shuffled, shifted):
         for name in ("krippendorff_alpha", "icc2_1", "icc2_k"):
             a, b = getattr(base, name), getattr(other, name)

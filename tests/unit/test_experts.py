@@ -10,6 +10,7 @@ import polars as pl
 import pytest
 from scipy import stats
 
+from factories import score_cube
 from kubejury.errors import InputError
 from kubejury.stats.cube import ScoreCube
 from kubejury.stats.experts import PanelScores, agreement_stats, expert_agreement, expert_score
@@ -32,18 +33,8 @@ def make_cube() -> ScoreCube:
         ],
         dtype=np.float64,
     )
-    return ScoreCube(
-        series="default",
-        models=("a", "b"),
-        judges=("j1", "j2"),
-        question_ids=("q1", "q2", "q3", "q4"),
-        domains=("law", "med"),
-        levels=(1,),
-        question_domain=np.array([0, 0, 1, 1], dtype=np.int64),
-        question_level=np.zeros(4, dtype=np.int64),
-        scores=scores,
-        has_record=np.ones((2, 4), dtype=np.bool_),
-    )
+    questions = (("q1", "law", 1), ("q2", "law", 1), ("q3", "med", 1), ("q4", "med", 1))
+    return score_cube(scores, models=("a", "b"), judges=("j1", "j2"), questions=questions)
 
 
 ROWS: dict[str, list[object]] = {
@@ -155,10 +146,7 @@ def test_panel_from_series_scores_matches_cube() -> None:
     from kubejury.stats.scoring import score_series
 
     cube = make_cube()
-    try:
-        scores = score_series(cube, ScoringConfig(level_weights={1: 1.0}))
-    except NotImplementedError:
-        pytest.skip("kubejury.stats.scoring.score_series is not implemented yet")
+    scores = score_series(cube, ScoringConfig(level_weights={1: 1.0}))
     from_scores = PanelScores.from_series_scores(scores, cube)
     from_cube = PanelScores.from_cube(cube)
     np.testing.assert_allclose(from_scores.scores, from_cube.scores, equal_nan=True)

@@ -8,9 +8,9 @@ import math
 import re
 
 import jsonschema
-import numpy as np
 import pytest
 
+from factories import score_cube
 from kubejury.errors import InputError
 from kubejury.files.benchmark import Benchmark, Question
 from kubejury.report import render_all
@@ -29,22 +29,14 @@ BENCHMARK = Benchmark(QUESTIONS, "bench.jsonl")
 CONFIG = ScoringConfig(level_weights={1: 1.0, 2: 1.0}, bootstrap_samples=40)
 
 
+# The same questions in cube order, (level, domain, id).
+CUBE_QUESTIONS = (("q1", "Law", 1), ("q3", "Med", 1), ("q2", "Law", 2), ("q4", "Med", 2))
+
+
 def cube(
     series: str, models: tuple[str, ...], judges: tuple[str, ...], scores: list[list[list[float]]]
 ) -> ScoreCube:
-    array = np.array(scores, dtype=np.float64)
-    return ScoreCube(
-        series=series,
-        models=models,
-        judges=judges,
-        question_ids=("q1", "q3", "q2", "q4"),  # (level, domain, id) order
-        domains=("Law", "Med"),
-        levels=(1, 2),
-        question_domain=np.array([0, 1, 0, 1], dtype=np.int64),
-        question_level=np.array([0, 0, 1, 1], dtype=np.int64),
-        scores=array,
-        has_record=np.ones(array.shape[:2], dtype=bool),
-    )
+    return score_cube(scores, series=series, models=models, judges=judges, questions=CUBE_QUESTIONS)
 
 
 def test_hand_computed_values_reach_report_json() -> None:

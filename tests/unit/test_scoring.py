@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from factories import score_cube_by_id
 from kubejury.errors import ConfigError
 from kubejury.stats.cube import ScoreCube
 from kubejury.stats.scoring import NO_TIER, ScoringConfig, TierRule, score_series
@@ -53,49 +55,16 @@ BETA: dict[str, list[float] | None] = {
 }
 
 
-def make_cube(
-    questions: list[tuple[str, str, int]],
-    models: Mapping[str, Mapping[str, Sequence[float] | None]],
-    judges: tuple[str, ...] = ("a", "b", "c"),
-    series: str = "default",
-) -> ScoreCube:
-    """A cube straight from nested dicts (questions sorted by level, domain, id like tables.py)."""
-    ordered = sorted(questions, key=lambda q: (q[2], q[1], q[0]))
-    domains = tuple(sorted({q[1] for q in ordered}))
-    levels = tuple(sorted({q[2] for q in ordered}))
-    names = tuple(models)
-    scores = np.full((len(names), len(ordered), len(judges)), np.nan)
-    has_record = np.zeros((len(names), len(ordered)), dtype=bool)
-    for m, name in enumerate(names):
-        for q, (qid, _, _) in enumerate(ordered):
-            row = models[name].get(qid)
-            if row is not None:
-                scores[m, q] = row
-                has_record[m, q] = True
-    return ScoreCube(
-        series=series,
-        models=names,
-        judges=judges,
-        question_ids=tuple(q[0] for q in ordered),
-        domains=domains,
-        levels=levels,
-        question_domain=np.array([domains.index(q[1]) for q in ordered], dtype=np.int64),
-        question_level=np.array([levels.index(q[2]) for q in ordered], dtype=np.int64),
-        scores=scores,
-        has_record=has_record,
-    )
-
-
 def test_question_means_and_counts() -> None:
-    s = score_series(make_cube(QUESTIONS, {"alpha": ALPHA, "beta": BETA}), ScoringConfig())
+    s = score_series(score_cube_by_id(QUESTIONS, {"alpha": ALPHA, "beta": BETA}), ScoringConfig())
     assert s.n_scored.tolist() == [7, 6]
     assert s.n_unscored.tolist() == [1, 0]
-    q1 = make_cube(QUESTIONS, {"alpha": ALPHA}).question_ids.index("q1")
+    q1 = score_cube_by_id(QUESTIONS, {"alpha": ALPHA}).question_ids.index("q1")
     assert s.question_scores[0, q1] == pytest.approx(9.0)
 
 
 def test_hand_computed_alpha() -> None:
-    s = score_series(make_cube(QUESTIONS, {"alpha": ALPHA, "beta": BETA}), ScoringConfig())
+    s = score_series(score_cube_by_id(QUESTIONS, {"alpha": ALPHA, "beta": BETA}), ScoringConfig())
     a = s.model_index("alpha")
     law, med = s.domains.index("law"), s.domains.index("med")
     # S_i(m, d): law L1 = (9 + 7)/2, law L2 = 7, law L3 = 6 (q8 unscored), med L1 = 10, med L2 = (7+9)/2.
@@ -114,13 +83,13 @@ def test_hand_computed_alpha() -> None:
 
 
 def test_hand_computed_beta_and_tables() -> None:
-    s = score_series(make_cube(QUESTIONS, {"alpha": ALPHA, "beta": BETA}), ScoringConfig())
+    s = score_series(score_cube_by_id(QUESTIONS, {"alpha": ALPHA, "beta": BETA}), ScoringConfig())
     b = s.model_index("beta")
     np.testing.assert_allclose(s.level_scores[b], [8.0, 7.5, 9.0])
     assert s.degradation[b] == pytest.approx(-1.0)
     assert s.weighted[b] == pytest.approx(8.25)
     assert s.judge_sigma[b] == 0.0
-    q5 = make_cube(QUESTIONS, {"beta": BETA}).question_ids.index("q5")
+    q5 = score_cube_by_id(QUESTIONS, {"beta": BETA}).question_ids.index("q5")
     assert math.isnan(s.question_scores[b, q5])  # never asked: absent, not unscored
     assert s.ranking == ("beta", "alpha")
     assert s.domain_leaders == {"law": "beta", "med": "alpha"}
@@ -129,7 +98,7 @@ def test_hand_computed_beta_and_tables() -> None:
 
 def test_study_normalisation_would_cap_at_eight() -> None:
     perfect = {qid: [10.0, 10.0, 10.0] for qid, _, _ in QUESTIONS}
-    s = score_series(make_cube(QUESTIONS, {"p": perfect}), ScoringConfig())
+    s = score_series(score_cube_by_id(QUESTIONS, {"p": perfect}), ScoringConfig())
     assert s.weighted[0] == pytest.approx(10.0)
     # The study's printed "/3" would give 2.4 * 10 / 3 = 8 for a perfect model.
     assert s.weighted[0] * 2.4 / 3 == pytest.approx(8.0)
@@ -137,7 +106,7 @@ def test_study_normalisation_would_cap_at_eight() -> None:
 
 def test_level_without_weight_is_config_error() -> None:
     questions = [*QUESTIONS, ("q9", "law", 4)]
-    judged = make_cube(questions, {"alpha": {**ALPHA, "q9": [5.0, 5.0, 5.0]}})
+    judged = score_cube_by_id(questions, {"alpha": {**ALPHA, "q9": [5.0, 5.0, 5.0]}})
     with pytest.raises(ConfigError, match="level"):
         score_series(judged, ScoringConfig())
     s = score_series(judged, ScoringConfig(level_weights={1: 1.0, 2: 1.0, 3: 1.0, 4: 2.0}))
@@ -149,7 +118,7 @@ def test_level_without_weight_is_config_error() -> None:
 def test_level_never_judged_is_not_present() -> None:
     # The benchmark has a level-4 question nobody was asked (e.g. filtered out of the run): it
     # needs no weight and D still compares levels 1 and 3.
-    cube = make_cube([*QUESTIONS, ("q9", "law", 4)], {"alpha": ALPHA})
+    cube = score_cube_by_id([*QUESTIONS, ("q9", "law", 4)], {"alpha": ALPHA})
     s = score_series(cube, ScoringConfig())
     assert s.levels == (1, 2, 3, 4)
     assert math.isnan(s.level_scores[0, 3])
@@ -162,7 +131,9 @@ def test_ties_rank_by_name_and_leader_by_overall_w() -> None:
     questions = [("q1", "law", 1), ("q2", "med", 1)]
     zed = {"q1": [8.0, 8.0, 8.0], "q2": [6.0, 6.0, 6.0]}
     better_med = {"q1": [8.0, 8.0, 8.0], "q2": [7.0, 7.0, 7.0]}
-    s = score_series(make_cube(questions, {"zed": zed, "amy": same, "bob": better_med}), ScoringConfig())
+    s = score_series(
+        score_cube_by_id(questions, {"zed": zed, "amy": same, "bob": better_med}), ScoringConfig()
+    )
     assert s.ranking == ("bob", "amy", "zed")
     # law: all three tie at 8 → higher overall W (bob), then name.
     assert s.domain_leaders["law"] == "bob"
@@ -173,18 +144,21 @@ def test_tiers_first_matching_rule_and_undefined_sigma() -> None:
     questions = [("q1", "law", 1), ("q2", "law", 3)]
     single_judge = {"q1": [9.5], "q2": [9.4]}
     rules = (TierRule("S", min_weighted=9.0, max_sigma=0.5), TierRule("A", min_weighted=9.0))
-    s = score_series(make_cube(questions, {"m": single_judge}, judges=("a",)), ScoringConfig(tiers=rules))
+    s = score_series(
+        score_cube_by_id(questions, {"m": single_judge}, judges=("a",)), ScoringConfig(tiers=rules)
+    )
     assert math.isnan(s.judge_sigma[0])
     assert s.tiers == {"m": "A"}  # a σ bound cannot hold when σ is undefined
     low = {"q1": [1.0], "q2": [1.0]}
-    s = score_series(make_cube(questions, {"m": low}, judges=("a",)), ScoringConfig(tiers=rules))
+    s = score_series(score_cube_by_id(questions, {"m": low}, judges=("a",)), ScoringConfig(tiers=rules))
     assert s.tiers == {"m": NO_TIER}
 
 
 def test_model_with_no_scores_ranks_last() -> None:
     questions = [("q1", "law", 1)]
     s = score_series(
-        make_cube(questions, {"aa": {"q1": [NAN, NAN, NAN]}, "zz": {"q1": [1.0, 2.0, 3.0]}}), ScoringConfig()
+        score_cube_by_id(questions, {"aa": {"q1": [NAN, NAN, NAN]}, "zz": {"q1": [1.0, 2.0, 3.0]}}),
+        ScoringConfig(),
     )
     assert s.ranking == ("zz", "aa")
     assert math.isnan(s.weighted[0]) and s.n_unscored[0] == 1
@@ -214,7 +188,7 @@ def cube_from_rows(rows: Sequence[tuple[str, int, Sequence[float | None]]], mode
             f"q{i:03d}": [NAN if v is None else min(10.0, v + m) for v in row]
             for i, (_, _, row) in enumerate(rows)
         }
-    return make_cube(questions, data)
+    return score_cube_by_id(questions, data)
 
 
 @settings(max_examples=60, deadline=None)
@@ -236,7 +210,7 @@ def test_invariant_under_question_order(
     judges_reversed = {
         m: {q: (None if r is None else r[::-1]) for q, r in d.items()} for m, d in data.items()
     }
-    other = score_series(make_cube(shuffled, judges_reversed), ScoringConfig())
+    other = score_series(score_cube_by_id(shuffled, judges_reversed), ScoringConfig())
     np.testing.assert_allclose(base.weighted, other.weighted, equal_nan=True)
     np.testing.assert_allclose(base.degradation, other.degradation, equal_nan=True)
     np.testing.assert_allclose(base.judge_sigma, other.judge_sigma, equal_nan=True)
@@ -271,7 +245,7 @@ def test_constant_shift_moves_w_and_keeps_d(
     rows: list[tuple[str, int, list[float | None]]], shift: float
 ) -> None:
     cube = cube_from_rows(rows)
-    shifted = ScoreCube(**{**cube.__dict__, "scores": cube.scores + shift})
+    shifted = dataclasses.replace(cube, scores=cube.scores + shift)
     a, b = score_series(cube, ScoringConfig()), score_series(shifted, ScoringConfig())
     np.testing.assert_allclose(b.weighted, a.weighted + shift, atol=1e-9, equal_nan=True)
     np.testing.assert_allclose(b.degradation, a.degradation, atol=1e-9, equal_nan=True)
@@ -349,9 +323,9 @@ def test_compare_series() -> None:
     other = {"c": {"q1": [6.0], "q2": [6.0]}, "d": {"q1": [1.0], "q2": [1.0]}}
     config = ScoringConfig()
     scores = {
-        "t0": score_series(make_cube(questions, base, judges=("j",), series="t0"), config),
-        "t08": score_series(make_cube(questions, hot, judges=("j",), series="t08"), config),
-        "rp": score_series(make_cube(questions, other, judges=("j",), series="rp"), config),
+        "t0": score_series(score_cube_by_id(questions, base, judges=("j",), series="t0"), config),
+        "t08": score_series(score_cube_by_id(questions, hot, judges=("j",), series="t08"), config),
+        "rp": score_series(score_cube_by_id(questions, other, judges=("j",), series="rp"), config),
     }
     table = compare_series(scores)
     assert table.primary == "t0" and table.series == ("t0", "t08", "rp")

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from factories import score_cube
 from kubejury.modelinfo import ModelInfo, parse_parameters
 from kubejury.stats.cube import ScoreCube
 from kubejury.stats.scoring import ScoringConfig, SeriesScores, score_series
@@ -178,16 +179,11 @@ def test_pareto_frontier_against_brute_force() -> None:
 def make_cube() -> ScoreCube:
     # m31 was not asked q2 (no record, no scores) but the answers file still has its tokens.
     scores = np.array([[[9, 9], [8, 8]], [[7, 7], [NAN, NAN]]], dtype=np.float64)
-    return ScoreCube(
-        series="default",
+    return score_cube(
+        scores,
         models=("big120", "m31"),
         judges=("j1", "j2"),
-        question_ids=("q1", "q2"),
-        domains=("law",),
-        levels=(1,),
-        question_domain=np.zeros(2, dtype=np.int64),
-        question_level=np.zeros(2, dtype=np.int64),
-        scores=scores,
+        questions=(("q1", "law", 1), ("q2", "law", 1)),
         has_record=np.array([[True, True], [True, False]]),
         completion_tokens=np.array([[100.0, 300.0], [50.0, 999.0]]),
         latency_s=np.array([[1.0, NAN], [2.0, 4.0]]),
@@ -210,10 +206,7 @@ def test_tokens_and_latency_per_answer() -> None:
 
 def test_with_the_real_scorer() -> None:
     cube = make_cube()
-    try:
-        scores = score_series(cube, ScoringConfig(level_weights={1: 1.0}))
-    except NotImplementedError:
-        pytest.skip("kubejury.stats.scoring.score_series is not implemented yet")
+    scores = score_series(cube, ScoringConfig(level_weights={1: 1.0}))
     result = select_models(scores, INFO, cube)
     assert result.best_overall == "big120"
     assert result.domain_leaders[0].model == "big120"
