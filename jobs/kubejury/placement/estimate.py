@@ -33,7 +33,6 @@ from typing import Any, Literal
 
 from kubejury.config.spec import EvalRunSpec, ModelSpec
 from kubejury.judging.judge_prompt import JudgePrompt
-from kubejury.placement.decision import Placement
 from kubejury.placement.roofline import DEFAULT_EFFICIENCY, Efficiency, stage_time
 from kubejury.placement.server_model import (
     STARTUP_FIXED_SECONDS,
@@ -50,6 +49,7 @@ from kubejury.placement.workload import (
     chars_per_token,
     tokens_of,
 )
+from kubejury.records.placement import Placement
 from kubejury.runtimes import judge_placement, judge_shares_server
 
 Stage = Literal["generation", "judging"]

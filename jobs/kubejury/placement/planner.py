@@ -72,7 +72,6 @@ from dataclasses import dataclass
 from kubejury.config.embedded_models import embedded_model
 from kubejury.config.spec import EvalRunSpec, ModelSpec, is_gguf_type, normalize_quantization
 from kubejury.modelinfo import parse_active_parameters, parse_parameters
-from kubejury.placement.decision import Placement as Placement
 from kubejury.placement.gpu_nodes import (
     GIB,
     GpuPool,
@@ -93,6 +92,7 @@ from kubejury.placement.gpu_nodes import known_gpu as known_gpu
 from kubejury.placement.gpu_nodes import parse_node as parse_node
 from kubejury.placement.gpu_nodes import parse_node_list as parse_node_list
 from kubejury.placement.gpu_nodes import parse_quantity as parse_quantity
+from kubejury.records.placement import Placement as Placement
 from kubejury.runtimes import judge_placement_key, runtime_of
 
 TP_SIZES: tuple[int, ...] = (1, 2, 4, 8)

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 from kubejury.config.spec import ModelSpec
 from kubejury.modelinfo import parse_active_parameters, parse_parameters
-from kubejury.placement.decision import Placement
 from kubejury.placement.gpu_nodes import GIB, known_gpu
 from kubejury.placement.gpu_specs import GpuSpec, gpu_spec
 from kubejury.placement.planner import (
@@ -25,6 +24,7 @@ from kubejury.placement.planner import (
     VLLM_WEIGHT_FACTOR,
 )
 from kubejury.placement.roofline import Server
+from kubejury.records.placement import Placement
 from kubejury.runtimes import VLLM, runtime_of
 
 VLLM_MAX_SEQUENCES_LARGE = 1024
