@@ -6,41 +6,46 @@ import asyncio
 from pathlib import Path
 
 from kubejury.files.storage import LocalStorage
-from kubejury.stages.runner import Record, ShardWriter, StageOptions, is_final, latest_by_key
+from kubejury.records.results import AnswerRecord
+from kubejury.stages.runner import ShardWriter, StageOptions, is_final, latest_by_key
+
+
+def answer(qid: str, error: str | None = None, kind: str | None = None, n: int = 0) -> AnswerRecord:
+    """An answer record told apart from its namesakes by ``attempts`` (``n``)."""
+    return AnswerRecord(question_id=qid, model="m", error=error, error_kind=kind, attempts=n)
 
 
 def test_is_final() -> None:
-    assert is_final({"error": None})
-    assert is_final({"error": "no [[N]]", "error_kind": "parse"})
-    assert not is_final({"error": "HTTP 500", "error_kind": "http"})
+    assert is_final(answer("a"))
+    assert is_final(answer("a", "no [[N]]", "parse"))
+    assert not is_final(answer("a", "HTTP 500", "http"))
 
 
 def test_latest_final_record_wins() -> None:
-    records: list[Record] = [
-        {"q": "a", "error": "HTTP 500", "error_kind": "http", "n": 1},
-        {"q": "b", "error": None, "n": 2},
-        {"q": "a", "error": None, "n": 3},
-        {
-            "q": "a",
-            "error": "timeout",
-            "error_kind": "timeout",
-            "n": 4,
-        },  # a later failure does not erase a success
-        {"q": "c", "error": "x", "error_kind": "http", "n": 5},
-        {"q": "c", "error": "y", "error_kind": "http", "n": 6},
+    records = [
+        answer("a", "HTTP 500", "http", n=1),
+        answer("b", n=2),
+        answer("a", n=3),
+        answer("a", "timeout", "timeout", n=4),  # a later failure does not erase a success
+        answer("c", "x", "http", n=5),
+        answer("c", "y", "http", n=6),
     ]
-    out = latest_by_key(records, lambda r: r["q"])
-    assert {k: r["n"] for k, r in out.items()} == {"a": 3, "b": 2, "c": 6}
+    out = latest_by_key(records, lambda r: r.question_id)
+    assert {k: r.attempts for k, r in out.items()} == {"a": 3, "b": 2, "c": 6}
 
 
-async def test_shard_writer_batches_in_item_order(tmp_path: Path) -> None:
+async def test_shard_writer_batches_in_item_order_and_stores_each_record_s_json_form(tmp_path: Path) -> None:
     storage = LocalStorage(tmp_path)
-    writer = ShardWriter(storage, "run/s/answers/m", first_seq=3, options=StageOptions(flush_records=3))
+    writer: ShardWriter[AnswerRecord] = ShardWriter(
+        storage, "run/s/answers/m", first_seq=3, options=StageOptions(flush_records=3)
+    )
     for index in (5, 1, 4, 0, 2):
-        writer.add(index, {"i": index})
+        writer.add(index, answer(f"q{index}", n=index))
     await asyncio.sleep(0)
     await writer.close()
     keys = storage.shard_keys("run/s/answers/m")
     assert [k.rsplit("/", 1)[1][:11] for k in keys] == ["part-000003", "part-000004"]
-    assert [r["i"] for r in storage.read_jsonl("run/s/answers/m")] == [1, 4, 5, 0, 2]
+    stored = list(storage.read_jsonl("run/s/answers/m"))
+    assert [r["attempts"] for r in stored] == [1, 4, 5, 0, 2]
+    assert [AnswerRecord.from_json(r) for r in stored] == [answer(f"q{i}", n=i) for i in (1, 4, 5, 0, 2)]
     assert writer.keys == keys

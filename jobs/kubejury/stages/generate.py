@@ -1,9 +1,11 @@
 """Generation stage: one model answers every question of the benchmark under one series' settings.
 
-Produces ``<run>/<series>/answers/<model>/part-*.jsonl`` records::
+Produces ``<run>/<series>/answers/<model>/part-*.jsonl`` records, each one
+:class:`~kubejury.records.results.AnswerRecord` (its fields and JSON form are defined there)::
 
     {"question_id", "model", "series", "answer", "finish_reason",
-     "usage": {"prompt_tokens", "completion_tokens"}, "latency_s", "attempts", "error", "error_kind"}
+     "usage": {"prompt_tokens", "completion_tokens"}, "latency_s", "attempts", "error", "error_kind",
+     "server_version", "fingerprint", "format"}
 
 Every string of a record is stored without the run's known secrets (:func:`known_secrets`): a
 server may echo the API key in a *successful* answer, and answers go on to the judges. Only the
@@ -16,6 +18,7 @@ Requests go out in benchmark order; each shard holds its records in benchmark or
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
@@ -24,10 +27,11 @@ from kubejury.files.storage import RunLayout, Storage
 from kubejury.inference.client import ChatClient
 from kubejury.inference.sampling import SamplingParams, request_fields
 from kubejury.records.fingerprint import StageFingerprint
+from kubejury.records.results import AnswerRecord, TokenUsage
 from kubejury.redact import redact_known
 from kubejury.stages.lifecycle import Handler, StageTarget, run_stage
 from kubejury.stages.progress import ProgressTracker, ProgressView
-from kubejury.stages.runner import UNREACHABLE, Record, StageOptions, StageSummary, latest_by_key
+from kubejury.stages.runner import UNREACHABLE, StageOptions, StageSummary, Unreachable, latest_by_key
 
 STAGE = "generate"
 #: The variable through which a Job receives its endpoint's API key (see ``kubejury.pipeline``).
@@ -72,7 +76,7 @@ def known_secrets(extra: Iterable[str | None] = ()) -> tuple[str, ...]:
 
 def answer_record(
     question_id: str, model: str, series: str, result: Any, secrets: Iterable[str | None] = ()
-) -> Record:  # result: kubejury.inference.client.ChatResult
+) -> AnswerRecord:  # result: kubejury.inference.client.ChatResult
     """The stored record of one answer, every string of it without ``secrets``."""
     answer = result.content if result.error is None else None
     if result.error is None and answer is None:
@@ -82,27 +86,30 @@ def answer_record(
     return _without(known, record) if known else record
 
 
-def _without(secrets: tuple[str, ...], record: Record) -> Record:
-    return {
-        key: redact_known(value, secrets) if isinstance(value, str) else value
-        for key, value in record.items()
-    }
+def _without(secrets: tuple[str, ...], record: AnswerRecord) -> AnswerRecord:
+    """``record`` with every string field (the usage counts are numbers) free of ``secrets``."""
+    masked: dict[str, Any] = {}
+    for f in dataclasses.fields(record):
+        value = getattr(record, f.name)
+        if isinstance(value, str):
+            masked[f.name] = redact_known(value, secrets)
+    return dataclasses.replace(record, **masked)
 
 
-def _record(question_id: str, model: str, series: str, result: Any, answer: str | None) -> Record:
-    return {
-        "question_id": question_id,
-        "model": model,
-        "series": series,
-        "answer": answer,
-        "finish_reason": result.finish_reason,
-        "usage": {"prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens},
-        "latency_s": round(result.latency_s, 4),
-        "attempts": result.attempts,
-        "error": result.error,
-        "error_kind": result.error_kind,
-        "server_version": result.server_version,
-    }
+def _record(question_id: str, model: str, series: str, result: Any, answer: str | None) -> AnswerRecord:
+    return AnswerRecord(
+        question_id=question_id,
+        model=model,
+        series=series,
+        answer=answer,
+        finish_reason=result.finish_reason,
+        usage=TokenUsage(prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens),
+        latency_s=round(result.latency_s, 4),
+        attempts=result.attempts,
+        error=result.error,
+        error_kind=result.error_kind,
+        server_version=result.server_version,
+    )
 
 
 async def run_generation(
@@ -137,8 +144,8 @@ async def run_generation(
     chat = client.chat
     secrets = known_secrets(secrets_extra)
 
-    def handler(tracker: ProgressTracker) -> Handler[QuestionLike]:
-        async def handle(question: QuestionLike) -> Record:
+    def handler(tracker: ProgressTracker) -> Handler[QuestionLike, AnswerRecord]:
+        async def handle(question: QuestionLike) -> AnswerRecord | Unreachable:
             body = {"model": served, "messages": [*preamble, {"role": "user", "content": question.question}]}
             body.update(sampling)
             result = await chat(body)
@@ -156,6 +163,7 @@ async def run_generation(
         name=model.name,
         prefix=layout.answers_prefix(series.name, model.name),
         progress_key=layout.progress_key(series.name, STAGE, model.name, shard),
+        read=AnswerRecord.from_json,
         record_key=_key,
         not_done="questions not answered",
         kept="answers",
@@ -174,19 +182,30 @@ async def run_generation(
     )
 
 
-def _key(record: Record) -> str:
-    return str(record.get("question_id"))
+def _key(record: AnswerRecord) -> str:
+    return record.question_id
 
 
 def read_answers(
     storage: Storage, layout: RunLayout, series: str, model: str, order: Sequence[str] | None = None
-) -> list[Record]:
+) -> list[AnswerRecord]:
     """One answers record per question (the latest final one), in ``order`` when given.
 
     This is how every consumer (judging, reports) should read answers: shards may hold an earlier
     failed attempt of a question that a rerun answered.
     """
-    records = latest_by_key(storage.read_jsonl(layout.answers_prefix(series, model)), _key)
+    stored = (
+        AnswerRecord.from_json(line) for line in storage.read_jsonl(layout.answers_prefix(series, model))
+    )
+    records = latest_by_key(stored, _key)
     if order is None:
         return list(records.values())
     return [records[qid] for qid in order if qid in records]
+
+
+def read_answers_json(
+    storage: Storage, layout: RunLayout, series: str, model: str, order: Sequence[str] | None = None
+) -> list[dict[str, Any]]:
+    """:func:`read_answers` in the stored JSON form, for readers not yet moved to
+    :class:`AnswerRecord` (``pipeline.stored_records``, the integration tests): the lead moves them."""
+    return [record.to_json() for record in read_answers(storage, layout, series, model, order)]

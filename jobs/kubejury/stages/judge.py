@@ -4,10 +4,11 @@ Reads the answers of every evaluated model of the series, anonymizes them (opaqu
 self-identifications replaced by a neutral token, metadata removed, the rest as written), shuffles the judging order with the run's
 seed, and asks the judge for a 0–10 verdict per answer (:mod:`kubejury.judging.judge_prompt`). The
 mapping id → model is written once per series to ``RunLayout.anonymization_key``, apart from the
-judgments. Records in ``<run>/<series>/judgments/<judge>/part-*.jsonl``::
+judgments. Records in ``<run>/<series>/judgments/<judge>/part-*.jsonl``, each one
+:class:`~kubejury.records.results.JudgmentRecord` (its fields and JSON form are defined there)::
 
     {"question_id", "model", "series", "judge", "answer_id", "score", "rationale",
-     "error", "error_kind", "asks", "latency_s", "usage": {...}}
+     "error", "error_kind", "asks", "latency_s", "usage": {...}, "fingerprint", "format"}
 
 ``score`` is ``null`` exactly when ``error`` is set: ``error_kind == "parse"`` means the judge
 answered but gave no valid score even after being re-asked (counted per judge as parse
@@ -29,10 +30,11 @@ from kubejury.inference.sampling import SamplingParams, request_fields
 from kubejury.judging.anonymize import Scrubber, mapping_document, opaque_ids, shuffled
 from kubejury.judging.judge_prompt import SCORE_SCHEMA, JudgePrompt, Verdict, parse_verdict
 from kubejury.records.fingerprint import StageFingerprint
+from kubejury.records.results import AnswerRecord, JudgmentRecord, TokenUsage
 from kubejury.stages.generate import QuestionLike, read_answers
 from kubejury.stages.lifecycle import Handler, StageTarget, run_stage
 from kubejury.stages.progress import ProgressTracker, ProgressView
-from kubejury.stages.runner import UNREACHABLE, Record, StageOptions, StageSummary, latest_by_key
+from kubejury.stages.runner import UNREACHABLE, StageOptions, StageSummary, Unreachable, latest_by_key
 
 STAGE = "judge"
 
@@ -81,7 +83,7 @@ class JudgingItem:
 
 def build_items(
     questions: Sequence[QuestionLike],
-    answers_by_model: dict[str, list[Record]],
+    answers_by_model: dict[str, list[AnswerRecord]],
     *,
     seed: int,
     scrubber: Scrubber,
@@ -93,13 +95,13 @@ def build_items(
     skipped = 0
     for model in sorted(answers_by_model):
         for record in answers_by_model[model]:
-            question = by_id.get(str(record.get("question_id")))
+            question = by_id.get(record.question_id)
             if question is None:
                 continue  # an answer to a question filtered out of this run
-            if record.get("error") is not None or record.get("answer") is None:
+            if record.error is not None or record.answer is None:
                 skipped += 1
                 continue
-            items.append(JudgingItem(question, model, mapping[model], scrubber.scrub(str(record["answer"]))))
+            items.append(JudgingItem(question, model, mapping[model], scrubber.scrub(record.answer)))
     order = {q.id: i for i, q in enumerate(questions)}
     items.sort(key=lambda it: (order[it.question.id], it.model))
     return shuffled(items, seed), mapping, skipped
@@ -107,27 +109,27 @@ def build_items(
 
 def judgment_record(
     item: JudgingItem, series: str, judge: str, verdict: Verdict | None, result: ChatResult, asks: int
-) -> Record:
+) -> JudgmentRecord:
     kind: str | None
     if verdict is None:  # the request itself failed
         score, rationale, error, kind = None, "", result.error, result.error_kind
     else:
         score, rationale, error = verdict.score, verdict.rationale, verdict.error
         kind = "parse" if error is not None else None
-    return {
-        "question_id": item.question.id,
-        "model": item.model,
-        "series": series,
-        "judge": judge,
-        "answer_id": item.answer_id,
-        "score": score,
-        "rationale": rationale,
-        "error": error,
-        "error_kind": kind,
-        "asks": asks,
-        "latency_s": round(result.latency_s, 4),
-        "usage": {"prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens},
-    }
+    return JudgmentRecord(
+        question_id=item.question.id,
+        model=item.model,
+        series=series,
+        judge=judge,
+        answer_id=item.answer_id,
+        score=score,
+        rationale=rationale,
+        error=error,
+        error_kind=kind,
+        asks=asks,
+        latency_s=round(result.latency_s, 4),
+        usage=TokenUsage(prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens),
+    )
 
 
 async def run_judging(
@@ -150,7 +152,7 @@ async def run_judging(
     started = time.monotonic()
     qids = [q.id for q in questions]
 
-    def load_answers() -> dict[str, list[Record]]:
+    def load_answers() -> dict[str, list[AnswerRecord]]:
         return {m: read_answers(storage, layout, series, m, order=qids) for m in models}
 
     answers_by_model = await asyncio.to_thread(load_answers)
@@ -173,7 +175,7 @@ async def run_judging(
     response_format = json_schema_format("verdict", SCORE_SCHEMA) if judging.structured_output else None
     served, judge_name, reasks = judge.request_model, judge.name, judging.retries
 
-    def handler(tracker: ProgressTracker) -> Handler[JudgingItem]:
+    def handler(tracker: ProgressTracker) -> Handler[JudgingItem, JudgmentRecord]:
         async def ask(messages: list[dict[str, str]]) -> ChatResult:
             result = await client.chat(
                 build_body(served, messages, sampling, response_format=response_format)
@@ -181,7 +183,7 @@ async def run_judging(
             tracker.retries += result.attempts - 1
             return result
 
-        async def handle(item: JudgingItem) -> Record:
+        async def handle(item: JudgingItem) -> JudgmentRecord | Unreachable:
             messages = prompt.messages(item.question.question, item.question.reference, item.text)
             result = await ask(messages)
             if result.error_kind == "connection":
@@ -214,6 +216,7 @@ async def run_judging(
         name=judge.name,
         prefix=layout.judgments_prefix(series, judge.name),
         progress_key=layout.progress_key(series, STAGE, judge.name),
+        read=JudgmentRecord.from_json,
         record_key=_key,
         not_done="answers not judged",
         kept="judgments",
@@ -234,15 +237,24 @@ async def run_judging(
     )
 
 
-def _key(record: Record) -> tuple[str, str]:
-    return (str(record.get("question_id")), str(record.get("model")))
+def _key(record: JudgmentRecord) -> tuple[str, str]:
+    return (record.question_id, record.model)
 
 
-def read_judgments(storage: Storage, layout: RunLayout, series: str, judge: str) -> list[Record]:
+def read_judgments(storage: Storage, layout: RunLayout, series: str, judge: str) -> list[JudgmentRecord]:
     """One judgment per (question, model) — the latest final one — for every consumer of judgments."""
-    return list(latest_by_key(storage.read_jsonl(layout.judgments_prefix(series, judge)), _key).values())
+    stored = (
+        JudgmentRecord.from_json(line) for line in storage.read_jsonl(layout.judgments_prefix(series, judge))
+    )
+    return list(latest_by_key(stored, _key).values())
 
 
-def parse_failure_count(records: Sequence[dict[str, Any]]) -> int:
+def read_judgments_json(storage: Storage, layout: RunLayout, series: str, judge: str) -> list[dict[str, Any]]:
+    """:func:`read_judgments` in the stored JSON form, for readers not yet moved to
+    :class:`JudgmentRecord` (``pipeline.stored_records``, the integration tests): the lead moves them."""
+    return [record.to_json() for record in read_judgments(storage, layout, series, judge)]
+
+
+def parse_failure_count(records: Sequence[JudgmentRecord]) -> int:
     """How many of a judge's records are replies that had no valid score (for the report)."""
-    return sum(1 for r in records if r.get("error_kind") == "parse")
+    return sum(1 for r in records if r.error_kind == "parse")

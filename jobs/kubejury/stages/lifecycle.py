@@ -21,9 +21,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Hashable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, Generic, TypeVar
 
 from kubejury.errors import SpecChanged
 from kubejury.files.storage import Storage
@@ -33,11 +33,13 @@ from kubejury.stages.progress import ProgressTracker, ProgressView
 from kubejury.stages.runner import (
     UNREACHABLE,
     EndpointUnavailable,
-    Record,
+    RecordT,
     ShardWriter,
     StageFailed,
     StageOptions,
+    StageRecord,
     StageSummary,
+    Unreachable,
     is_final,
     latest_by_key,
     pump,
@@ -46,12 +48,12 @@ from kubejury.stages.runner import (
 
 T = TypeVar("T")
 
-Handler = Callable[[T], Awaitable[Record]]
+Handler = Callable[[T], Awaitable[RecordT | Unreachable]]
 """Turns one item into the record to store, or ``runner.UNREACHABLE`` when the server is gone."""
 
 
 @dataclass(frozen=True)
-class StageTarget:
+class StageTarget(Generic[RecordT]):
     """The records one stage run owns and the words it reports with."""
 
     stage: str  # "generate" or "judge": the progress record's stage
@@ -60,7 +62,8 @@ class StageTarget:
     name: str  # the model (generation) or the judge (judging)
     prefix: str  # where the stage's shards go
     progress_key: str  # where its progress record goes
-    record_key: Callable[[Record], Hashable]  # one stored record per key counts (the latest final one)
+    read: Callable[[Mapping[str, Any]], RecordT]  # a stored line as the stage's record type
+    record_key: Callable[[RecordT], Hashable]  # one stored record per key counts (the latest final one)
     not_done: str  # "questions not answered"
     kept: str  # "answers"
     fingerprint: StageFingerprint | None = None  # what determines the records (stored with each)
@@ -68,10 +71,10 @@ class StageTarget:
 
 
 async def run_stage(
-    target: StageTarget,
+    target: StageTarget[RecordT],
     items: Sequence[T],
     item_key: Callable[[T], Hashable],
-    handler: Callable[[ProgressTracker], Handler[T]],
+    handler: Callable[[ProgressTracker], Handler[T, RecordT]],
     *,
     storage: Storage,
     client: ChatClient,
@@ -87,7 +90,7 @@ async def run_stage(
     ``time.monotonic()``) is when the stage began, if it did work before calling this.
     """
     started = time.monotonic() if started is None else started
-    existing, next_seq = await read_existing(storage, target.prefix)
+    existing, next_seq = await read_existing(storage, target.prefix, target.read)
     if target.fingerprint is not None:
         await asyncio.to_thread(check_fingerprint, storage, target, existing)
         handler = _tagging(handler, target.fingerprint.digest)
@@ -103,12 +106,12 @@ async def run_stage(
         target.stage, target.series, target.name, total=len(items), resumed=resumed, view=view
     )
     tracker.fingerprint = target.fingerprint.digest if target.fingerprint is not None else ""
-    tracker.parse_failures = sum(1 for key in done if stored[key].get("error_kind") == "parse")
+    tracker.parse_failures = sum(1 for key in done if stored[key].error_kind == "parse")
 
     async def write_progress() -> None:
         await asyncio.to_thread(storage.write_json, target.progress_key, tracker.record())
 
-    writer = ShardWriter(storage, target.prefix, next_seq, options)
+    writer: ShardWriter[RecordT] = ShardWriter(storage, target.prefix, next_seq, options)
     initial_progress = asyncio.get_running_loop().create_task(write_progress())
     try:
         await pump(
@@ -149,7 +152,9 @@ async def run_stage(
     return summary
 
 
-def check_fingerprint(storage: Storage, target: StageTarget, existing: Sequence[Record]) -> None:
+def check_fingerprint(
+    storage: Storage, target: StageTarget[RecordT], existing: Sequence[StageRecord]
+) -> None:
     """Raise :class:`SpecChanged` when the stage's stored records were made under another spec;
     store the fingerprint document when there is none yet."""
     current = target.fingerprint
@@ -160,7 +165,7 @@ def check_fingerprint(storage: Storage, target: StageTarget, existing: Sequence[
         before = StageFingerprint.from_json(stored)
         if before.digest != current.digest:
             changes = current.changes_from(before) or ["(fingerprint differs)"]
-    elif any(record.get("fingerprint") != current.digest for record in existing):
+    elif any(record.fingerprint != current.digest for record in existing):
         changes = ["records stored without this stage's fingerprint (an older kubejury or another spec)"]
     if changes:
         raise SpecChanged(
@@ -174,18 +179,18 @@ def check_fingerprint(storage: Storage, target: StageTarget, existing: Sequence[
 
 
 def _tagging(
-    handler: Callable[[ProgressTracker], Handler[T]], digest: str
-) -> Callable[[ProgressTracker], Handler[T]]:
+    handler: Callable[[ProgressTracker], Handler[T, RecordT]], digest: str
+) -> Callable[[ProgressTracker], Handler[T, RecordT]]:
     """The handler, with every record it returns carrying the stage's fingerprint digest."""
 
-    def make(tracker: ProgressTracker) -> Handler[T]:
+    def make(tracker: ProgressTracker) -> Handler[T, RecordT]:
         inner = handler(tracker)
 
-        async def handle(item: T) -> Record:
+        async def handle(item: T) -> RecordT | Unreachable:
             record = await inner(item)
-            if record is not UNREACHABLE:
-                record["fingerprint"] = digest
-            return record
+            if record is UNREACHABLE:
+                return record
+            return record.with_fingerprint(digest)
 
         return handle
 

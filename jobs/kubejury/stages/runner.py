@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import signal
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Generic, Protocol, Self, TypeVar
 
 from kubejury.errors import KubejuryError
 from kubejury.files.storage import Storage
@@ -35,7 +36,22 @@ from kubejury.stages.progress import ProgressTracker
 
 T = TypeVar("T")
 R = TypeVar("R")
-Record = dict[str, Any]
+
+
+class StageRecord(Protocol):
+    """What the machinery needs of a stored record (``kubejury.records.results`` types fit)."""
+
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def error_kind(self) -> str | None: ...
+    @property
+    def fingerprint(self) -> str | None: ...
+    def to_json(self) -> dict[str, Any]: ...
+    def with_fingerprint(self, digest: str) -> Self: ...
+
+
+RecordT = TypeVar("RecordT", bound=StageRecord)
 
 
 class EndpointUnavailable(KubejuryError):
@@ -84,14 +100,14 @@ class StageSummary:
         return self.resumed + self.written == self.total
 
 
-def is_final(record: Record) -> bool:
+def is_final(record: StageRecord) -> bool:
     """A stored record that need not be redone: no error, or a judge reply that could not be parsed."""
-    return record.get("error") is None or record.get("error_kind") == "parse"
+    return record.error is None or record.error_kind == "parse"
 
 
-def latest_by_key(records: Iterable[Record], key: Callable[[Record], Hashable]) -> dict[Hashable, Record]:
+def latest_by_key(records: Iterable[RecordT], key: Callable[[RecordT], Hashable]) -> dict[Hashable, RecordT]:
     """One record per key from records in storage order: the latest final one, else the latest."""
-    out: dict[Hashable, Record] = {}
+    out: dict[Hashable, RecordT] = {}
     for record in records:
         k = key(record)
         prev = out.get(k)
@@ -100,7 +116,7 @@ def latest_by_key(records: Iterable[Record], key: Callable[[Record], Hashable]) 
     return out
 
 
-class ShardWriter:
+class ShardWriter(Generic[RecordT]):
     """Buffers records and writes them as numbered shards, off the event loop.
 
     Shards are independent objects (their sequence number is fixed when the batch is cut), so up
@@ -113,13 +129,13 @@ class ShardWriter:
         self.prefix = prefix
         self.options = options
         self._seq = first_seq
-        self._buffer: list[tuple[int, Record]] = []
+        self._buffer: list[tuple[int, RecordT]] = []
         self._last_flush = time.monotonic()
         self._pending: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(MAX_PARALLEL_WRITES)
         self.keys: list[str] = []
 
-    def add(self, index: int, record: Record) -> None:
+    def add(self, index: int, record: RecordT) -> None:
         self._buffer.append((index, record))
         if len(self._buffer) >= self.options.flush_records:
             self.flush()
@@ -135,12 +151,12 @@ class ShardWriter:
             return
         batch, self._buffer = self._buffer, []
         batch.sort(key=lambda pair: pair[0])
-        records = [record for _, record in batch]
+        records = [record.to_json() for _, record in batch]
         seq, self._seq = self._seq, self._seq + 1
         task = asyncio.get_running_loop().create_task(self._write(seq, records))
         self._pending.add(task)
 
-    async def _write(self, seq: int, records: list[Record]) -> None:
+    async def _write(self, seq: int, records: list[dict[str, Any]]) -> None:
         async with self._slots:
             key = await asyncio.to_thread(self.storage.write_shard, self.prefix, records, seq=seq)
         if key is not None:
@@ -157,11 +173,14 @@ class ShardWriter:
                 raise result
 
 
-async def read_existing(storage: Storage, prefix: str) -> tuple[list[Record], int]:
-    """Every stored record under ``prefix`` (shard order) and the next shard sequence number."""
+async def read_existing(
+    storage: Storage, prefix: str, parse: Callable[[Mapping[str, Any]], RecordT]
+) -> tuple[list[RecordT], int]:
+    """Every stored record under ``prefix`` (shard order, each read by ``parse``) and the next
+    shard sequence number."""
 
-    def read() -> tuple[list[Record], int]:
-        return list(storage.read_jsonl(prefix)), storage.next_shard_seq(prefix)
+    def read() -> tuple[list[RecordT], int]:
+        return [parse(line) for line in storage.read_jsonl(prefix)], storage.next_shard_seq(prefix)
 
     return await asyncio.to_thread(read)
 
@@ -169,16 +188,23 @@ async def read_existing(storage: Storage, prefix: str) -> tuple[list[Record], in
 MAX_PARALLEL_WRITES = 4  # shard writes in flight at once (threads)
 RAMP_STEP = 4  # workers started per event-loop iteration when a stage starts
 
-UNREACHABLE: Record = {}
+
+class Unreachable(enum.Enum):
+    """The type of :data:`UNREACHABLE`."""
+
+    UNREACHABLE = "unreachable"
+
+
+UNREACHABLE = Unreachable.UNREACHABLE
 """Returned by a stage's handler when the server could not be reached (nothing is recorded)."""
 
 
 async def pump(
     items: Sequence[tuple[int, T]],
-    handle: Callable[[T], Awaitable[Record]],
+    handle: Callable[[T], Awaitable[RecordT | Unreachable]],
     *,
     concurrency: int,
-    writer: ShardWriter,
+    writer: ShardWriter[RecordT],
     tracker: ProgressTracker,
     summary: StageSummary,
     options: StageOptions,
@@ -204,12 +230,12 @@ async def pump(
             state["consecutive_unreachable"] = 0
             add(index, record)
             summary.written += 1
-            error = record.get("error") is not None
-            parse_failure = error and record.get("error_kind") == "parse"
+            error = record.error is not None
+            parse_failure = error and record.error_kind == "parse"
             if error:
                 summary.errors += 1
                 if not parse_failure:
-                    reason = str(record.get("error"))
+                    reason = str(record.error)
                     summary.error_reasons[reason] = summary.error_reasons.get(reason, 0) + 1
             if parse_failure:
                 summary.parse_failures += 1
