@@ -16,7 +16,8 @@ CRD (``cleanupPolicy="Delete"``, ``maxConcurrentModels=2``). Every call returns 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, cast
 
 import kopf
@@ -24,7 +25,11 @@ import numpy as np
 import numpy.typing as npt
 import yaml
 
+from kubejury.placement.decision import Placement
 from kubejury.stats.cube import ScoreCube
+from kubejury_operator import manifests as mf
+from kubejury_operator.cluster_run import ClusterRun
+from kubejury_operator.observed import DeploymentState, JobState
 
 API_VERSION = "kubejury.io/v1alpha1"
 KIND = "EvalRun"
@@ -267,3 +272,96 @@ def score_cube_by_id(
     return score_cube(
         scores, series=series, models=tuple(models), judges=judges, questions=ordered, has_record=has_record
     )
+
+
+# ------------------------------------------------------------------------------ the planner's inputs
+# A run ``r`` in namespace ``ns`` as the reconcile planner sees it (its ClusterRun) and the world it
+# observes (Deployments, Jobs, objects present), for tests of plan() phase by phase.
+
+H100_PLACEMENT = Placement(
+    runtime="vllm",
+    quantization="fp8",
+    tensor_parallel_size=1,
+    node_selector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+    reason="Hopper: FP8 fits on 1 GPU",
+    gpu_product="NVIDIA-H100-80GB-HBM3",
+)
+RUN_REF = mf.RunRef(name="r", namespace="ns", uid="uid-1")
+RUN_SERIES = ("primary", "t08")
+JOB_DONE = JobState(succeeded=True)
+JOB_RUNNING = JobState()
+JOB_FAILED = JobState(failed=True, message="BackoffLimitExceeded")
+BASE_PRESENT = frozenset({("ConfigMap", "kj-r-spec"), ("ServiceAccount", "kj-r-job")})
+
+
+def endpoint(
+    role: str,
+    name: str,
+    placement: Placement | None = H100_PLACEMENT,
+    runtime: str = "vllm",
+    key: str | None = None,
+) -> mf.Endpoint:
+    """A model (``role="model"``) or judge served in the cluster, or hosted when ``runtime="openai"``."""
+    hosted = runtime == "openai"
+    return mf.Endpoint(
+        key=key or mf.endpoint_key(role, name),
+        name=name,
+        source="https://api.example.com/v1" if hosted else f"hf://org/{name}",
+        served_model=name,
+        runtime=runtime,
+        placement=None if hosted else placement,
+    )
+
+
+def build_cluster_run(
+    models: Iterable[mf.Endpoint] = (), judges: Iterable[mf.Endpoint] = (), max_models: int = 2
+) -> ClusterRun:
+    """Run ``r``'s ClusterRun: models ``a``, ``b``, ``c`` and judge ``j`` unless given."""
+    return ClusterRun(
+        ref=RUN_REF,
+        generation=1,
+        body={"metadata": {"name": "r"}, "spec": {"x": 1}},
+        models=tuple(models) or (endpoint("model", "a"), endpoint("model", "b"), endpoint("model", "c")),
+        judges=tuple(judges) or (endpoint("judge", "j"),),
+        series=RUN_SERIES,
+        max_concurrent_models=max_models,
+        settings=mf.WorkloadSettings(),
+        storage=mf.JobStorage(uri="s3://b/runs"),
+    )
+
+
+def workload_of(key: str) -> str:
+    """The Deployment (and Service) name of run ``r``'s server for endpoint ``key``."""
+    return mf.workload_name("r", key)
+
+
+def ready_servers(*keys: str) -> dict[str, DeploymentState]:
+    """Observed Deployments: each endpoint's server up with one ready replica."""
+    return {workload_of(k): DeploymentState(replicas=1, ready_replicas=1) for k in keys}
+
+
+def generation_jobs(
+    models: Iterable[str], state: JobState, series: Iterable[str] = RUN_SERIES
+) -> dict[str, JobState]:
+    """Observed generation Jobs of run ``r``, one per model and series, all in ``state``."""
+    return {mf.generation_job_name("r", m, s): state for m in models for s in series}
+
+
+def judge_jobs(
+    judges: Iterable[str],
+    state: JobState,
+    series: Iterable[str] = RUN_SERIES,
+    round_: int = 1,
+    complete: int = 3,
+) -> dict[str, JobState]:
+    """Observed judge Jobs of run ``r`` (round ``round_``), each having judged ``complete`` models."""
+    return {
+        mf.judge_job_name("r", j, s, round_): replace(state, models_complete=complete)
+        for j in judges
+        for s in series
+    }
+
+
+def present_for(*keys: str) -> frozenset[tuple[str, str]]:
+    """Objects present: the run's own ConfigMap and ServiceAccount plus a Service per endpoint."""
+    return BASE_PRESENT | {("Service", workload_of(k)) for k in keys}

@@ -7,19 +7,18 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from test_reconcile import (
+from factories import (
     BASE_PRESENT,
-    DONE,
-    H100,
-    SERIES,
-    ep,
-    gen_jobs,
-    inputs,
+    H100_PLACEMENT,
+    JOB_DONE,
+    RUN_SERIES,
+    build_cluster_run,
+    endpoint,
+    generation_jobs,
     judge_jobs,
     present_for,
-    ready,
+    ready_servers,
 )
-
 from kubejury.records.gpu_usage import GPU_USAGE_ENV, GpuUsage
 from kubejury_operator import manifests as mf
 from kubejury_operator.observed import (
@@ -37,12 +36,12 @@ T1 = "2026-12-01T10:00:10Z"
 T2 = "2026-12-01T10:01:10Z"
 T3 = "2026-12-01T10:01:20Z"
 T4 = "2026-12-01T10:05:00Z"
-TP4 = replace(H100, tensor_parallel_size=4)
-ONE_SERIES = SERIES[:1]
+TP4 = replace(H100_PLACEMENT, tensor_parallel_size=4)
+ONE_SERIES = RUN_SERIES[:1]
 
 
 def one_model_run(**kwargs: Any) -> Any:
-    run = inputs(models=[ep("model", "a", TP4)], judges=[ep("judge", "j")], **kwargs)
+    run = build_cluster_run(models=[endpoint("model", "a", TP4)], judges=[endpoint("judge", "j")], **kwargs)
     return replace(run, series=ONE_SERIES)
 
 
@@ -53,14 +52,16 @@ def server(usage: dict[str, Any], name: str) -> dict[str, Any]:
 
 def test_held_time_runs_from_the_ready_pod_to_the_scale_down_times_the_gpus() -> None:
     run = one_model_run()
-    up = Observed(deployments=ready("m-a"), present=present_for("m-a"), servers_ready_since={"m-a": T0})
+    up = Observed(
+        deployments=ready_servers("m-a"), present=present_for("m-a"), servers_ready_since={"m-a": T0}
+    )
     first = plan(run, up, {}, T1)
     a = server(first.status["gpu"], "a")
     assert a["readySince"] == T0 and a["heldGpuSeconds"] == 0 and a["gpus"] == 4
     assert a["gpuProduct"] == "NVIDIA-H100-80GB-HBM3" and a["role"] == "model"
 
     finished = JobState(succeeded=True, server="m-a", started_at=T1, finished_at=T2)
-    generated = replace(up, jobs=gen_jobs(["a"], finished, ONE_SERIES))
+    generated = replace(up, jobs=generation_jobs(["a"], finished, ONE_SERIES))
     down = plan(run, generated, first.status, T3)
     assert ("Deployment", mf.workload_name("r", "m-a"), 0) in {
         (a.kind, a.name, a.replicas) for a in down.actions
@@ -77,10 +78,10 @@ def test_a_running_job_is_an_open_interval_and_the_status_does_not_change_while_
     run = one_model_run()
     running = JobState(server="m-a", started_at=T1)
     observed = Observed(
-        deployments=ready("m-a"),
+        deployments=ready_servers("m-a"),
         present=present_for("m-a"),
         servers_ready_since={"m-a": T0},
-        jobs=gen_jobs(["a"], running, ONE_SERIES),
+        jobs=generation_jobs(["a"], running, ONE_SERIES),
     )
     first = plan(run, observed, {}, T2)
     a = server(first.status["gpu"], "a")
@@ -92,15 +93,21 @@ def test_a_running_job_is_an_open_interval_and_the_status_does_not_change_while_
 
 
 def test_jobs_on_one_server_at_once_count_once_and_finished_time_is_never_lowered() -> None:
-    run = replace(inputs(models=[ep("model", "a", TP4)], judges=[ep("judge", "j")]), series=SERIES)
+    run = replace(
+        build_cluster_run(models=[endpoint("model", "a", TP4)], judges=[endpoint("judge", "j")]),
+        series=RUN_SERIES,
+    )
     both = {
-        mf.generation_job_name("r", "a", SERIES[0]): JobState(
+        mf.generation_job_name("r", "a", RUN_SERIES[0]): JobState(
             succeeded=True, server="m-a", started_at=T0, finished_at=T2
         ),
-        mf.generation_job_name("r", "a", SERIES[1]): JobState(server="m-a", started_at=T1),
+        mf.generation_job_name("r", "a", RUN_SERIES[1]): JobState(server="m-a", started_at=T1),
     }
     observed = Observed(
-        deployments=ready("m-a"), present=present_for("m-a"), servers_ready_since={"m-a": T0}, jobs=both
+        deployments=ready_servers("m-a"),
+        present=present_for("m-a"),
+        servers_ready_since={"m-a": T0},
+        jobs=both,
     )
     first = plan(run, observed, {}, T3)
     a = server(first.status["gpu"], "a")
@@ -116,9 +123,9 @@ def test_jobs_on_one_server_at_once_count_once_and_finished_time_is_never_lowere
 
 
 def test_a_judge_sharing_a_models_server_is_one_server_and_external_endpoints_have_none() -> None:
-    model = ep("model", "a", key="shared")
-    run = inputs(
-        models=[model, ep("model", "api", runtime="openai")], judges=[replace(model, name="a-judge")]
+    model = endpoint("model", "a", key="shared")
+    run = build_cluster_run(
+        models=[model, endpoint("model", "api", runtime="openai")], judges=[replace(model, name="a-judge")]
     )
     result = plan(run, Observed(servers_ready_since={}), {}, T0)
     assert set(result.status["gpu"]["servers"]) == {"a"}
@@ -130,11 +137,11 @@ def test_the_aggregation_job_carries_the_runs_final_gpu_usage() -> None:
     gen_done = JobState(succeeded=True, server="m-a", started_at=T1, finished_at=T2)
     judge_done = JobState(succeeded=True, server="j-j", started_at=T2, finished_at=T3)
     observed = Observed(
-        deployments=ready("j-j"),
+        deployments=ready_servers("j-j"),
         present=present_for("j-j") | BASE_PRESENT,
         servers_ready_since={"j-j": T1},
         jobs={
-            **gen_jobs(["a"], gen_done, ONE_SERIES),
+            **generation_jobs(["a"], gen_done, ONE_SERIES),
             **judge_jobs(["j"], judge_done, ONE_SERIES, complete=1),
         },
     )
@@ -183,7 +190,9 @@ def test_job_state_reads_the_server_label_and_the_jobs_start_and_end() -> None:
             "conditions": [{"type": "Complete", "status": "True"}],
         },
     }
-    assert job_state(complete) == DONE.__class__(succeeded=True, server="m-a", started_at=T0, finished_at=T2)
+    assert job_state(complete) == JOB_DONE.__class__(
+        succeeded=True, server="m-a", started_at=T0, finished_at=T2
+    )
     failed = {
         "metadata": {"labels": labels},
         "status": {
@@ -211,11 +220,13 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 def test_a_closed_interval_is_gone_from_the_stored_status_after_the_merge_patch() -> None:
     run = one_model_run()
-    up = Observed(deployments=ready("m-a"), present=present_for("m-a"), servers_ready_since={"m-a": T0})
+    up = Observed(
+        deployments=ready_servers("m-a"), present=present_for("m-a"), servers_ready_since={"m-a": T0}
+    )
     stored = merge_patch({}, plan(run, up, {}, T1).status)
     assert GpuUsage.from_json(stored["gpu"]).open
     finished = JobState(succeeded=True, server="m-a", started_at=T1, finished_at=T2)
-    down = plan(run, replace(up, jobs=gen_jobs(["a"], finished, ONE_SERIES)), stored, T3)
+    down = plan(run, replace(up, jobs=generation_jobs(["a"], finished, ONE_SERIES)), stored, T3)
     stored = merge_patch(stored, down.status)
     assert not GpuUsage.from_json(stored["gpu"]).open, stored["gpu"]
     assert stored["gpu"]["idleShare"] == round(1 - 60 / 80, 4)
@@ -223,10 +234,12 @@ def test_a_closed_interval_is_gone_from_the_stored_status_after_the_merge_patch(
 
 def test_a_pod_still_ready_after_its_scale_down_is_not_counted_twice() -> None:
     run = one_model_run()
-    up = Observed(deployments=ready("m-a"), present=present_for("m-a"), servers_ready_since={"m-a": T0})
+    up = Observed(
+        deployments=ready_servers("m-a"), present=present_for("m-a"), servers_ready_since={"m-a": T0}
+    )
     first = plan(run, up, {}, T1)
     finished = JobState(succeeded=True, server="m-a", started_at=T1, finished_at=T2)
-    lingering = replace(up, jobs=gen_jobs(["a"], finished, ONE_SERIES))  # not wanted, Pod still Ready
+    lingering = replace(up, jobs=generation_jobs(["a"], finished, ONE_SERIES))  # not wanted, Pod still Ready
     down = plan(run, lingering, first.status, T3)
     assert server(down.status["gpu"], "a")["heldGpuSeconds"] == 4 * 80
     later = plan(run, lingering, down.status, T4)
@@ -248,7 +261,7 @@ def test_bring_up_time_is_pod_creation_to_ready_of_ready_server_pods() -> None:
     assert servers_bringup_seconds([pod("server"), pod("generate")]) == {"m-a": 70.0}
     run = one_model_run()
     observed = Observed(
-        deployments=ready("m-a"),
+        deployments=ready_servers("m-a"),
         present=present_for("m-a"),
         servers_ready_since={"m-a": T2},
         servers_bringup_seconds={"m-a": 70.0},

@@ -2,99 +2,39 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from factories import build_evalrun, model_entry
+from factories import (
+    BASE_PRESENT,
+    H100_PLACEMENT,
+    JOB_DONE,
+    JOB_FAILED,
+    JOB_RUNNING,
+    RUN_SERIES,
+    build_cluster_run,
+    build_evalrun,
+    endpoint,
+    generation_jobs,
+    judge_jobs,
+    model_entry,
+    present_for,
+    ready_servers,
+    workload_of,
+)
 from kubejury.placement.decision import Placement
 from kubejury.records.progress import ProgressRecord
 from kubejury_operator import manifests as mf
-from kubejury_operator.cluster_run import ClusterRun, cluster_run
+from kubejury_operator.cluster_run import cluster_run
 from kubejury_operator.observed import DeploymentState, JobState, Observed
 from kubejury_operator.reconcile import Action, Plan, plan
 from kubejury_operator.status import summary_from_report
 
 NOW = "2026-11-30T02:00:00Z"
 LATER = "2026-11-30T03:00:00Z"
-H100 = Placement(
-    runtime="vllm",
-    quantization="fp8",
-    tensor_parallel_size=1,
-    node_selector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
-    reason="Hopper: FP8 fits on 1 GPU",
-    gpu_product="NVIDIA-H100-80GB-HBM3",
-)
-NO_FIT = replace(H100, schedulable=False, reason="needs 260 GiB; largest node has 80 GiB (1x H100)")
-REF = mf.RunRef(name="r", namespace="ns", uid="uid-1")
-SERIES = ("primary", "t08")
-
-
-def ep(
-    role: str,
-    name: str,
-    placement: Placement | None = H100,
-    runtime: str = "vllm",
-    key: str | None = None,
-) -> mf.Endpoint:
-    return mf.Endpoint(
-        key=key or mf.endpoint_key(role, name),
-        name=name,
-        source=f"hf://org/{name}" if runtime != "openai" else "https://api.example.com/v1",
-        served_model=name,
-        runtime=runtime,
-        placement=placement if runtime != "openai" else None,
-    )
-
-
-def inputs(
-    models: Iterable[mf.Endpoint] = (), judges: Iterable[mf.Endpoint] = (), max_models: int = 2
-) -> ClusterRun:
-    return ClusterRun(
-        ref=REF,
-        generation=1,
-        body={"metadata": {"name": "r"}, "spec": {"x": 1}},
-        models=tuple(models) or (ep("model", "a"), ep("model", "b"), ep("model", "c")),
-        judges=tuple(judges) or (ep("judge", "j"),),
-        series=SERIES,
-        max_concurrent_models=max_models,
-        settings=mf.WorkloadSettings(),
-        storage=mf.JobStorage(uri="s3://b/runs"),
-    )
-
-
-def dep_name(key: str) -> str:
-    return mf.workload_name("r", key)
-
-
-def ready(*keys: str) -> dict[str, DeploymentState]:
-    return {dep_name(k): DeploymentState(replicas=1, ready_replicas=1) for k in keys}
-
-
-def gen_jobs(models: Iterable[str], state: JobState, series: Iterable[str] = SERIES) -> dict[str, JobState]:
-    return {mf.generation_job_name("r", m, s): state for m in models for s in series}
-
-
-def judge_jobs(
-    judges: Iterable[str], state: JobState, series: Iterable[str] = SERIES, round_: int = 1, complete: int = 3
-) -> dict[str, JobState]:
-    return {
-        mf.judge_job_name("r", j, s, round_): replace(state, models_complete=complete)
-        for j in judges
-        for s in series
-    }
-
-
-DONE = JobState(succeeded=True)
-RUNNING = JobState()
-FAILED = JobState(failed=True, message="BackoffLimitExceeded")
-BASE_PRESENT = frozenset({("ConfigMap", "kj-r-spec"), ("ServiceAccount", "kj-r-job")})
-
-
-def present_for(*keys: str) -> frozenset[tuple[str, str]]:
-    return BASE_PRESENT | {("Service", dep_name(k)) for k in keys}
+NO_FIT = replace(H100_PLACEMENT, schedulable=False, reason="needs 260 GiB; largest node has 80 GiB (1x H100)")
 
 
 def creates(p: Plan, kind: str) -> set[str]:
@@ -117,7 +57,7 @@ CASES: list[tuple[str, Observed, str]] = [
     (
         "servers starting",
         Observed(
-            deployments={dep_name("m-a"): DeploymentState(1), dep_name("j-j"): DeploymentState(1)},
+            deployments={workload_of("m-a"): DeploymentState(1), workload_of("j-j"): DeploymentState(1)},
             present=present_for("m-a", "j-j"),
         ),
         "Provisioning",
@@ -125,8 +65,8 @@ CASES: list[tuple[str, Observed, str]] = [
     (
         "first model generating",
         Observed(
-            deployments=ready("m-a", "m-b", "j-j"),
-            jobs=gen_jobs(["a"], RUNNING),
+            deployments=ready_servers("m-a", "m-b", "j-j"),
+            jobs=generation_jobs(["a"], JOB_RUNNING),
             present=present_for("m-a", "m-b", "j-j"),
         ),
         "Generating",
@@ -134,8 +74,8 @@ CASES: list[tuple[str, Observed, str]] = [
     (
         "all generated, judges running",
         Observed(
-            deployments=ready("j-j"),
-            jobs={**gen_jobs("abc", DONE), **judge_jobs("j", RUNNING)},
+            deployments=ready_servers("j-j"),
+            jobs={**generation_jobs("abc", JOB_DONE), **judge_jobs("j", JOB_RUNNING)},
             present=present_for("j-j"),
         ),
         "Judging",
@@ -143,8 +83,8 @@ CASES: list[tuple[str, Observed, str]] = [
     (
         "all judged",
         Observed(
-            deployments=ready("j-j"),
-            jobs={**gen_jobs("abc", DONE), **judge_jobs("j", DONE)},
+            deployments=ready_servers("j-j"),
+            jobs={**generation_jobs("abc", JOB_DONE), **judge_jobs("j", JOB_DONE)},
             present=present_for("j-j"),
         ),
         "Aggregating",
@@ -152,20 +92,28 @@ CASES: list[tuple[str, Observed, str]] = [
     (
         "aggregated",
         Observed(
-            jobs={**gen_jobs("abc", DONE), **judge_jobs("j", DONE), "kj-r-aggregate": DONE},
+            jobs={
+                **generation_jobs("abc", JOB_DONE),
+                **judge_jobs("j", JOB_DONE),
+                "kj-r-aggregate": JOB_DONE,
+            },
             present=BASE_PRESENT,
         ),
         "Succeeded",
     ),
     (
         "a generation job failed",
-        Observed(deployments=ready("m-a", "j-j"), jobs=gen_jobs(["a"], FAILED), present=present_for("m-a")),
+        Observed(
+            deployments=ready_servers("m-a", "j-j"),
+            jobs=generation_jobs(["a"], JOB_FAILED),
+            present=present_for("m-a"),
+        ),
         "Failed",
     ),
     (
         "a server never came up",
         Observed(
-            deployments={dep_name("m-a"): DeploymentState(1, stalled=True, message="0/3 nodes available")}
+            deployments={workload_of("m-a"): DeploymentState(1, stalled=True, message="0/3 nodes available")}
         ),
         "Failed",
     ),
@@ -174,7 +122,7 @@ CASES: list[tuple[str, Observed, str]] = [
 
 @pytest.mark.parametrize(("observed", "phase"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_phase_table(observed: Observed, phase: str) -> None:
-    p = plan(inputs(), observed, {"phase": "Generating"} if observed.jobs else {}, NOW)
+    p = plan(build_cluster_run(), observed, {"phase": "Generating"} if observed.jobs else {}, NOW)
     assert p.phase == phase
     assert condition(p, "Succeeded")["status"] == ("True" if phase == "Succeeded" else "False")
     assert condition(p, "Failed")["status"] == ("True" if phase == "Failed" else "False")
@@ -189,11 +137,11 @@ def test_phase_table(observed: Observed, phase: str) -> None:
 
 
 def test_fresh_run_creates_spec_identity_and_at_most_max_concurrent_model_servers() -> None:
-    p = plan(inputs(max_models=2), Observed(), {}, NOW)
+    p = plan(build_cluster_run(max_models=2), Observed(), {}, NOW)
     assert creates(p, "ConfigMap") == {"kj-r-spec"}
     assert creates(p, "ServiceAccount") == {"kj-r-job"}
     # models a and b (budget 2); the judge waits for answers to judge (judges only while judging)
-    assert creates(p, "Deployment") == {dep_name("m-a"), dep_name("m-b")}
+    assert creates(p, "Deployment") == {workload_of("m-a"), workload_of("m-b")}
     assert creates(p, "Service") == creates(p, "Deployment")
     assert creates(p, "Job") == set()
     assert p.status["placement"]["a"]["quantization"] == "fp8"
@@ -203,13 +151,13 @@ def test_fresh_run_creates_spec_identity_and_at_most_max_concurrent_model_server
 def test_generation_starts_per_series_when_the_server_is_ready() -> None:
     observed = Observed(
         deployments={
-            **ready("m-a"),
-            dep_name("m-b"): DeploymentState(1),
-            dep_name("j-j"): DeploymentState(1),
+            **ready_servers("m-a"),
+            workload_of("m-b"): DeploymentState(1),
+            workload_of("j-j"): DeploymentState(1),
         },
         present=present_for("m-a", "m-b", "j-j"),
     )
-    p = plan(inputs(), observed, {"phase": "Provisioning"}, NOW)
+    p = plan(build_cluster_run(), observed, {"phase": "Provisioning"}, NOW)
     assert creates(p, "Job") == {
         mf.generation_job_name("r", "a", "primary"),
         mf.generation_job_name("r", "a", "t08"),
@@ -217,7 +165,7 @@ def test_generation_starts_per_series_when_the_server_is_ready() -> None:
     job = next(a for a in p.actions if a.name == mf.generation_job_name("r", "a", "primary"))
     assert job.manifest is not None
     args = job.manifest["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert args[args.index("--endpoint") + 1] == f"http://{dep_name('m-a')}.ns.svc:8000/v1"
+    assert args[args.index("--endpoint") + 1] == f"http://{workload_of('m-a')}.ns.svc:8000/v1"
     assert p.phase == "Provisioning"  # jobs only requested this round
     assert condition(p, "ModelsProvisioned")["status"] == "False"
     assert "b" in condition(p, "ModelsProvisioned")["message"]
@@ -225,13 +173,13 @@ def test_generation_starts_per_series_when_the_server_is_ready() -> None:
 
 def test_finished_model_is_scaled_to_zero_and_the_next_one_starts_and_judging_is_pipelined() -> None:
     observed = Observed(
-        deployments=ready("m-a", "m-b", "j-j"),
-        jobs={**gen_jobs(["a"], DONE), **gen_jobs(["b"], RUNNING)},
+        deployments=ready_servers("m-a", "m-b", "j-j"),
+        jobs={**generation_jobs(["a"], JOB_DONE), **generation_jobs(["b"], JOB_RUNNING)},
         present=present_for("m-a", "m-b", "j-j"),
     )
-    p = plan(inputs(), observed, {"phase": "Generating"}, NOW)
-    assert scales(p) == {dep_name("m-a"): 0}
-    assert creates(p, "Deployment") == {dep_name("m-c")}
+    p = plan(build_cluster_run(), observed, {"phase": "Generating"}, NOW)
+    assert scales(p) == {workload_of("m-a"): 0}
+    assert creates(p, "Deployment") == {workload_of("m-c")}
     # a's answers exist: the judge starts on both series while b is still generating
     assert creates(p, "Job") == {
         mf.judge_job_name("r", "j", "primary", 1),
@@ -244,51 +192,51 @@ def test_a_server_of_the_run_under_a_name_the_planner_no_longer_uses_is_scaled_t
     """Issue 29's names end in a hash: after an upgrade, a running server under its old name
     (``kj-r-m-a``) must not keep its GPUs until the run is deleted."""
     observed = Observed(
-        deployments={**ready("m-a", "j-j"), "kj-r-m-a": DeploymentState(1, 1)},
+        deployments={**ready_servers("m-a", "j-j"), "kj-r-m-a": DeploymentState(1, 1)},
         present=present_for("m-a", "j-j"),
     )
-    p = plan(inputs(), observed, {"phase": "Generating"}, NOW)
+    p = plan(build_cluster_run(), observed, {"phase": "Generating"}, NOW)
     assert scales(p).get("kj-r-m-a") == 0
 
 
 def test_judge_waits_for_its_server() -> None:
     observed = Observed(
-        deployments={**ready("m-a", "m-b"), dep_name("j-j"): DeploymentState(1)},
-        jobs={**gen_jobs(["a"], DONE), **gen_jobs(["b"], RUNNING)},
+        deployments={**ready_servers("m-a", "m-b"), workload_of("j-j"): DeploymentState(1)},
+        jobs={**generation_jobs(["a"], JOB_DONE), **generation_jobs(["b"], JOB_RUNNING)},
         present=present_for("m-a", "m-b", "j-j"),
     )
-    assert not {n for n in creates(plan(inputs(), observed, {}, NOW), "Job") if "judge" in n}
+    assert not {n for n in creates(plan(build_cluster_run(), observed, {}, NOW), "Job") if "judge" in n}
 
 
 def test_judges_kept_until_judging_ends_then_scaled_down_and_aggregation_created() -> None:
     during = Observed(
-        deployments=ready("j-j"),
-        jobs={**gen_jobs("abc", DONE), **judge_jobs("j", RUNNING)},
+        deployments=ready_servers("j-j"),
+        jobs={**generation_jobs("abc", JOB_DONE), **judge_jobs("j", JOB_RUNNING)},
         present=present_for("j-j"),
     )
-    assert scales(plan(inputs(), during, {"phase": "Judging"}, NOW)) == {}
+    assert scales(plan(build_cluster_run(), during, {"phase": "Judging"}, NOW)) == {}
     after = Observed(
-        deployments=ready("j-j"),
-        jobs={**gen_jobs("abc", DONE), **judge_jobs("j", DONE)},
+        deployments=ready_servers("j-j"),
+        jobs={**generation_jobs("abc", JOB_DONE), **judge_jobs("j", JOB_DONE)},
         present=present_for("j-j"),
     )
-    p = plan(inputs(), after, {"phase": "Judging"}, NOW)
-    assert scales(p) == {dep_name("j-j"): 0}
+    p = plan(build_cluster_run(), after, {"phase": "Judging"}, NOW)
+    assert scales(p) == {workload_of("j-j"): 0}
     assert creates(p, "Job") == {"kj-r-aggregate"}
     assert condition(p, "JudgingComplete")["status"] == "True"
 
 
 def test_succeeded_carries_the_summary_and_scales_everything_down() -> None:
     observed = Observed(
-        deployments={dep_name("j-j"): DeploymentState(1, 1)},
-        jobs={**gen_jobs("abc", DONE), **judge_jobs("j", DONE), "kj-r-aggregate": DONE},
+        deployments={workload_of("j-j"): DeploymentState(1, 1)},
+        jobs={**generation_jobs("abc", JOB_DONE), **judge_jobs("j", JOB_DONE), "kj-r-aggregate": JOB_DONE},
         present=present_for("j-j"),
         summary={"leader": "b", "leaderWeighted": 8.7, "ranking": [{"model": "b", "weighted": 8.7}]},
     )
-    p = plan(inputs(), observed, {"phase": "Aggregating"}, NOW)
+    p = plan(build_cluster_run(), observed, {"phase": "Aggregating"}, NOW)
     assert p.phase == "Succeeded"
     assert p.status["summary"]["leader"] == "b"
-    assert scales(p) == {dep_name("j-j"): 0}
+    assert scales(p) == {workload_of("j-j"): 0}
     assert creates(p, "Job") == set()
     assert condition(p, "Ready")["status"] == "True"
     assert p.events[0].reason == "Succeeded" and "b" in p.events[0].message
@@ -296,11 +244,11 @@ def test_succeeded_carries_the_summary_and_scales_everything_down() -> None:
 
 def test_failure_scales_down_and_names_the_job() -> None:
     observed = Observed(
-        deployments=ready("m-a", "m-b", "j-j"),
-        jobs=gen_jobs(["a"], FAILED),
+        deployments=ready_servers("m-a", "m-b", "j-j"),
+        jobs=generation_jobs(["a"], JOB_FAILED),
         present=present_for("m-a", "m-b", "j-j"),
     )
-    p = plan(inputs(), observed, {"phase": "Generating"}, NOW)
+    p = plan(build_cluster_run(), observed, {"phase": "Generating"}, NOW)
     assert p.phase == "Failed"
     assert set(scales(p).values()) == {0}
     assert mf.generation_job_name("r", "a", "primary") in condition(p, "Failed")["message"]
@@ -313,8 +261,8 @@ def test_failed_job_condition_carries_the_stage_s_own_reason() -> None:
     endpoint); the Failed condition repeats that reason instead of only the Job's BackoffLimitExceeded."""
     stage_reason = "40 of 40 requests failed (max error share 0.5): HTTP 401 Unauthorized from http://m-a/v1"
     observed = Observed(
-        deployments=ready("m-a", "m-b", "j-j"),
-        jobs=gen_jobs(["a"], FAILED, series=("primary",)),
+        deployments=ready_servers("m-a", "m-b", "j-j"),
+        jobs=generation_jobs(["a"], JOB_FAILED, series=("primary",)),
         present=present_for("m-a", "m-b", "j-j"),
         progress={
             ("generate", "primary", "a"): ProgressRecord(
@@ -325,7 +273,7 @@ def test_failed_job_condition_carries_the_stage_s_own_reason() -> None:
             ),
         },
     )
-    p = plan(inputs(), observed, {"phase": "Generating"}, NOW)
+    p = plan(build_cluster_run(), observed, {"phase": "Generating"}, NOW)
     message = condition(p, "Failed")["message"]
     assert mf.generation_job_name("r", "a", "primary") in message
     assert stage_reason in message
@@ -335,21 +283,24 @@ def test_failed_job_condition_carries_the_stage_s_own_reason() -> None:
 def test_failed_judge_round_condition_carries_the_judging_stage_s_reason() -> None:
     reason = "12 of 12 requests failed (max error share 0.5): HTTP 403 Forbidden from http://j/v1"
     observed = Observed(
-        deployments=ready("m-a", "m-b", "m-c", "j-j"),
-        jobs={**gen_jobs(["a", "b", "c"], DONE), **judge_jobs(["j"], FAILED, series=("primary",))},
+        deployments=ready_servers("m-a", "m-b", "m-c", "j-j"),
+        jobs={
+            **generation_jobs(["a", "b", "c"], JOB_DONE),
+            **judge_jobs(["j"], JOB_FAILED, series=("primary",)),
+        },
         present=present_for("m-a", "m-b", "m-c", "j-j"),
         progress={
             ("judge", "primary", "j"): ProgressRecord(total=12, errors=12, state="failed", message=reason)
         },
     )
-    p = plan(inputs(), observed, {"phase": "Judging"}, NOW)
+    p = plan(build_cluster_run(), observed, {"phase": "Judging"}, NOW)
     message = condition(p, "Failed")["message"]
     assert mf.judge_job_name("r", "j", "primary", 1) in message
     assert reason in message
 
 
 def test_unschedulable_model_deploys_nothing_and_says_why() -> None:
-    run = inputs(models=(ep("model", "a"), ep("model", "huge", NO_FIT)))
+    run = build_cluster_run(models=(endpoint("model", "a"), endpoint("model", "huge", NO_FIT)))
     p = plan(run, Observed(), {}, NOW)
     assert p.phase == "Pending"
     assert p.actions == ()
@@ -366,13 +317,17 @@ def test_unschedulable_model_deploys_nothing_and_says_why() -> None:
 
 def test_progress_record_counts_as_done_without_its_job() -> None:
     """Resume: a finished generation whose Job was deleted is not re-run."""
-    progress = {("generate", s, "a"): ProgressRecord(done=10, total=10, state="succeeded") for s in SERIES}
+    progress = {
+        ("generate", s, "a"): ProgressRecord(done=10, total=10, state="succeeded") for s in RUN_SERIES
+    }
     observed = Observed(
-        deployments=ready("m-a", "m-b", "j-j"), progress=progress, present=present_for("m-a", "m-b", "j-j")
+        deployments=ready_servers("m-a", "m-b", "j-j"),
+        progress=progress,
+        present=present_for("m-a", "m-b", "j-j"),
     )
-    p = plan(inputs(), observed, {"phase": "Generating"}, NOW)
+    p = plan(build_cluster_run(), observed, {"phase": "Generating"}, NOW)
     assert not {n for n in creates(p, "Job") if n.startswith("kj-r-gen-a-")}
-    assert scales(p) == {dep_name("m-a"): 0}
+    assert scales(p) == {workload_of("m-a"): 0}
     assert p.status["stages"]["generation"]["done"] == 20
     assert p.status["progress"] == "20/20"
 
@@ -382,7 +337,7 @@ def test_progress_counters_sum_records() -> None:
         ("generate", "primary", "a"): ProgressRecord(done=5, total=10),
         ("judge", "primary", "j"): ProgressRecord(done=2, total=30),
     }
-    p = plan(inputs(), Observed(progress=progress), {}, NOW)
+    p = plan(build_cluster_run(), Observed(progress=progress), {}, NOW)
     assert p.status["stages"]["generation"] == {
         "done": 5,
         "total": 10,
@@ -395,71 +350,79 @@ def test_progress_counters_sum_records() -> None:
 
 
 def test_judge_same_as_a_model_shares_its_server_and_keeps_it() -> None:
-    a = ep("model", "a")
-    judge_a = ep("judge", "ja", key=a.key)
-    run = inputs(models=(a, ep("model", "b")), judges=(judge_a,), max_models=1)
+    a = endpoint("model", "a")
+    judge_a = endpoint("judge", "ja", key=a.key)
+    run = build_cluster_run(models=(a, endpoint("model", "b")), judges=(judge_a,), max_models=1)
     p = plan(run, Observed(), {}, NOW)
-    assert creates(p, "Deployment") == {dep_name("m-a"), dep_name("m-b")}  # a's server is the judge's
+    assert creates(p, "Deployment") == {workload_of("m-a"), workload_of("m-b")}  # a's server is the judge's
     observed = Observed(
-        deployments=ready("m-a", "m-b"), jobs=gen_jobs(["a"], DONE), present=present_for("m-a", "m-b")
+        deployments=ready_servers("m-a", "m-b"),
+        jobs=generation_jobs(["a"], JOB_DONE),
+        present=present_for("m-a", "m-b"),
     )
     p = plan(run, observed, {"phase": "Generating"}, NOW)
-    assert dep_name("m-a") not in scales(p)  # still judging
+    assert workload_of("m-a") not in scales(p)  # still judging
     assert mf.judge_job_name("r", "ja", "primary", 1) in creates(p, "Job")
 
 
 def test_openai_judge_needs_no_server() -> None:
-    run = inputs(judges=(ep("judge", "hosted", runtime="openai"),))
+    run = build_cluster_run(judges=(endpoint("judge", "hosted", runtime="openai"),))
     p = plan(run, Observed(), {}, NOW)
-    assert dep_name("j-hosted") not in creates(p, "Deployment")
+    assert workload_of("j-hosted") not in creates(p, "Deployment")
     observed = Observed(
-        deployments=ready("m-a", "m-b"), jobs=gen_jobs(["a"], DONE), present=present_for("m-a", "m-b")
+        deployments=ready_servers("m-a", "m-b"),
+        jobs=generation_jobs(["a"], JOB_DONE),
+        present=present_for("m-a", "m-b"),
     )
     assert mf.judge_job_name("r", "hosted", "primary", 1) in creates(plan(run, observed, {}, NOW), "Job")
 
 
 def test_existing_children_are_not_recreated() -> None:
     observed = Observed(
-        deployments=ready("m-a", "m-b"),
-        jobs=gen_jobs(["a", "b"], RUNNING),
+        deployments=ready_servers("m-a", "m-b"),
+        jobs=generation_jobs(["a", "b"], JOB_RUNNING),
         present=present_for("m-a", "m-b"),
     )
-    assert plan(inputs(), observed, {"phase": "Generating"}, NOW).actions == ()
+    assert plan(build_cluster_run(), observed, {"phase": "Generating"}, NOW).actions == ()
 
 
 def test_terminal_phase_is_sticky() -> None:
     done = plan(
-        inputs(),
+        build_cluster_run(),
         Observed(
-            jobs={**gen_jobs("abc", DONE), **judge_jobs("j", DONE), "kj-r-aggregate": DONE},
+            jobs={
+                **generation_jobs("abc", JOB_DONE),
+                **judge_jobs("j", JOB_DONE),
+                "kj-r-aggregate": JOB_DONE,
+            },
             present=BASE_PRESENT,
         ),
         {"phase": "Aggregating"},
         NOW,
     )
     # later the Jobs are gone (TTL): the run stays Succeeded, keeps its status, re-creates nothing
-    again = plan(inputs(), Observed(present=BASE_PRESENT), done.status, LATER)
+    again = plan(build_cluster_run(), Observed(present=BASE_PRESENT), done.status, LATER)
     assert again.phase == "Succeeded"
     assert again.actions == ()
     assert again.status == done.status
     assert again.events == ()
     # a server somebody scaled up again is scaled back to zero, nothing else
-    stray = Observed(deployments=ready("j-j"), present=BASE_PRESENT)
-    assert [a.describe() for a in plan(inputs(), stray, done.status, LATER).actions] == [
-        f"scale Deployment/{dep_name('j-j')} to 0"
+    stray = Observed(deployments=ready_servers("j-j"), present=BASE_PRESENT)
+    assert [a.describe() for a in plan(build_cluster_run(), stray, done.status, LATER).actions] == [
+        f"scale Deployment/{workload_of('j-j')} to 0"
     ]
 
 
 def test_missing_secret_blocks_with_a_clear_condition() -> None:
-    p = plan(inputs(), Observed(missing_secrets=("deepseek-key",)), {}, NOW)
+    p = plan(build_cluster_run(), Observed(missing_secrets=("deepseek-key",)), {}, NOW)
     assert p.phase == "Pending"
     assert p.actions == ()
     assert "deepseek-key" in condition(p, "ModelsProvisioned")["message"]
 
 
 def test_sharded_generation_job() -> None:
-    run = replace(inputs(), generation_shards=3)
-    observed = Observed(deployments=ready("m-a"), present=present_for("m-a"))
+    run = replace(build_cluster_run(), generation_shards=3)
+    observed = Observed(deployments=ready_servers("m-a"), present=present_for("m-a"))
     job = next(
         a
         for a in plan(run, observed, {}, NOW).actions
@@ -548,7 +511,12 @@ def test_run_inputs_from_a_real_spec() -> None:
         startupTimeoutSeconds=3600,
     )
     evalrun = parse_evalrun(body)
-    run = cluster_run(body, evalrun, {"qwen": H100, "gemma": H100, "qwen-judge": H100}, mf.WorkloadSettings())
+    run = cluster_run(
+        body,
+        evalrun,
+        {"qwen": H100_PLACEMENT, "gemma": H100_PLACEMENT, "qwen-judge": H100_PLACEMENT},
+        mf.WorkloadSettings(),
+    )
     assert run.ref == mf.RunRef("study", "evals", "u-1")
     assert run.generation == 3
     assert [m.key for m in run.models] == ["m-qwen", "m-gemma"]
@@ -567,13 +535,13 @@ def test_run_inputs_from_a_real_spec() -> None:
 
 def test_judging_rounds_follow_generation() -> None:
     """A round per batch of finished models; only the round that saw every model completes judging."""
-    first_round = judge_jobs("j", DONE, complete=1)
+    first_round = judge_jobs("j", JOB_DONE, complete=1)
     observed = Observed(
-        deployments=ready("m-b", "m-c", "j-j"),
-        jobs={**gen_jobs(["a", "b"], DONE), **gen_jobs(["c"], RUNNING), **first_round},
+        deployments=ready_servers("m-b", "m-c", "j-j"),
+        jobs={**generation_jobs(["a", "b"], JOB_DONE), **generation_jobs(["c"], JOB_RUNNING), **first_round},
         present=present_for("m-b", "m-c", "j-j"),
     )
-    p = plan(inputs(), observed, {"phase": "Generating"}, NOW)
+    p = plan(build_cluster_run(), observed, {"phase": "Generating"}, NOW)
     second = {a.name: a for a in p.actions if a.kind == "Job"}
     assert set(second) == {mf.judge_job_name("r", "j", "primary", 2), mf.judge_job_name("r", "j", "t08", 2)}
     manifest = second[mf.judge_job_name("r", "j", "primary", 2)].manifest
@@ -583,20 +551,24 @@ def test_judging_rounds_follow_generation() -> None:
         "kubejury.io/models-complete": "2",
     }
     # while a round runs, no other round of the same (judge, series) starts
-    running = {**observed.jobs, **judge_jobs("j", RUNNING, round_=2, complete=2), **gen_jobs(["c"], DONE)}
-    p = plan(inputs(), replace(observed, jobs=running), {"phase": "Generating"}, NOW)
+    running = {
+        **observed.jobs,
+        **judge_jobs("j", JOB_RUNNING, round_=2, complete=2),
+        **generation_jobs(["c"], JOB_DONE),
+    }
+    p = plan(build_cluster_run(), replace(observed, jobs=running), {"phase": "Generating"}, NOW)
     assert not [a for a in p.actions if a.kind == "Job"]
     assert p.phase == "Judging"
     # round 2 done, all models finished: the final round 3 starts; judging is not complete before it
-    finished = {**running, **judge_jobs("j", DONE, round_=2, complete=2)}
-    p = plan(inputs(), replace(observed, jobs=finished), {"phase": "Judging"}, NOW)
+    finished = {**running, **judge_jobs("j", JOB_DONE, round_=2, complete=2)}
+    p = plan(build_cluster_run(), replace(observed, jobs=finished), {"phase": "Judging"}, NOW)
     assert {a.name for a in p.actions if a.kind == "Job"} == {
         mf.judge_job_name("r", "j", "primary", 3),
         mf.judge_job_name("r", "j", "t08", 3),
     }
     assert condition(p, "JudgingComplete")["status"] == "False"
-    final = {**finished, **judge_jobs("j", DONE, round_=3, complete=3)}
-    p = plan(inputs(), replace(observed, jobs=final), {"phase": "Judging"}, NOW)
+    final = {**finished, **judge_jobs("j", JOB_DONE, round_=3, complete=3)}
+    p = plan(build_cluster_run(), replace(observed, jobs=final), {"phase": "Judging"}, NOW)
     assert p.phase == "Aggregating"
 
 
@@ -655,19 +627,19 @@ def test_server_pods_waiting_for_a_node_are_reported_unschedulable() -> None:
     waiting = pod_scheduling_problems(pods)
     assert waiting == {"m-a": "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."}
     observed = Observed(
-        deployments={dep_name("m-a"): DeploymentState(1), **ready("m-b", "j-j")},
+        deployments={workload_of("m-a"): DeploymentState(1), **ready_servers("m-b", "j-j")},
         present=present_for("m-a", "m-b", "j-j"),
         unschedulable_pods=waiting,
     )
-    p = plan(inputs(), observed, {"phase": "Provisioning"}, NOW)
+    p = plan(build_cluster_run(), observed, {"phase": "Provisioning"}, NOW)
     cond = condition(p, "Unschedulable")
     assert cond["status"] == "True" and cond["reason"] == "NoNodeAvailable"
     assert "a: 0/3 nodes" in cond["message"]
     # bounded: once the Deployment's progress deadline passes, the run fails and scales down
     stalled = replace(
-        observed, deployments={**observed.deployments, dep_name("m-a"): DeploymentState(1, stalled=True)}
+        observed, deployments={**observed.deployments, workload_of("m-a"): DeploymentState(1, stalled=True)}
     )
-    p = plan(inputs(), stalled, {"phase": "Provisioning"}, NOW)
+    p = plan(build_cluster_run(), stalled, {"phase": "Provisioning"}, NOW)
     assert p.phase == "Failed" and set(scales(p).values()) == {0}
 
 
@@ -731,23 +703,26 @@ def test_the_stages_own_progress_record_reads_as_complete() -> None:
 
 def test_a_judges_server_is_up_only_while_it_has_a_round_running_or_due() -> None:
     """GPU accounting's policy: no judge holds GPUs waiting for answers."""
-    run = inputs(max_models=3)
+    run = build_cluster_run(max_models=3)
     generating = Observed(
-        deployments=ready("m-a", "m-b", "m-c", "j-j"),
-        jobs=gen_jobs(["a", "b", "c"], RUNNING),
+        deployments=ready_servers("m-a", "m-b", "m-c", "j-j"),
+        jobs=generation_jobs(["a", "b", "c"], JOB_RUNNING),
         present=present_for("m-a", "m-b", "m-c", "j-j"),
     )
-    assert scales(plan(run, generating, {"phase": "Generating"}, NOW)) == {dep_name("j-j"): 0}
-    a_done = replace(generating, jobs={**generating.jobs, **gen_jobs(["a"], DONE)})
+    assert scales(plan(run, generating, {"phase": "Generating"}, NOW)) == {workload_of("j-j"): 0}
+    a_done = replace(generating, jobs={**generating.jobs, **generation_jobs(["a"], JOB_DONE)})
     due = plan(run, a_done, {"phase": "Generating"}, NOW)
-    assert scales(due) == {dep_name("m-a"): 0}  # a is done; the judge stays up: a round is due
+    assert scales(due) == {workload_of("m-a"): 0}  # a is done; the judge stays up: a round is due
     assert {mf.judge_job_name("r", "j", "primary", 1), mf.judge_job_name("r", "j", "t08", 1)} <= creates(
         due, "Job"
     )
-    judged = replace(a_done, jobs={**a_done.jobs, **judge_jobs(["j"], DONE, complete=1)})
-    assert scales(plan(run, judged, {"phase": "Generating"}, NOW)) == {dep_name("j-j"): 0, dep_name("m-a"): 0}
-    running = replace(a_done, jobs={**a_done.jobs, **judge_jobs(["j"], RUNNING, complete=1)})
-    assert dep_name("j-j") not in scales(plan(run, running, {"phase": "Generating"}, NOW))
+    judged = replace(a_done, jobs={**a_done.jobs, **judge_jobs(["j"], JOB_DONE, complete=1)})
+    assert scales(plan(run, judged, {"phase": "Generating"}, NOW)) == {
+        workload_of("j-j"): 0,
+        workload_of("m-a"): 0,
+    }
+    running = replace(a_done, jobs={**a_done.jobs, **judge_jobs(["j"], JOB_RUNNING, complete=1)})
+    assert workload_of("j-j") not in scales(plan(run, running, {"phase": "Generating"}, NOW))
 
 
 def progress(model: str, done: int, total: int, rate: float, series: str = "primary") -> ProgressRecord:
@@ -758,10 +733,10 @@ def progress(model: str, done: int, total: int, rate: float, series: str = "prim
 
 def test_bring_up_overlaps_the_tail_of_a_model_finishing_within_the_bring_up_time_seen() -> None:
     """Lead time = the longest Pod creation → Ready seen in the run (here 60 s on model a's server)."""
-    run = replace(inputs(max_models=1), series=("primary",))
+    run = replace(build_cluster_run(max_models=1), series=("primary",))
     generating = Observed(
-        deployments=ready("m-a"),
-        jobs=gen_jobs(["a"], RUNNING, ("primary",)),
+        deployments=ready_servers("m-a"),
+        jobs=generation_jobs(["a"], JOB_RUNNING, ("primary",)),
         present=present_for("m-a"),
         servers_ready_since={"m-a": NOW},
         servers_bringup_seconds={"m-a": 60.0},
@@ -770,13 +745,13 @@ def test_bring_up_overlaps_the_tail_of_a_model_finishing_within_the_bring_up_tim
     assert creates(plan(run, far, {"phase": "Generating"}, NOW), "Deployment") == set()  # 90 s left
     near = replace(generating, progress={("generate", "primary", "a"): progress("a", 50, 100, 1.0)})
     p = plan(run, near, {"phase": "Generating"}, NOW)  # 50 s left < 60 s bring-up
-    assert creates(p, "Deployment") == {dep_name("m-b"), dep_name("j-j")}  # next model and the judge
+    assert creates(p, "Deployment") == {workload_of("m-b"), workload_of("j-j")}  # next model and the judge
     no_rate = replace(generating, progress={("generate", "primary", "a"): progress("a", 50, 100, 0.0)})
     assert creates(plan(run, no_rate, {"phase": "Generating"}, NOW), "Deployment") == set()
     unseen = replace(near, servers_bringup_seconds={})  # no bring-up seen yet: nothing starts early
     assert creates(plan(run, unseen, {"phase": "Generating"}, NOW), "Deployment") == set()
     remembered = {"phase": "Generating", "gpu": {"servers": {"a": {"gpus": 1, "bringUpSeconds": 60}}}}
-    assert dep_name("m-b") in creates(plan(run, unseen, remembered, NOW), "Deployment")
+    assert workload_of("m-b") in creates(plan(run, unseen, remembered, NOW), "Deployment")
 
 
 def test_a_reconcile_whose_caches_lag_behind_its_own_writes_sends_none_of_them_again() -> None:
@@ -784,13 +759,17 @@ def test_a_reconcile_whose_caches_lag_behind_its_own_writes_sends_none_of_them_a
     seen through its expectations, the next reconcile neither re-creates nor re-scales."""
     from kubejury_operator.expectations import Expectations
 
-    run = inputs()
+    run = build_cluster_run()
     lagging = Observed(
-        deployments=ready("m-a", "m-b"), jobs=gen_jobs(["a"], DONE), present=present_for("m-a", "m-b")
+        deployments=ready_servers("m-a", "m-b"),
+        jobs=generation_jobs(["a"], JOB_DONE),
+        present=present_for("m-a", "m-b"),
     )
     first = plan(run, lagging, {"phase": "Generating"}, NOW)
-    assert scales(first) == {dep_name("m-a"): 0}
-    assert creates(first, "Deployment") == creates(first, "Service") == {dep_name("m-c"), dep_name("j-j")}
+    assert scales(first) == {workload_of("m-a"): 0}
+    assert (
+        creates(first, "Deployment") == creates(first, "Service") == {workload_of("m-c"), workload_of("j-j")}
+    )
     assert creates(first, "Job") == {
         mf.generation_job_name("r", "b", "primary"),
         mf.generation_job_name("r", "b", "t08"),
