@@ -1,0 +1,135 @@
+"""What a reconcile observes of its run: children from the watch-fed caches, Secrets, progress.
+
+Why this module exists: the planner (:mod:`kubejury_operator.reconcile`) is pure and reads an
+:class:`~kubejury_operator.observed.Observed`; this module fills one. The run's children and its
+model servers' Pods come from the caches (:mod:`.watched`: nothing is listed), the Secrets the run
+names are asked of the API (keys only, never values, except the storage credentials it reads
+storage with), and the progress records and report summary are read from the run's storage
+(:mod:`.run_storage`), a recent reading reused (:mod:`.progress_cache`). Storage trouble never
+stops orchestration: the counters wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from kubejury.config import spec as specmod
+from kubejury_operator import manifests as mf
+from kubejury_operator import run_storage, watched
+from kubejury_operator.cluster_run import ClusterRun
+from kubejury_operator.kube_api import KubeApi
+from kubejury_operator.observed import (
+    Observed,
+    deployment_state,
+    job_state,
+    pod_scheduling_problems,
+    servers_bringup_seconds,
+    servers_ready_since,
+)
+from kubejury_operator.progress_cache import ProgressCache
+from kubejury_operator.tenancy import TenantPolicy
+from kubejury_operator.watched import Caches
+
+PRESENT_KINDS = ("Service", "ConfigMap", "ServiceAccount")  # kinds the planner reads as present or not
+
+
+def secret_refs(spec: specmod.EvalRunSpec) -> list[tuple[str, str | None]]:
+    """(secret name, key or None) the run needs present before anything starts."""
+    refs: list[tuple[str, str | None]] = []
+    for entry in spec.all_endpoints():
+        if entry.api_key_secret_ref is not None:
+            refs.append((entry.api_key_secret_ref.name, entry.api_key_secret_ref.key))
+    if spec.storage.credentials_secret_ref is not None:
+        refs.append((spec.storage.credentials_secret_ref.name, None))
+    return refs
+
+
+async def missing_secrets(api: KubeApi, namespace: str, spec: specmod.EvalRunSpec) -> tuple[str, ...]:
+    """``name`` or ``name/key`` of each Secret the run names that is missing or lacks the key."""
+    missing: list[str] = []
+    for name, key in secret_refs(spec):
+        keys = await api.secret_keys(namespace, name)
+        if keys is None or (key is not None and key not in keys):
+            missing.append(f"{name}/{key}" if key else name)
+    return tuple(dict.fromkeys(missing))
+
+
+async def storage_secret(api: KubeApi, namespace: str, evalrun: specmod.EvalRun) -> Mapping[str, str] | None:
+    """The data of the run's ``storage.credentialsSecretRef`` (``None`` without one)."""
+    ref = evalrun.spec.storage.credentials_secret_ref
+    return await api.secret_data(namespace, ref.name) if ref is not None else None
+
+
+async def observe_cluster(
+    api: KubeApi, caches: Caches, namespace: str, name: str, evalrun: specmod.EvalRun
+) -> Observed:
+    """The run's children, missing Secrets and unschedulable server Pods (progress comes later),
+    the children read from the watch-fed caches."""
+    run_label = mf.label_value(name)
+    children = {kind: caches.children_of(kind, namespace, run_label) for kind in watched.CHILD_INDEXES}
+    return Observed(
+        deployments={d["metadata"]["name"]: deployment_state(d) for d in children["Deployment"]},
+        jobs={j["metadata"]["name"]: job_state(j) for j in children["Job"]},
+        present=frozenset((kind, o["metadata"]["name"]) for kind in PRESENT_KINDS for o in children[kind]),
+        missing_secrets=await missing_secrets(api, namespace, evalrun.spec),
+        unschedulable_pods=pod_scheduling_problems(children["Pod"]),
+        servers_ready_since=servers_ready_since(children["Pod"]),
+        servers_bringup_seconds=servers_bringup_seconds(children["Pod"]),
+    )
+
+
+def finished(previous: Mapping[str, Any]) -> bool:
+    """Whether the run's status says it is over (then storage is read no more)."""
+    phase = previous.get("phase")
+    return phase == "Failed" or (phase == "Succeeded" and previous.get("summary") is not None)
+
+
+@dataclasses.dataclass(frozen=True)
+class StorageReader:
+    """How a run's storage is read: through which API (for its Secret), with which allow-lists,
+    reusing which cache, and where trouble is logged."""
+
+    api: KubeApi
+    policy: TenantPolicy
+    cache: ProgressCache
+    logger: logging.Logger | Any
+
+
+async def observe_storage(
+    reader: StorageReader,
+    evalrun: specmod.EvalRun,
+    run: ClusterRun,
+    observed: Observed,
+    previous: Mapping[str, Any],
+    now: float,
+) -> Observed:
+    """``observed`` with the progress records and, once aggregated, the report summary. A
+    finished run reads nothing; storage trouble never stops orchestration (counters wait).
+    A recent reading (``now``: monotonic seconds) is reused (:mod:`.progress_cache`)."""
+    if finished(previous):
+        return observed
+    key = (run.ref.namespace, run.ref.name)
+    reused = reader.cache.fresh(key, observed, now)
+    if reused is not None:
+        return dataclasses.replace(observed, progress=reused[0], summary=reused[1])
+    aggregation = observed.jobs.get(mf.aggregation_job_name(run.ref.name))
+    secret = await storage_secret(reader.api, run.ref.namespace, evalrun)
+    try:
+        progress, summary = await asyncio.to_thread(
+            run_storage.read_progress_and_summary,
+            evalrun,
+            run.ref,
+            run.series,
+            secret,
+            bool(aggregation and aggregation.succeeded),
+            allowed_endpoints=reader.policy.storage_endpoints,
+        )
+    except Exception as exc:
+        reader.logger.warning("cannot read progress records of %s/%s: %s", *key, exc)
+        return observed
+    reader.cache.store(key, observed, (progress, summary), now)
+    return dataclasses.replace(observed, progress=progress, summary=summary)
