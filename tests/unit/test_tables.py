@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
@@ -9,13 +10,25 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kubejury.errors import InputError
 from kubejury.files.benchmark import load_benchmark
-from kubejury.files.tables import build_cubes, load_answers, load_experts, load_judgments, resolve_sources
+from kubejury.files.tables import (
+    ANSWER_SCHEMA,
+    JUDGMENT_SCHEMA,
+    JUDGMENT_TEXT_SCHEMA,
+    build_cubes,
+    load_answers,
+    load_experts,
+    load_judgments,
+    polars_schema,
+    resolve_sources,
+)
+from kubejury.records.results import AnswerRecord, JudgmentRecord, TokenUsage
 from kubejury.stats.scoring import ScoringConfig, score_series
 
 DATA = Path(__file__).parent / "data" / "engine"
@@ -241,6 +254,86 @@ def test_answers_frame() -> None:
     assert frame["prompt_tokens"].to_list() == [31, 30, None, 31]
     assert frame["answer"].to_list()[1] == "Дело"
     assert frame["error"].to_list()[2] == "HTTP 503 after 3 attempts"
+
+
+def full_answer(qid: str = "law-1", series: str = "hot") -> AnswerRecord:
+    """An answer with every field set, as a stage writes it (fingerprint and format included)."""
+    return AnswerRecord(
+        question_id=qid,
+        model="alpha",
+        series=series,
+        answer="Договор",
+        finish_reason="stop",
+        usage=TokenUsage(prompt_tokens=12, completion_tokens=40),
+        latency_s=1.25,
+        attempts=2,
+        error=None,
+        error_kind=None,
+        server_version="b4321",
+        fingerprint="0123456789abcdef",
+    )
+
+
+def full_judgment(qid: str = "law-1") -> JudgmentRecord:
+    return JudgmentRecord(
+        question_id=qid,
+        model="alpha",
+        judge="a",
+        series="hot",
+        answer_id="m-1",
+        score=7.5,
+        rationale="close to the reference",
+        error=None,
+        error_kind=None,
+        asks=1,
+        latency_s=0.5,
+        usage=TokenUsage(prompt_tokens=300, completion_tokens=20),
+        fingerprint="feedfeedfeedfeed",
+    )
+
+
+@pytest.mark.parametrize("record", [full_answer(), full_judgment()], ids=["answer", "judgment"])
+def test_the_polars_schema_has_one_column_per_record_field_and_reads_back_what_the_record_wrote(
+    tmp_path: Path, record: AnswerRecord | JudgmentRecord
+) -> None:
+    schema = polars_schema(type(record))
+    assert list(schema) == [f.name for f in dataclasses.fields(record)]
+    path = write_jsonl(tmp_path / "r.jsonl", record.to_json())
+    [row] = pl.read_ndjson(path, schema=schema).to_dicts()
+    assert type(record).from_json(row) == record
+
+
+def test_the_columns_the_loaders_read_are_record_fields_with_the_record_s_types() -> None:
+    answers, judgments = polars_schema(AnswerRecord), polars_schema(JudgmentRecord)
+    assert {name: answers[name] for name in ANSWER_SCHEMA} == ANSWER_SCHEMA
+    assert {name: judgments[name] for name in (*JUDGMENT_SCHEMA, *JUDGMENT_TEXT_SCHEMA)} == {
+        **JUDGMENT_SCHEMA,
+        **JUDGMENT_TEXT_SCHEMA,
+    }
+    assert answers["usage"] == pl.Struct({"prompt_tokens": pl.Int64(), "completion_tokens": pl.Int64()})
+    assert (judgments["score"], judgments["judge"]) == (pl.Float64(), pl.String())
+
+
+def test_a_record_field_of_a_type_without_a_column_type_is_refused_by_name() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Stretched:
+        question_id: str
+        weights: complex | None = None
+
+    with pytest.raises(TypeError, match=r"weights.*complex|complex"):
+        polars_schema(Stretched)
+
+
+def test_records_written_now_with_their_format_key_load_as_before(tmp_path: Path) -> None:
+    answers = write_jsonl(
+        tmp_path / "a.jsonl", full_answer("law-1").to_json(), full_answer("law-2").to_json()
+    )
+    judgments = write_jsonl(tmp_path / "j.jsonl", full_judgment("law-1").to_json())
+    assert all("format" in json.loads(line) for line in answers.read_text(encoding="utf-8").splitlines())
+    frame = load_answers(answers, text=True).to_frame()
+    assert frame["completion_tokens"].to_list() == [40, 40] and frame["answer"].to_list() == ["Договор"] * 2
+    loaded = load_judgments(judgments, text=True).to_frame()
+    assert loaded["score"].to_list() == [7.5] and loaded["rationale"].to_list() == ["close to the reference"]
 
 
 def test_load_experts_fixture() -> None:

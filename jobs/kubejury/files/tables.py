@@ -6,6 +6,11 @@ happy path. Validation is vectorised too. Only when something is wrong does the 
 the file is re-read line by line to name the exact line and field in the error (docs/formats.md
 describes the formats and every error).
 
+The polars schemas are not written here: each column's type comes from the field of
+:class:`~kubejury.records.results.AnswerRecord` / :class:`~kubejury.records.results.JudgmentRecord`
+of the same name (:func:`polars_schema`), the records the stages write; this module only chooses
+which columns it reads.
+
 ``sources`` everywhere is a file, a directory (all its ``*.jsonl`` files, sorted by name), a glob
 pattern, or a list of those.
 """
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import bisect
 import csv
+import dataclasses
 import glob
 import io
 import json
@@ -30,6 +36,14 @@ import polars as pl
 
 from kubejury.errors import InputError
 from kubejury.files.benchmark import Benchmark
+from kubejury.records.results import (
+    DEFAULT_SERIES,
+    AnswerRecord,
+    JudgmentRecord,
+    TokenUsage,
+    field_types,
+    required_fields,
+)
 from kubejury.safe_input import MAX_INT_DIGITS, loads_json
 from kubejury.stats.cube import FloatArray, ScoreCube
 from kubejury.stats.experts import expert_score
@@ -37,27 +51,41 @@ from kubejury.stats.experts import expert_score
 Codes = npt.NDArray[np.int32]
 Sources = str | Path | Sequence[str | Path]
 
-DEFAULT_SERIES = "default"
 SCORE_MIN, SCORE_MAX = 0.0, 10.0
 
-JUDGMENT_SCHEMA: dict[str, pl.DataType] = {
-    "question_id": pl.String(),
-    "model": pl.String(),
-    "series": pl.String(),
-    "judge": pl.String(),
-    "score": pl.Float64(),
-}
-JUDGMENT_TEXT_SCHEMA: dict[str, pl.DataType] = {"rationale": pl.String(), "error": pl.String()}
-ANSWER_SCHEMA: dict[str, pl.DataType] = {
-    "question_id": pl.String(),
-    "model": pl.String(),
-    "series": pl.String(),
-    "answer": pl.String(),
-    "finish_reason": pl.String(),
-    "usage": pl.Struct({"prompt_tokens": pl.Int64(), "completion_tokens": pl.Int64()}),
-    "latency_s": pl.Float64(),
-    "error": pl.String(),
-}
+#: A record field's value type → the polars type of its column (a record inside is a struct).
+_POLARS_TYPES: dict[type, pl.DataType] = {str: pl.String(), float: pl.Float64(), int: pl.Int64()}
+#: A record field's value type → the JSON type named by the slow path's messages.
+_JSON_TYPES: dict[type, str] = {str: "string", float: "number", int: "integer", TokenUsage: "object"}
+
+
+def polars_type(kind: type) -> pl.DataType:
+    """The polars type of a record field whose values are ``kind`` (see :func:`field_types`)."""
+    if dataclasses.is_dataclass(kind):
+        return pl.Struct({name: polars_type(value) for name, value in field_types(kind).items()})
+    if kind not in _POLARS_TYPES:
+        raise TypeError(f"no polars column type for record values of type {kind.__name__}")
+    return _POLARS_TYPES[kind]
+
+
+def polars_schema(record_type: type) -> dict[str, pl.DataType]:
+    """Every field of ``record_type`` (a record of :mod:`kubejury.records.results`) → its polars type."""
+    return {name: polars_type(kind) for name, kind in field_types(record_type).items()}
+
+
+def _columns(record_type: type, *names: str) -> dict[str, pl.DataType]:
+    """The schema of the columns ``names`` of ``record_type`` (a name that is no field raises)."""
+    schema = polars_schema(record_type)
+    return {name: schema[name] for name in names}
+
+
+# The columns each loader reads (the others are not needed to score, and a judgment's rationale is
+# costly on large runs): their types are the records' own.
+JUDGMENT_SCHEMA = _columns(JudgmentRecord, "question_id", "model", "series", "judge", "score")
+JUDGMENT_TEXT_SCHEMA = _columns(JudgmentRecord, "rationale", "error")
+ANSWER_SCHEMA = _columns(
+    AnswerRecord, "question_id", "model", "series", "answer", "finish_reason", "usage", "latency_s", "error"
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -206,7 +234,12 @@ def _line_number(source: str, row: int) -> int:
     return -1
 
 
-_TYPES: dict[str, tuple[type, ...]] = {"string": (str,), "number": (int, float), "object": (dict,)}
+_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "number": (int, float),
+    "integer": (int,),
+    "object": (dict,),
+}
 
 
 _BOM = b"\xef\xbb\xbf"
@@ -280,25 +313,14 @@ def _find_bad_line(source: str, fields: Mapping[str, tuple[str, bool]], kind: st
     return None
 
 
-JUDGMENT_FIELDS: dict[str, tuple[str, bool]] = {
-    "question_id": ("string", True),
-    "model": ("string", True),
-    "series": ("string", False),
-    "judge": ("string", True),
-    "score": ("number", False),
-    "rationale": ("string", False),
-    "error": ("string", False),
-}
-ANSWER_FIELDS: dict[str, tuple[str, bool]] = {
-    "question_id": ("string", True),
-    "model": ("string", True),
-    "series": ("string", False),
-    "answer": ("string", False),
-    "finish_reason": ("string", False),
-    "usage": ("object", False),
-    "latency_s": ("number", False),
-    "error": ("string", False),
-}
+def _checked_fields(record_type: type, columns: Mapping[str, pl.DataType]) -> dict[str, tuple[str, bool]]:
+    """What the slow path checks of each column read: {name: (JSON type, required)}, from the record."""
+    kinds, required = field_types(record_type), required_fields(record_type)
+    return {name: (_JSON_TYPES[kinds[name]], name in required) for name in columns}
+
+
+JUDGMENT_FIELDS = _checked_fields(JudgmentRecord, {**JUDGMENT_SCHEMA, **JUDGMENT_TEXT_SCHEMA})
+ANSWER_FIELDS = _checked_fields(AnswerRecord, ANSWER_SCHEMA)
 
 
 _FIELDS: dict[str, dict[str, tuple[str, bool]]] = {"judgment": JUDGMENT_FIELDS, "answer": ANSWER_FIELDS}

@@ -117,13 +117,15 @@ ResultRecord = AnswerRecord | JudgmentRecord
 R = TypeVar("R", AnswerRecord, JudgmentRecord)
 
 
-def field_types(record_type: type[AnswerRecord] | type[JudgmentRecord]) -> dict[str, type]:
+def field_types(record_type: type) -> dict[str, type]:
     """Each field's JSON name → its value type with ``None`` taken away (``str``, ``float``,
-    ``int`` or :class:`TokenUsage`), in field order: what the tables derive their schemas from."""
+    ``int`` or :class:`TokenUsage`), in field order: what the tables derive their schemas from.
+
+    ``record_type`` is one of this module's records (:class:`TokenUsage` included)."""
     return {name: kind for name, (kind, _) in _plan(record_type).items()}
 
 
-def required_fields(record_type: type[AnswerRecord] | type[JudgmentRecord]) -> tuple[str, ...]:
+def required_fields(record_type: type) -> tuple[str, ...]:
     """The fields a line must give (not missing, not null)."""
     return tuple(f.name for f in fields(record_type) if f.default is dataclasses.MISSING)
 
