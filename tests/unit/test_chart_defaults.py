@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 import yaml
-from test_chart import CHART, render, settings_data
 
+from chart_harness import CHART, render, settings_data
 from kubejury.errors import InputError
 from kubejury_operator import chart_defaults
 from kubejury_operator.tenancy import TenantPolicy

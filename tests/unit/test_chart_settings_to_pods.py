@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from test_chart import of_kind, render
 
+from chart_harness import of_kind, render
 from kubejury.cli import main
 from kubejury_operator import images
 

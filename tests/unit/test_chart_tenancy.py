@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_chart import CHART, NEWEST, of_kind, render, run_helm
 
+from chart_harness import CHART, NEWEST, of_kind, render, run_helm
 from kubejury_operator.tenancy import DEFAULT_NODE_SELECTOR_KEYS, TenantPolicy
 
 
