@@ -9,22 +9,33 @@ report.json document; :mod:`.markdown` and :mod:`.html` only decide how it looks
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
+from kubejury.records.report import (
+    AgreementStats,
+    Estimate,
+    ExpertsSection,
+    GpuUsageSection,
+    JudgesSection,
+    LeaveOneJudgeOutSection,
+    ModelFacts,
+    Provenance,
+    ScoringSection,
+    SelectionSection,
+    SelfPreferenceSection,
+    TierRule,
+    VerbositySection,
+)
 from kubejury.report.view import (
     Report,
     ReportView,
     SeriesView,
-    as_list,
-    as_mapping,
-    as_number,
     fmt,
     fmt_interval,
     fmt_parameters,
     judge_matrix,
-    per_judge,
     read_report,
 )
 
@@ -143,12 +154,11 @@ def _ranking(view: SeriesView) -> list[Block]:
 def power_sentence(view: SeriesView) -> str | None:
     """What this benchmark's size can detect, in one sentence, from report.json's power block
     (detection probabilities computed from the run's own paired standard error; docs/method.md)."""
-    power = as_mapping(view.power)
-    detection = {
-        float(k): p for k, v in as_mapping(power.get("detection")).items() if (p := as_number(v)) is not None
-    }
-    se = as_number(power.get("paired_se"))
-    if not detection or se is None:
+    power = view.power
+    if power is None:
+        return None
+    detection = {float(k): p for k, p in power.detection.items() if p is not None}
+    if not detection:
         return None
     size = f" ({view.n_questions} questions)" if view.n_questions else ""
     (first, p_first), *rest = sorted(detection.items())
@@ -160,14 +170,12 @@ def power_sentence(view: SeriesView) -> str | None:
             f"{' and' if k == len(rest) - 1 else ','} a {delta:g}-point difference {100 * p:.0f}% of the time"
             for k, (delta, p) in enumerate(rest)
         )
-    target = as_number(power.get("target"))
-    detectable = as_number(power.get("detectable"))
     reach = (
-        f"; {100 * target:.0f}% detection needs about {detectable:.2f} points"
-        if target is not None and detectable is not None
+        f"; {100 * power.target:.0f}% detection needs about {power.detectable:.2f} points"
+        if power.detectable is not None
         else ""
     )
-    return f"With this benchmark's size{size}, {said}{reach} (paired standard error {se:.3f})."
+    return f"With this benchmark's size{size}, {said}{reach} (paired standard error {power.paired_se:.3f})."
 
 
 def _leading_group(view: SeriesView) -> list[Block]:
@@ -264,34 +272,28 @@ def _judges(view: SeriesView) -> list[Block]:
             "Judge spread σ(m) by model, lowest first (the study's Table 5)",
         )
     ]
-    if not judges:
+    if judges is None:
         return [*blocks, para("Judge agreement was not computed.")]
-    if judges.get("applicable") is False:
-        blocks.append(para(f"Panel agreement not applicable: {judges.get('reason')}."))
+    if not judges.applicable:
+        blocks.append(para(f"Panel agreement not applicable: {judges.reason}."))
     panel = [
-        [
-            "Krippendorff's α (interval)",
-            fmt(judges.get("krippendorff_alpha"), 3),
-            judges.get("n_alpha_units"),
-        ],
-        ["ICC(2,1)", fmt(judges.get("icc2_1"), 3), judges.get("n_complete_units")],
-        ["ICC(2,k)", fmt(judges.get("icc2_k"), 3), judges.get("n_complete_units")],
+        ["Krippendorff's α (interval)", fmt(judges.krippendorff_alpha, 3), judges.n_alpha_units],
+        ["ICC(2,1)", fmt(judges.icc2_1, 3), judges.n_complete_units],
+        ["ICC(2,k)", fmt(judges.icc2_k, 3), judges.n_complete_units],
     ]
     blocks.append(
         table(["Panel statistic", "value", "answers"], panel, "lrr", "Agreement of the judge panel")
     )
-    rows = []
-    for item in per_judge(judges):
-        name = str(item.get("judge"))
-        rows.append(
-            [
-                name,
-                fmt(item.get("mean_score")),
-                fmt(item.get("bias_vs_others"), 3),
-                item.get("n_scored"),
-                view.parse_failures.get(name, item.get("n_null")),
-            ]
-        )
+    rows = [
+        [
+            item.judge,
+            fmt(item.mean_score),
+            fmt(item.bias_vs_others, 3),
+            item.n_scored,
+            view.parse_failures.get(item.judge, item.n_null),
+        ]
+        for item in judges.per_judge
+    ]
     if rows:
         blocks.append(
             table(
@@ -301,40 +303,21 @@ def _judges(view: SeriesView) -> list[Block]:
                 "Each judge against the rest of the panel",
             )
         )
-    for key, title in (
-        ("spearman", "Spearman ρ"),
-        ("pearson", "Pearson r"),
-        ("kappa_quadratic", "quadratic-weighted κ"),
-    ):
-        matrix = judge_matrix(judges, key)
-        if matrix is None:
-            continue
-        names, values = matrix
-        if key == "spearman":
-            blocks.append(Plot("judges", view.name))
-        blocks.append(
-            table(
-                ["", *names],
-                ([n, *(fmt(v, 3) for v in row)] for n, row in zip(names, values, strict=True)),
-                "l" + "r" * len(names),
-                f"Pairwise {title} between judges",
-            )
-        )
-    return blocks
+    return blocks + _judge_matrices(view, judges)
 
 
-def _tiers(view: SeriesView, config: Mapping[str, Any]) -> Table:
-    rules = [as_mapping(rule) for rule in as_list(config.get("tiers"))]
-    order = [str(rule.get("tier")) for rule in rules]
+def _tiers(view: SeriesView, config: ScoringSection) -> Table:
+    rules = config.tiers
+    order = [rule.tier for rule in rules]
     order += [t for t in dict.fromkeys(r.tier for r in view.rows if r.tier) if t not in order]
     rows = []
     for tier in order:
         members = [r for r in view.rows if r.tier == tier]
-        rule = next((rl for rl in rules if rl.get("tier") == tier), {})
+        rule = next((rl for rl in rules if rl.tier == tier), TierRule(tier=tier))
         criteria = [
-            f"W ≥ {fmt(rule.get('min_weighted'))}" if rule.get("min_weighted") is not None else "",
-            f"D ≤ {fmt(rule.get('max_degradation'))}" if rule.get("max_degradation") is not None else "",
-            f"σ ≤ {fmt(rule.get('max_sigma'))}" if rule.get("max_sigma") is not None else "",
+            f"W ≥ {fmt(rule.min_weighted)}" if rule.min_weighted is not None else "",
+            f"D ≤ {fmt(rule.max_degradation)}" if rule.max_degradation is not None else "",
+            f"σ ≤ {fmt(rule.max_sigma)}" if rule.max_sigma is not None else "",
         ]
         rows.append(
             [
@@ -384,20 +367,24 @@ def _comparison(report: ReportView) -> list[Block]:
     ]
 
 
-def _not_applicable(section: Any) -> list[Block] | None:
-    doc = as_mapping(section)
+class _Applicable(Protocol):
+    """A result section that says whether it could be computed on this data."""
+
+    @property
+    def applicable(self) -> bool: ...
+
+
+def _not_applicable(section: _Applicable | None, reason: str | None = None) -> list[Block] | None:
     if section is None:
         return [para("Not computed.")]
-    if doc.get("applicable") is False:
-        return [para(f"Not applicable: {doc.get('reason') or 'no reason given'}.")]
+    if not section.applicable:
+        return [para(f"Not applicable: {reason or 'no reason given'}.")]
     return None
 
 
-def _estimate(value: Any, digits: int = 2) -> str:
-    doc = as_mapping(value)
-    ci = as_list(doc.get("ci95"))
-    interval = fmt_interval((as_number(ci[0]), as_number(ci[1])), digits) if len(ci) == 2 else "–"
-    return f"{fmt(doc.get('mean'), digits)} {interval}"
+def _estimate(value: Estimate, digits: int = 2) -> str:
+    low, high = value.ci95
+    return f"{fmt(value.mean, digits)} {fmt_interval((low, high), digits)}"
 
 
 def _robustness(view: SeriesView) -> list[Block]:
@@ -425,13 +412,11 @@ def _robustness(view: SeriesView) -> list[Block]:
     ]
 
 
-def _self_preference(section: Any) -> list[Block]:
-    skipped = _not_applicable(section)
-    doc = as_mapping(section)
-    notes = [para(f"Note: {note}") for note in as_list(doc.get("notes"))]
-    if skipped is not None:
-        return skipped + notes
-    pairs = [as_mapping(p) for p in as_list(doc.get("pairs"))]
+def _self_preference(section: SelfPreferenceSection | None) -> list[Block]:
+    skipped = _not_applicable(section, section.reason if section is not None else None)
+    notes = [para(f"Note: {note}") for note in (section.notes if section is not None else ())]
+    if skipped is not None or section is None:
+        return (skipped or []) + notes
     blocks: list[Block] = [
         para(
             "For each judge declared to be (same_as) or share a family with an evaluated model: the judge's score "
@@ -440,19 +425,19 @@ def _self_preference(section: Any) -> list[Block]:
             "above 0 means the judge favours its relative."
         )
     ]
-    if not pairs:
+    if not section.pairs:
         return [*blocks, para("No declared judge–model relation matched this series."), *notes]
     rows = [
         [
-            p.get("judge"),
-            p.get("model"),
-            p.get("relation"),
-            _estimate(p.get("related")),
-            _estimate(p.get("baseline")),
-            Strong(_estimate(p.get("difference"))),
-            as_mapping(p.get("related")).get("n"),
+            p.judge,
+            p.model,
+            p.relation,
+            _estimate(p.related),
+            _estimate(p.baseline),
+            Strong(_estimate(p.difference)),
+            p.related.n,
         ]
-        for p in pairs
+        for p in section.pairs
     ]
     header = [
         "Judge",
@@ -466,26 +451,23 @@ def _self_preference(section: Any) -> list[Block]:
     return [*blocks, table(header, rows, "lllrrrr", "Self-preference"), *notes]
 
 
-def _lojo(section: Any) -> list[Block]:
-    skipped = _not_applicable(section)
-    if skipped is not None:
-        return skipped
-    doc = as_mapping(section)
-    full = [str(m) for m in as_list(doc.get("full_ranking"))]
-    rows = []
-    for removal in (as_mapping(r) for r in as_list(doc.get("removals"))):
-        ranking = [str(m) for m in as_list(removal.get("ranking"))]
-        rows.append(
-            [
-                removal.get("judge"),
-                fmt(removal.get("kendall_tau"), 3),
-                removal.get("max_rank_change"),
-                ", ".join(str(m) for m in as_list(removal.get("most_moved"))) or "–",
-                "unchanged"
-                if ranking == full
-                else " > ".join(ranking[:8]) + (" …" if len(ranking) > 8 else ""),
-            ]
-        )
+def _lojo(section: LeaveOneJudgeOutSection | None) -> list[Block]:
+    skipped = _not_applicable(section, section.reason if section is not None else None)
+    if skipped is not None or section is None:
+        return skipped or []
+    full = section.full_ranking
+    rows = [
+        [
+            removal.judge,
+            fmt(removal.kendall_tau, 3),
+            removal.max_rank_change,
+            ", ".join(removal.most_moved) or "–",
+            "unchanged"
+            if removal.ranking == full
+            else " > ".join(removal.ranking[:8]) + (" …" if len(removal.ranking) > 8 else ""),
+        ]
+        for removal in section.removals
+    ]
     return [
         para("Full ranking: " + " > ".join(full[:8]) + (" …" if len(full) > 8 else "") + "."),
         table(
@@ -503,25 +485,14 @@ def _lojo(section: Any) -> list[Block]:
     ]
 
 
-def _verbosity(section: Any) -> list[Block]:
-    skipped = _not_applicable(section)
-    if skipped is not None:
-        return skipped
-    doc = as_mapping(section)
-    items = [as_mapping(i) for i in as_list(doc.get("per_judge"))]
-    panel = as_mapping(doc.get("panel"))
-    if panel:
-        items.append({**panel, "judge": "panel mean S(q)"})
-    rows = [
-        [
-            i.get("judge"),
-            fmt(i.get("pearson"), 3),
-            fmt(i.get("spearman"), 3),
-            i.get("n"),
-            i.get("n_questions"),
-        ]
-        for i in items
-    ]
+def _verbosity(section: VerbositySection | None) -> list[Block]:
+    skipped = _not_applicable(section, section.reason if section is not None else None)
+    if skipped is not None or section is None:
+        return skipped or []
+    items = list(section.per_judge)
+    if section.panel is not None:
+        items.append(section.panel.model_copy(update={"judge": "panel mean S(q)"}))
+    rows = [[i.judge, fmt(i.pearson, 3), fmt(i.spearman, 3), i.n, i.n_questions] for i in items]
     return [
         para(
             "Correlation between answer length and score within each question (length and score centred per "
@@ -531,111 +502,75 @@ def _verbosity(section: Any) -> list[Block]:
     ]
 
 
-def _selection(section: Any) -> list[Block]:
+def _selection(section: SelectionSection | None) -> list[Block]:
     if section is None:
         return [para("Not computed.")]
-    doc = as_mapping(section)
-    facts = [as_mapping(m) for m in as_list(doc.get("models"))]
-    by_name = {str(f.get("model")): f for f in facts}
+    by_name = {f.model: f for f in section.models}
 
-    def named(model: Any, key: str = "weighted", label: str = "W") -> Inline:
+    def named(
+        model: str | None, value: Callable[[ModelFacts], float | None], label: str, digits: int = 2
+    ) -> Inline:
         if model is None:
             return "none"
-        value = by_name.get(str(model), {}).get(key)
-        return Strong(f"{model} ({label} {fmt(value, 3 if key == 'weighted_per_billion' else 2)})")
+        facts = by_name.get(model)
+        return Strong(f"{model} ({label} {fmt(value(facts) if facts is not None else None, digits)})")
 
     blocks: list[Block] = [
-        para("Best overall: ", named(doc.get("best_overall")), "."),
+        para("Best overall: ", named(section.best_overall, lambda f: f.weighted, "W"), "."),
         para(
             "Most robust: ",
-            named(doc.get("most_robust"), "degradation", "D"),
-            f" — {doc.get('robust_rule')}.",
+            named(section.most_robust, lambda f: f.degradation, "D"),
+            f" — {section.robust_rule}.",
         ),
         para(
             "Lowest degradation of all models: ",
-            named(doc.get("lowest_degradation"), "degradation", "D"),
+            named(section.lowest_degradation, lambda f: f.degradation, "D"),
             ".",
         ),
         para(
             "Quality-to-size choice: ",
-            named(doc.get("quality_to_size"), "weighted_per_billion", "W per B params"),
-            f" — {doc.get('quality_rule')}.",
+            named(section.quality_to_size, lambda f: f.weighted_per_billion, "W per B params", 3),
+            f" — {section.quality_rule}.",
         ),
         para(
             "Pareto frontier of W against size: "
-            + (", ".join(as_list(doc.get("size_frontier"))) or "sizes unknown")
+            + (", ".join(section.size_frontier) or "sizes unknown")
             + "."
         ),
     ]
-    if as_list(doc.get("memory_frontier")):
+    if section.memory_frontier:
         blocks.append(
-            para(
-                "Pareto frontier of W against GPU memory: "
-                + ", ".join(as_list(doc.get("memory_frontier")))
-                + "."
-            )
+            para("Pareto frontier of W against GPU memory: " + ", ".join(section.memory_frontier) + ".")
         )
-    rows = [
-        [
-            f.get("model"),
-            fmt(f.get("weighted")),
-            fmt_parameters(
-                as_number(f.get("parameters")),
-                f.get("parameters_label") if isinstance(f.get("parameters_label"), str) else None,
-            ),
-            f.get("quantization") or "–",
-            fmt(f.get("gpu_memory_gib"), 0),
-            fmt(f.get("weighted_per_billion"), 3),
-            fmt(f.get("mean_completion_tokens"), 0),
-            fmt(f.get("mean_latency_s"), 2),
-            "yes" if f.get("on_size_frontier") else "",
-            ", ".join(str(d) for d in as_list(f.get("domains_led"))) or "–",
-        ]
-        for f in facts
-    ]
-    header = [
-        "Model",
-        "W",
-        "Size",
-        "Quant.",
-        "GPU GiB",
-        "W per B params",
-        "tokens/answer",
-        "latency s/answer",
-    ]
-    header += ["size frontier", "domains led"]
-    blocks.append(table(header, rows, "lrllrrrrcl", "Model facts for selection"))
-    return blocks
+    return [*blocks, _model_facts(section.models)]
 
 
-def _experts(section: Any) -> list[Block]:
+def _experts(section: ExpertsSection) -> list[Block]:
     skipped = _not_applicable(section)
-    doc = as_mapping(section)
-    unmatched = {k: v for k, v in as_mapping(doc.get("unmatched")).items() if v}
+    unmatched = {k: v for k, v in section.unmatched.items() if v}
     counts = para(
-        f"{doc.get('n_rows')} expert rows, {doc.get('n_matched')} compared with the panel's S(q)"
+        f"{section.n_rows} expert rows, {section.n_matched} compared with the panel's S(q)"
         + (", not compared: " + ", ".join(f"{k} {v}" for k, v in unmatched.items()) if unmatched else "")
-        + (f", other series: {doc.get('n_other_series')}" if doc.get("n_other_series") else "")
+        + (f", other series: {section.n_other_series}" if section.n_other_series else "")
         + "."
     )
     if skipped is not None:
-        return [*skipped, counts] if section is not None else skipped
+        return [*skipped, counts]
 
-    def row(scope: str, stats: Any) -> list[Any]:
-        st = as_mapping(stats)
+    def row(scope: str, stats: AgreementStats) -> list[Any]:
         return [
             scope,
-            st.get("n"),
-            fmt(st.get("pearson"), 3),
-            fmt(st.get("spearman"), 3),
-            fmt(st.get("mae"), 2),
-            fmt(st.get("kappa_quadratic"), 3),
-            fmt(st.get("mean_bias"), 2),
+            stats.n,
+            fmt(stats.pearson, 3),
+            fmt(stats.spearman, 3),
+            fmt(stats.mae, 2),
+            fmt(stats.kappa_quadratic, 3),
+            fmt(stats.mean_bias, 2),
         ]
 
-    rows = [row("overall", doc.get("overall"))]
-    rows += [row(f"domain {d}", st) for d, st in as_mapping(doc.get("per_domain")).items()]
-    rows += [row(f"expert {e}", st) for e, st in as_mapping(doc.get("per_expert")).items()]
+    rows = [row("overall", section.overall)]
+    rows += [row(f"domain {d}", st) for d, st in section.per_domain.items()]
+    rows += [row(f"expert {e}", st) for e, st in section.per_expert.items()]
     header = ["Scope", "pairs", "Pearson r", "Spearman ρ", "MAE", "weighted κ", "bias (expert − panel)"]
     return [counts, table(header, rows, "lrrrrrr", "Experts against the judge panel")]
 
@@ -675,9 +610,9 @@ def series_blocks(view: SeriesView, report: ReportView) -> list[Block]:
 def report_blocks(document: Report) -> tuple[ReportView, list[Block]]:
     """The whole report as blocks, with the parsed view the HTML renderer needs for its plots."""
     report = read_report(document)
-    weights = as_mapping(report.config.get("level_weights"))
-    weight_text = ", ".join(f"level {k}: {fmt(v, 2)}" for k, v in weights.items())
-    confidence = as_number(report.config.get("confidence")) or 0.95
+    config = report.config
+    weight_text = ", ".join(f"level {k}: {fmt(v, 2)}" for k, v in config.level_weights.items())
+    confidence = config.confidence or 0.95
     blocks: list[Block] = [
         Heading(1, "kubejury report"),
         para(
@@ -685,7 +620,7 @@ def report_blocks(document: Report) -> tuple[ReportView, list[Block]]:
         ),
         para(
             f"Level weights {weight_text}; W = Σ w·Score / Σ w. Intervals: {confidence:.0%} bootstrap over "
-            f"questions, {report.config.get('bootstrap_samples')} resamples, seed {report.config.get('seed')}."
+            f"questions, {config.bootstrap_samples} resamples, seed {config.seed}."
         ),
         para(
             "Columns: L1…Ln = Score(m, level), the mean over domains of the per-domain mean; W = weighted "
@@ -694,59 +629,51 @@ def report_blocks(document: Report) -> tuple[ReportView, list[Block]]:
         ),
     ]
     blocks += _summary(report)
-    gpu = document.get("gpu_usage") if isinstance(document, Mapping) else None
-    if isinstance(gpu, Mapping):
-        blocks += [Heading(2, "GPU cost", "gpu-cost"), *_gpu_cost(gpu)]
+    if report.gpu_usage is not None:
+        blocks += [Heading(2, "GPU cost", "gpu-cost"), *_gpu_cost(report.gpu_usage)]
     for view in report.series:
         blocks += series_blocks(view, report)
     blocks += [Heading(2, "Series effects", "series-effects"), *_comparison(report)]
-    provenance = document.get("provenance") if isinstance(document, Mapping) else None
-    if isinstance(provenance, Mapping):
-        blocks += [Heading(2, "Provenance", "provenance"), *_provenance(provenance)]
+    if report.provenance is not None:
+        blocks += [Heading(2, "Provenance", "provenance"), *_provenance(report.provenance)]
     return report, blocks
 
 
-def _gpu_cost(section: Mapping[str, Any]) -> list[Block]:
+def _gpu_cost(section: GpuUsageSection) -> list[Block]:
     """GPU-hours per model server, W per GPU-hour next to W, and the share of GPU time held idle."""
-    servers = as_mapping(section.get("servers"))
     rows = []
-    for name, raw in servers.items():
-        entry = as_mapping(raw)
-        gpus = entry.get("gpus")
-        product = str(entry.get("gpu_product") or "").removeprefix("NVIDIA-")
+    for name, entry in section.servers.items():
+        product = (entry.gpu_product or "").removeprefix("NVIDIA-")
         rows.append(
             [
                 name,
-                str(entry.get("role") or ""),
-                f"{gpus} × {product}" if product else str(gpus),
-                fmt(entry.get("held_gpu_hours"), 3),
-                fmt(entry.get("used_gpu_hours"), 3),
-                fmt(entry.get("weighted")),
-                fmt(entry.get("weighted_per_gpu_hour")),
+                entry.role,
+                f"{entry.gpus} × {product}" if product else str(entry.gpus),
+                fmt(entry.held_gpu_hours, 3),
+                fmt(entry.used_gpu_hours, 3),
+                fmt(entry.weighted),
+                fmt(entry.weighted_per_gpu_hour),
             ]
         )
-    idle = as_number(section.get("idle_share"))
-    held = as_number(section.get("held_gpu_hours"))
-    used = as_number(section.get("used_gpu_hours"))
+    idle = section.idle_share
     return [
         para(
-            f"GPU-hours held by the run's model servers: {fmt(held, 3)}, of which used by its generation and "
-            f"judging Jobs: {fmt(used, 3)}"
+            f"GPU-hours held by the run's model servers: {fmt(section.held_gpu_hours, 3)}, of which used by its "
+            f"generation and judging Jobs: {fmt(section.used_gpu_hours, 3)}"
             + (f"; held idle: {idle:.1%}." if idle is not None else ".")
             + " Held = Ready time × GPUs; used = time its Jobs ran × GPUs; W per GPU-hour = W of the "
-            f"primary series per held GPU-hour ({section.get('source')}, as of {section.get('as_of')})."
+            f"primary series per held GPU-hour ({section.source}, as of {section.as_of})."
         ),
         table(["server", "role", "GPUs", "held GPU-h", "used GPU-h", "W", "W per GPU-h"], rows),
     ]
 
 
-def _provenance(section: Mapping[str, Any]) -> list[Block]:
+def _provenance(section: Provenance) -> list[Block]:
     """Truncated answers per model and series, and the digests that identify what was run."""
-    truncated = as_mapping(section.get("truncated"))
+    truncated = section.truncated
     series = list(truncated)
-    models = list(dict.fromkeys(m for s in series for m in as_mapping(truncated[s])))
-    rows = [[m, *[str(as_mapping(truncated[s]).get(m, 0)) for s in series]] for m in models]
-    fingerprints = as_mapping(section.get("fingerprints"))
+    models = list(dict.fromkeys(m for s in series for m in truncated[s]))
+    rows = [[m, *[str(truncated[s].get(m, 0)) for s in series]] for m in models]
     return [
         para(
             "Truncated answers: the model server reported the answer cut at the token limit "
@@ -754,8 +681,8 @@ def _provenance(section: Mapping[str, Any]) -> list[Block]:
         ),
         table(["model", *[f"truncated ({s})" for s in series]], rows),
         para(
-            f"Judge prompt template SHA-256 {str(section.get('judge_prompt_template_sha256'))[:12]}…; "
-            f"{len(fingerprints)} stage fingerprints (report.json → provenance.fingerprints)."
+            f"Judge prompt template SHA-256 {section.judge_prompt_template_sha256[:12]}…; "
+            f"{len(section.fingerprints)} stage fingerprints (report.json → provenance.fingerprints)."
         ),
     ]
 
@@ -792,8 +719,7 @@ def _summary(report: ReportView) -> list[Block]:
     sentence = power_sentence(view)
     if sentence:
         blocks.append(para(sentence))
-    selection = as_mapping(view.selection)
-    robust = selection.get("most_robust")
+    robust = view.selection.most_robust if view.selection is not None else None
     robust_row = view.row(str(robust)) if robust else None
     if robust_row is not None:
         blocks.append(
@@ -805,7 +731,61 @@ def _summary(report: ReportView) -> list[Block]:
             counts[leader] = counts.get(leader, 0) + 1
         led = ", ".join(f"{m} {n}" for m, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
         blocks.append(para(f"Domains led: {led} (of {len(view.domain_leaders)})."))
-    alpha = as_number(view.judges.get("krippendorff_alpha"))
+    alpha = view.judges.krippendorff_alpha if view.judges is not None else None
     if alpha is not None:
         blocks.append(para(f"Judge agreement: Krippendorff's α = {alpha:.3f}."))
     return blocks
+
+
+def _judge_matrices(view: SeriesView, judges: JudgesSection) -> list[Block]:
+    blocks: list[Block] = []
+    for key, title in (
+        ("spearman", "Spearman ρ"),
+        ("pearson", "Pearson r"),
+        ("kappa_quadratic", "quadratic-weighted κ"),
+    ):
+        matrix = judge_matrix(judges, key)
+        if matrix is None:
+            continue
+        names, values = matrix
+        if key == "spearman":
+            blocks.append(Plot("judges", view.name))
+        blocks.append(
+            table(
+                ["", *names],
+                ([n, *(fmt(v, 3) for v in row)] for n, row in zip(names, values, strict=True)),
+                "l" + "r" * len(names),
+                f"Pairwise {title} between judges",
+            )
+        )
+    return blocks
+
+
+def _model_facts(facts: Sequence[ModelFacts]) -> Table:
+    rows = [
+        [
+            f.model,
+            fmt(f.weighted),
+            fmt_parameters(f.parameters, f.parameters_label),
+            f.quantization or "–",
+            fmt(f.gpu_memory_gib, 0),
+            fmt(f.weighted_per_billion, 3),
+            fmt(f.mean_completion_tokens, 0),
+            fmt(f.mean_latency_s, 2),
+            "yes" if f.on_size_frontier else "",
+            ", ".join(f.domains_led) or "–",
+        ]
+        for f in facts
+    ]
+    header = [
+        "Model",
+        "W",
+        "Size",
+        "Quant.",
+        "GPU GiB",
+        "W per B params",
+        "tokens/answer",
+        "latency s/answer",
+    ]
+    header += ["size frontier", "domains led"]
+    return table(header, rows, "lrllrrrrcl", "Model facts for selection")

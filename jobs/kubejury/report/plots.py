@@ -19,7 +19,7 @@ import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from kubejury.report.view import SeriesView, as_list, as_mapping, fmt_parameters
+from kubejury.report.view import SeriesView, fmt_parameters
 
 matplotlib.use("Agg")  # never a GUI backend, even when a display is around
 # Names are text: a "$" in a model or domain name must not start mathtext (which raised, and then
@@ -109,7 +109,7 @@ def size_plot(view: SeriesView) -> str | None:
         axes.scatter(
             [x], [y], color=color, marker=marker, s=140 if marker == "*" else 50, zorder=3, label=label
         )
-    on_frontier = {str(m) for m in as_list(as_mapping(view.selection).get("size_frontier"))}
+    on_frontier = set(view.selection.size_frontier) if view.selection is not None else set()
     frontier = sorted(
         (float(r.parameters or 0.0), float(r.weighted or 0.0)) for r in rows if r.model in on_frontier
     )

@@ -1,42 +1,44 @@
 """Read a report.json document into the rows and matrices the Markdown and HTML renderers print.
 
-Both renderers work from the JSON document, never from the analysis objects: what a reader sees
-in report.md and report.html is then exactly what report.json says, and the renderers can be
-tested (and re-run on an old report.json) without recomputing anything. This module is the one
-place that knows the document's layout (docs/report-schema.md); the renderers only format.
+Both renderers work from the document (a :class:`~kubejury.records.report.ReportDocument`), never
+from the analysis objects: what a reader sees in report.md and report.html is then exactly what
+report.json says, and the renderers can be tested (and re-run on an old report.json) without
+recomputing anything. The document's types already say what may be missing (``None``); this module
+orders it into ranking rows and series views, and the renderers only format.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-Report = Mapping[str, Any]
+from kubejury.records.report import (
+    ExpertsSection,
+    GpuUsageSection,
+    InputSource,
+    JudgesSection,
+    LeaveOneJudgeOutSection,
+    ModelEntry,
+    ModelInfo,
+    PowerSection,
+    Provenance,
+    ReportDocument,
+    ScoringSection,
+    SelectionSection,
+    SelfPreferenceSection,
+    SeriesSection,
+    VerbositySection,
+)
+
+Report = ReportDocument | Mapping[str, Any]
+"""What the renderers accept: a document, or its parsed JSON (read with :meth:`ReportDocument.read`)."""
+
 Interval = tuple[float | None, float | None] | None
 
 
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, int | float) and math.isfinite(float(value)):
-        return float(value)
-    return None
-
-
-def _interval(value: Any) -> Interval:
-    if isinstance(value, Sequence) and not isinstance(value, str) and len(value) == 2:
-        return (_num(value[0]), _num(value[1]))
-    return None
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, Sequence) and not isinstance(value, str) else []
+def _interval(value: list[float] | None) -> Interval:
+    return None if value is None else (value[0], value[1])
 
 
 # --------------------------------------------------------------------------------------------
@@ -44,10 +46,9 @@ def _list(value: Any) -> list[Any]:
 # --------------------------------------------------------------------------------------------
 
 
-def fmt(value: Any, digits: int = 2) -> str:
+def fmt(value: float | None, digits: int = 2) -> str:
     """A number with ``digits`` decimals, or an en dash when it is missing (null)."""
-    number = _num(value)
-    return "–" if number is None else f"{number:.{digits}f}"
+    return "–" if value is None else f"{value:.{digits}f}"
 
 
 def fmt_interval(interval: Interval, digits: int = 2) -> str:
@@ -106,16 +107,16 @@ class SeriesView:
     domain_leaders: dict[str, str]
     leading_group: tuple[str, ...]
     prob_better: dict[str, dict[str, float | None]]
-    judges: Mapping[str, Any]
+    judges: JudgesSection | None
     parse_failures: dict[str, int]
-    self_preference: Any
-    leave_one_judge_out: Any
-    verbosity: Any
-    selection: Any
-    experts: Any
+    self_preference: SelfPreferenceSection | None
+    leave_one_judge_out: LeaveOneJudgeOutSection | None
+    verbosity: VerbositySection | None
+    selection: SelectionSection | None
+    experts: ExpertsSection | None
     n_questions: int | None
     n_judgments: int | None
-    power: Mapping[str, Any] | None = None  # report.json's power block (None without bootstrap)
+    power: PowerSection | None = None  # report.json's power block (None without bootstrap)
 
     def row(self, model: str) -> ModelRow | None:
         return next((r for r in self.rows if r.model == model), None)
@@ -133,157 +134,137 @@ class ReportView:
     schema_version: int
     generated_at: str
     version: str
-    config: Mapping[str, Any]
+    config: ScoringSection
     primary: str
     series: tuple[SeriesView, ...]  # primary first
     comparison_series: tuple[str, ...]
     comparison: tuple[ComparisonRow, ...]
     mean_delta: dict[str, float | None]  # series -> mean of W(series) - W(primary) over shared models
-    inputs: Mapping[str, Any]
+    inputs: Mapping[str, InputSource]
+    gpu_usage: GpuUsageSection | None = None
+    provenance: Provenance | None = None
 
 
-def _levels_of(report: Report) -> tuple[int, ...]:
-    levels = _list(_mapping(report.get("benchmark")).get("levels"))
-    if levels:
-        return tuple(int(level) for level in levels)
-    weights = _mapping(_mapping(report.get("config")).get("level_weights"))
-    return tuple(sorted(int(k) for k in weights))
+def _levels_of(document: ReportDocument) -> tuple[int, ...]:
+    if document.benchmark.levels:
+        return tuple(document.benchmark.levels)
+    return tuple(sorted(int(k) for k in document.config.level_weights))
 
 
-def _series_view(name: str, doc: Mapping[str, Any], report: Report, primary: str) -> SeriesView:
-    models_info = _mapping(report.get("models_info"))
-    models = _mapping(doc.get("models"))
-    ranking = [m for m in _list(doc.get("ranking")) if m in models]
-    ranking += sorted(m for m in models if m not in ranking)
-    levels = _levels_of(report)
-    domains_seen: list[str] = []
-    for model in ranking:
-        for domain in _mapping(models[model].get("domains")):
-            if domain not in domains_seen:
-                domains_seen.append(domain)
-    bench_domains = [str(d) for d in _list(_mapping(report.get("benchmark")).get("domains"))]
-    domains = tuple(
-        [d for d in bench_domains if d in domains_seen] + [d for d in domains_seen if d not in bench_domains]
+def _domains_of(ranked: list[ModelEntry], document: ReportDocument) -> tuple[str, ...]:
+    """The domains the models were scored in, in the benchmark's order first."""
+    seen = list(dict.fromkeys(domain for entry in ranked for domain in entry.domains))
+    bench = document.benchmark.domains
+    return tuple([d for d in bench if d in seen] + [d for d in seen if d not in bench])
+
+
+def _model_row(
+    index: int, model: str, entry: ModelEntry, info: ModelInfo, levels: tuple[int, ...]
+) -> ModelRow:
+    return ModelRow(
+        rank=entry.rank or index + 1,
+        model=model,
+        levels={lv: entry.levels.get(str(lv)) for lv in levels},
+        levels_ci={lv: _interval(entry.levels_ci95.get(str(lv))) for lv in levels},
+        weighted=entry.weighted,
+        weighted_ci=_interval(entry.weighted_ci95),
+        degradation=entry.degradation,
+        degradation_ci=_interval(entry.degradation_ci95),
+        sigma=entry.judge_sigma,
+        tier=entry.tier,
+        n_scored=entry.n_scored,
+        n_unscored=entry.n_unscored,
+        parameters=info.parameters,
+        parameters_label=info.parameters_label,
+        quantization=info.quantization,
+        family=info.family,
+        gpu_memory_gib=info.gpu_memory_gib,
+        domains={domain: scores.weighted for domain, scores in entry.domains.items()},
     )
-    rows = []
-    for index, model in enumerate(ranking):
-        entry = _mapping(models[model])
-        info = _mapping(models_info.get(model))
-        level_scores = _mapping(entry.get("levels"))
-        level_cis = _mapping(entry.get("levels_ci95"))
-        rows.append(
-            ModelRow(
-                rank=int(entry.get("rank") or index + 1),
-                model=str(model),
-                levels={lv: _num(level_scores.get(str(lv))) for lv in levels},
-                levels_ci={lv: _interval(level_cis.get(str(lv))) for lv in levels},
-                weighted=_num(entry.get("weighted")),
-                weighted_ci=_interval(entry.get("weighted_ci95")),
-                degradation=_num(entry.get("degradation")),
-                degradation_ci=_interval(entry.get("degradation_ci95")),
-                sigma=_num(entry.get("judge_sigma")),
-                tier=entry.get("tier") if isinstance(entry.get("tier"), str) else None,
-                n_scored=int(entry.get("n_scored") or 0),
-                n_unscored=int(entry.get("n_unscored") or 0),
-                parameters=_num(info.get("parameters")),
-                parameters_label=info.get("parameters_label")
-                if isinstance(info.get("parameters_label"), str)
-                else None,
-                quantization=info.get("quantization") if isinstance(info.get("quantization"), str) else None,
-                family=info.get("family") if isinstance(info.get("family"), str) else None,
-                gpu_memory_gib=_num(info.get("gpu_memory_gib")),
-                domains={
-                    str(d): _num(_mapping(v).get("weighted"))
-                    for d, v in _mapping(entry.get("domains")).items()
-                },
-            )
-        )
-    prob_better = {
-        str(a): {str(b): _num(p) for b, p in _mapping(row).items()}
-        for a, row in _mapping(doc.get("prob_better")).items()
-    }
-    judges = _mapping(doc.get("judges"))
-    parse_failures = {
-        str(k): int(v) for k, v in _mapping(judges.get("parse_failures")).items() if v is not None
-    }
-    n_q = doc.get("n_questions")
-    n_j = doc.get("n_judgments")
+
+
+def _series_view(name: str, doc: SeriesSection, document: ReportDocument, primary: str) -> SeriesView:
+    ranking = [m for m in doc.ranking if m in doc.models]
+    ranking += sorted(m for m in doc.models if m not in ranking)
+    levels = _levels_of(document)
+    no_info = ModelInfo()
+    rows = tuple(
+        _model_row(index, model, doc.models[model], document.models_info.get(model, no_info), levels)
+        for index, model in enumerate(ranking)
+    )
     return SeriesView(
         name=name,
         is_primary=name == primary,
         levels=levels,
-        domains=domains,
-        rows=tuple(rows),
-        domain_leaders={
-            str(k): str(v) for k, v in _mapping(doc.get("domain_leaders")).items() if v is not None
-        },
-        leading_group=tuple(str(m) for m in _list(doc.get("leading_group"))),
-        prob_better=prob_better,
-        judges=judges,
-        parse_failures=parse_failures,
-        self_preference=doc.get("self_preference"),
-        leave_one_judge_out=doc.get("leave_one_judge_out"),
-        verbosity=doc.get("verbosity"),
-        selection=doc.get("selection"),
-        experts=doc.get("experts"),
-        n_questions=int(n_q) if isinstance(n_q, int) else None,
-        n_judgments=int(n_j) if isinstance(n_j, int) else None,
-        power=_mapping(doc.get("power")) or None,
+        domains=_domains_of([doc.models[m] for m in ranking], document),
+        rows=rows,
+        domain_leaders=dict(doc.domain_leaders),
+        leading_group=tuple(doc.leading_group or ()),
+        prob_better={a: dict(row) for a, row in (doc.prob_better or {}).items()},
+        judges=doc.judges,
+        parse_failures=dict(doc.judges.parse_failures) if doc.judges is not None else {},
+        self_preference=doc.self_preference,
+        leave_one_judge_out=doc.leave_one_judge_out,
+        verbosity=doc.verbosity,
+        selection=doc.selection,
+        experts=doc.experts,
+        n_questions=doc.n_questions,
+        n_judgments=doc.n_judgments,
+        power=doc.power,
     )
+
+
+def _comparison_rows(document: ReportDocument, series: tuple[str, ...]) -> tuple[ComparisonRow, ...]:
+    rows = []
+    for model, per_series in document.series_comparison.models.items():
+        cells = {s: per_series[s] for s in series if s in per_series}
+        rows.append(
+            ComparisonRow(
+                model=model,
+                weighted={s: cells[s].weighted if s in cells else None for s in series},
+                delta={s: cells[s].delta if s in cells else None for s in series},
+            )
+        )
+    return tuple(rows)
 
 
 def read_report(report: Report) -> ReportView:
-    """The renderers' view of a report.json document (tolerates absent optional sections)."""
-    series_docs = _mapping(report.get("series"))
-    primary = str(report.get("primary_series") or next(iter(series_docs), ""))
+    """The renderers' view of a report.json document (absent optional sections read as ``None``).
+
+    A mapping is parsed with :meth:`ReportDocument.read` first (a bad field raises
+    :class:`~kubejury.records.report.ReportError` naming it)."""
+    document = report if isinstance(report, ReportDocument) else ReportDocument.read(report)
+    series_docs = document.series
+    primary = document.primary_series or next(iter(series_docs), "")
     order = ([primary] if primary in series_docs else []) + [s for s in series_docs if s != primary]
-    views = tuple(_series_view(str(s), _mapping(series_docs[s]), report, primary) for s in order)
-    comparison_doc = _mapping(report.get("series_comparison"))
-    comparison_series = tuple(str(s) for s in _list(comparison_doc.get("series"))) or tuple(order)
-    rows = []
-    for model, per_series in _mapping(comparison_doc.get("models")).items():
-        per = _mapping(per_series)
-        rows.append(
-            ComparisonRow(
-                model=str(model),
-                weighted={s: _num(_mapping(per.get(s)).get("weighted")) for s in comparison_series},
-                delta={s: _num(_mapping(per.get(s)).get("delta")) for s in comparison_series},
-            )
-        )
+    views = tuple(_series_view(s, series_docs[s], document, primary) for s in order)
+    comparison_series = tuple(document.series_comparison.series) or tuple(order)
     return ReportView(
-        schema_version=int(report.get("schema_version") or 0),
-        generated_at=str(report.get("generated_at") or ""),
-        version=str(report.get("kubejury_version") or ""),
-        config=_mapping(report.get("config")),
+        schema_version=document.schema_version,
+        generated_at=document.generated_at,
+        version=document.kubejury_version,
+        config=document.config,
         primary=primary,
         series=views,
         comparison_series=comparison_series,
-        comparison=tuple(rows),
-        mean_delta={str(k): _num(v) for k, v in _mapping(comparison_doc.get("mean_delta")).items()},
-        inputs=_mapping(report.get("inputs")),
+        comparison=_comparison_rows(document, comparison_series),
+        mean_delta=dict(document.series_comparison.mean_delta),
+        inputs=document.inputs,
+        gpu_usage=document.gpu_usage,
+        provenance=document.provenance,
     )
 
 
-def judge_matrix(judges: Mapping[str, Any], key: str) -> tuple[list[str], list[list[float | None]]] | None:
+def judge_matrix(judges: JudgesSection | None, key: str) -> tuple[list[str], list[list[float | None]]] | None:
     """A judge × judge matrix (``spearman``, ``pearson``, ``kappa_quadratic``) of the agreement section."""
-    names = [str(j) for j in _list(judges.get("judges"))]
-    matrix = _list(judges.get(key))
+    if judges is None:
+        return None
+    matrices = {
+        "spearman": judges.spearman,
+        "pearson": judges.pearson,
+        "kappa_quadratic": judges.kappa_quadratic,
+    }
+    names, matrix = list(judges.judges), matrices[key]
     if not names or len(matrix) != len(names):
         return None
-    return names, [[_num(v) for v in _list(row)] for row in matrix]
-
-
-def per_judge(judges: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return [_mapping(item) for item in _list(judges.get("per_judge"))]
-
-
-def as_mapping(value: Any) -> Mapping[str, Any]:
-    return _mapping(value)
-
-
-def as_list(value: Any) -> list[Any]:
-    return _list(value)
-
-
-def as_number(value: Any) -> float | None:
-    return _num(value)
+    return names, [list(row) for row in matrix]
