@@ -1,9 +1,10 @@
-"""``make bench-operator``: ``python -m benchmarks.operator_scale [--runs 10,30,100] [--designs list,watch]``.
+"""``make bench-operator``: ``python -m benchmarks.operator_scale [--runs 10,30,100] [--baseline FILE]``.
 
 Starts its own dev cluster (state in ``--state``, by default ``~/.cache/kubejury/bench/operator-scale``,
-never under /tmp), runs every scale with every design (see :mod:`.bench`), and writes
-``benchmarks/results/operator_scale.md`` and ``.json`` (see :mod:`.report`). A smoke run:
-``--runs 3 --nodes 50 --idle 30``.
+never under /tmp), runs every scale (see :mod:`.bench`), and writes
+``benchmarks/results/operator_scale.md`` and ``.json`` (see :mod:`.report`), carrying the list-per-tick
+design's recorded rounds over from ``--baseline`` (by default the results file being replaced) as
+the historical baseline. A smoke run: ``--runs 3 --nodes 50 --idle 30``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from . import report
 from .bench import Options, run
 
 CACHE = Path(os.environ.get("KUBEJURY_CACHE", Path.home() / ".cache" / "kubejury"))
-DESIGNS = ("list", "watch")
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -33,22 +33,17 @@ def _ints(text: str) -> tuple[int, ...]:
     return values
 
 
-def _designs(text: str) -> tuple[str, ...]:
-    values = tuple(v.strip() for v in text.split(",") if v.strip())
-    unknown = [v for v in values if v not in DESIGNS]
-    if not values or unknown:
-        raise argparse.ArgumentTypeError(
-            f"designs are {', '.join(DESIGNS)}; not {', '.join(unknown) or text!r}"
-        )
-    return values
-
-
 def parse(argv: list[str] | None = None) -> tuple[Options, argparse.Namespace]:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.operator_scale", description=__doc__)
     parser.add_argument(
         "--runs", type=_ints, default=(10, 30, 100), help="scales: EvalRuns per round (10,30,100)"
     )
-    parser.add_argument("--designs", type=_designs, default=DESIGNS, help="list,watch (KUBEJURY_OBSERVATION)")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=report.RESULTS / "operator_scale.json",
+        help="results file whose list-per-tick rounds are shown as the recorded baseline",
+    )
     parser.add_argument("--nodes", type=int, default=500, help="KWOK nodes in the mix (500)")
     parser.add_argument("--namespaces", type=int, default=10, help="namespaces the runs are spread over (10)")
     parser.add_argument("--idle", type=float, default=180.0, help="seconds of the idle window (180)")
@@ -74,7 +69,6 @@ def parse(argv: list[str] | None = None) -> tuple[Options, argparse.Namespace]:
         parser.error("--state must not be under /tmp (Job pods of the operator mount over /tmp)")
     options = Options(
         scales=args.runs,
-        designs=args.designs,
         nodes=args.nodes,
         namespaces=args.namespaces,
         idle_s=args.idle,
@@ -106,7 +100,10 @@ def main(argv: list[str] | None = None) -> int:
         ["python", "-m", "benchmarks.operator_scale", *(sys.argv[1:] if argv is None else argv)]
     )
     started = time.time()
+    recorded = report.baseline(args.baseline)  # read before the run replaces the file
     document = asyncio.run(_cancellable(options))
+    if recorded is not None:
+        document["baseline"] = recorded
     document["meta"] = report.machine(command, started, time.time(), options)
     md, js = report.write(document, args.out)
     print(f"wrote {md} and {js}")

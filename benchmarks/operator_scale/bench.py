@@ -1,15 +1,16 @@
-"""One benchmark invocation: a cluster, then one round per (scale, design), each measured alone.
+"""One benchmark invocation: a cluster, then one round per scale, each measured alone.
 
 Why this module exists: it is the procedure of docs/benchmarks.md, in order. Setup: a dev cluster
 (``devcluster``) with the node mix of :mod:`.nodemix`, its controller-manager and scheduler given
 more API QPS than the defaults (so that the Job controller is not the bottleneck at 100 runs), the
 namespaces with the results claim and the Secrets the study spec references, and the report
-template. Then for every scale, for every design (so the two designs of one scale run back to
-back, on the same cluster, with the same workload):
+template. Then for every scale, with the operator's one design (watch-fed caches; the list-per-tick
+design before issue 13 was removed in issue 22, its figures are the recorded baseline the report
+shows beside these — :func:`.report.baseline`):
 
-1. ``helm upgrade --install`` of the chart with ``operator.extraEnv`` setting
-   ``KUBEJURY_OBSERVATION`` (``list`` = the design before issue 13, ``watch`` = the new one), and
-   the operator started from the chart's Deployment with a token of the chart's ServiceAccount —
+1. ``helm upgrade --install`` of the chart with ``operator.extraEnv`` pointing the operator at the
+   source copy, and the operator started from the chart's Deployment with a token of the chart's
+   ServiceAccount —
    ``tests/e2e/operator_up.py``'s ``up``, reused as is; the reconcile interval is the chart's
    default (15 s). The fast kubelet (:mod:`.fast_kubelet`) starts beside it.
 2. The benchmark's watches on EvalRuns and Jobs start; the /proc counters and the audit log's
@@ -42,7 +43,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from . import measure, nodemix, procstat, report_template, workload
+from . import measure, nodemix, procstat, report, report_template, workload
 from .kube import Credentials, Kube, KubeError
 
 log = logging.getLogger("operator-scale")
@@ -67,7 +68,6 @@ TERMINAL = ("Succeeded", "Failed")
 @dataclass(frozen=True)
 class Options:
     scales: tuple[int, ...]
-    designs: tuple[str, ...]
     nodes: int
     namespaces: int
     idle_s: float
@@ -131,13 +131,12 @@ def snapshot_source(work: Path) -> Source:
     return Source(root, digest.hexdigest()[:12], head.stdout.strip() or "?", not dirty.stdout.strip())
 
 
-def design_values(design: str, source: Path | None = None) -> dict[str, str]:
-    """The chart values that select the operator's design (``operator.extraEnv``), and the source
-    copy it imports (a host path: only the local operator process of this harness uses it)."""
-    values = {"operator.extraEnv[0].name": "KUBEJURY_OBSERVATION", "operator.extraEnv[0].value": design}
-    if source is not None:
-        values |= {"operator.extraEnv[1].name": "PYTHONPATH", "operator.extraEnv[1].value": str(source)}
-    return values
+def source_values(source: Path | None = None) -> dict[str, str]:
+    """The chart values (``operator.extraEnv``) that make the operator import the source copy (a
+    host path: only the local operator process of this harness uses it); none without one."""
+    if source is None:
+        return {}
+    return {"operator.extraEnv[0].name": "PYTHONPATH", "operator.extraEnv[0].value": str(source)}
 
 
 # ------------------------------------------------------------------------------------- setup
@@ -489,9 +488,10 @@ def peaks(
     }
 
 
-async def run_round(bench: Bench, design: str, scale: int) -> dict[str, Any]:
-    """One design at one scale, measured alone (module docstring, steps 1-5)."""
+async def run_round(bench: Bench, scale: int) -> dict[str, Any]:
+    """One scale, measured alone (module docstring, steps 1-5)."""
     options = bench.options
+    design = report.DESIGN
     round_id = f"{design[0]}{scale:03d}"
     round_dir = bench.round_dir(round_id)
     names = workload.run_names(scale, options.namespaces, prefix="bench")
@@ -502,7 +502,7 @@ async def run_round(bench: Bench, design: str, scale: int) -> dict[str, Any]:
     state = await operator_up.up(
         options.state.resolve(),
         work_dir=bench.work,
-        extra_values=design_values(design, bench.source.root),
+        extra_values=source_values(bench.source.root),
         start_kubelet=False,
     )
     kubelet = start_fast_kubelet(bench, round_dir)
@@ -725,9 +725,8 @@ async def run(options: Options) -> dict[str, Any]:
             await prepare_namespaces(bench)
             rounds = []
             for scale in options.scales:
-                for design in options.designs:
-                    rounds.append(await run_round(bench, design, scale))
-                    log.info("  %s", json.dumps(rounds[-1]["operator"]))
+                rounds.append(await run_round(bench, scale))
+                log.info("  %s", json.dumps(rounds[-1]["operator"]))
         return {
             "rounds": rounds,
             "nodes": nodemix.counts(options.nodes),

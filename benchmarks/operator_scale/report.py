@@ -3,7 +3,9 @@
 Why this module exists: the Markdown shows both designs side by side per scale with ratios, the
 issue's targets as met / not met, how cost grows from scale to scale, and the machine, date and
 exact command — rendered from the JSON document alone (:func:`render`, pure), so the two files
-never disagree.
+never disagree. Only the watch-fed design is measured now (issue 22 removed the list-per-tick one);
+its recorded rounds are carried from the previous results file into each new one as the
+historical baseline (:func:`baseline`), and rendered in the ``list`` column as before.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from .measure import ratio
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 NAMES = {"list": "list (today)", "watch": "watch (new)"}
+DESIGN = "watch"  # the design a round measures
+BASELINE_DESIGN = "list"  # the design before issue 13, kept as recorded figures only
 #: Issue 13's targets, checked at the largest scale that ran.
 TARGET_IDLE_PER_RUN = 1.0  # API requests per minute per idle or finished EvalRun
 TARGET_CORES = 0.5
@@ -49,7 +53,7 @@ def machine(command: str, started: float, finished: float, options: Any) -> dict
         "python": platform.python_version(),
         "options": {
             "scales": list(options.scales),
-            "designs": list(options.designs),
+            "designs": [DESIGN],
             "nodes": options.nodes,
             "namespaces": options.namespaces,
             "idle_s": options.idle_s,
@@ -57,6 +61,53 @@ def machine(command: str, started: float, finished: float, options: Any) -> dict
             "generation_shards": options.shards,
         },
     }
+
+
+def baseline(path: Path) -> dict[str, Any] | None:
+    """The list-per-tick rounds recorded in the results file at ``path`` — measured in it, or
+    carried in it from an older one — with when, how and from which source they were measured;
+    ``None`` when the file or its list rounds are missing."""
+    if not path.is_file():
+        return None
+    recorded = json.loads(path.read_text(encoding="utf-8"))
+    carried = recorded.get("baseline")
+    if isinstance(carried, Mapping):
+        return dict(carried)
+    rounds = [r for r in recorded.get("rounds") or [] if r.get("design") == BASELINE_DESIGN]
+    if not rounds:
+        return None
+    meta = recorded.get("meta") or {}
+    return {
+        "rounds": rounds,
+        "started": meta.get("started"),
+        "command": meta.get("command"),
+        "git_head": sorted({str(_get(r, "source", "git_head")) for r in rounds}),
+    }
+
+
+def all_rounds(document: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The document's own rounds and its baseline's (list-per-tick) rounds."""
+    carried = document.get("baseline") or {}
+    return [*(document.get("rounds") or []), *(carried.get("rounds") or [])]
+
+
+def _design_lines(document: Mapping[str, Any]) -> list[str]:
+    """What the two columns are: both measured here, or the list one carried as a baseline."""
+    carried = document.get("baseline")
+    if not carried:
+        return [
+            "simulated: [docs/benchmarks.md](../../docs/benchmarks.md)). Both designs of the operator ran in one",
+            "invocation, on one cluster, one after the other with the same workload: `list` is",
+            "`KUBEJURY_OBSERVATION=list` (each run lists its children every tick, finished runs included), `watch`",
+            "the default (watch-fed caches, reconcile on a child's change, finished runs left alone).",
+        ]
+    return [
+        "simulated: [docs/benchmarks.md](../../docs/benchmarks.md)). `watch` is the operator (watch-fed caches,",
+        "reconcile on a child's change, finished runs left alone), measured in this invocation. `list` (each run",
+        "lists its children every tick, finished runs included) was removed in issue 22: its figures are the",
+        f"recorded baseline, measured {carried.get('started', '?')} UTC by `{carried.get('command', '?')}`"
+        f" (git HEAD {', '.join(carried.get('git_head') or ['?'])}), not measured again.",
+    ]
 
 
 def write(document: Mapping[str, Any], out: Path) -> tuple[Path, Path]:
@@ -356,15 +407,13 @@ def growth(rounds: Sequence[Mapping[str, Any]]) -> list[str]:
 def render(document: Mapping[str, Any]) -> str:
     meta = document.get("meta") or {}
     options = meta.get("options") or {}
-    rounds: list[Mapping[str, Any]] = list(document.get("rounds") or [])
+    measured: list[Mapping[str, Any]] = list(document.get("rounds") or [])
+    rounds = all_rounds(document)
     lines = [
         "# Operator scale: the list-per-tick design against the watch-fed one",
         "",
         "Issue 13, part 2 — `make bench-operator` (`benchmarks/operator_scale/`; method and what is",
-        "simulated: [docs/benchmarks.md](../../docs/benchmarks.md)). Both designs of the operator ran in one",
-        "invocation, on one cluster, one after the other with the same workload: `list` is",
-        "`KUBEJURY_OBSERVATION=list` (each run lists its children every tick, finished runs included), `watch`",
-        "the default (watch-fed caches, reconcile on a child's change, finished runs left alone).",
+        *_design_lines(document),
         "",
         f"- **Date:** {meta.get('started', '?')} to {meta.get('finished', '?')} UTC ({meta.get('wall_min', '?')} min)",
         f"- **Machine:** {meta.get('cores', '?')} cores ({meta.get('cpu', '?')}), {meta.get('memory_gib', '?')} GiB,"
@@ -382,8 +431,8 @@ def render(document: Mapping[str, Any]) -> str:
         "  after its idle window; runs and children are deleted before the next round).",
         "",
     ]
-    sources = {str(_get(r, "source", "digest")) for r in rounds}
-    heads = sorted({str(_get(r, "source", "git_head")) for r in rounds})
+    sources = {str(_get(r, "source", "digest")) for r in measured}
+    heads = sorted({str(_get(r, "source", "git_head")) for r in measured})
     lines.pop()  # the source is one more item of the list above
     lines += [
         f"- **Source:** git HEAD {', '.join(heads)}; "
@@ -391,7 +440,7 @@ def render(document: Mapping[str, Any]) -> str:
             f"every round ran the same operator and engine source (digest {sources.pop()})."
             if len(sources) == 1
             else "the operator or engine source changed between rounds (digests "
-            + ", ".join(f"{r['design']} {r['runs']}: {_get(r, 'source', 'digest')}" for r in rounds)
+            + ", ".join(f"{r['design']} {r['runs']}: {_get(r, 'source', 'digest')}" for r in measured)
             + ")."
         ),
         "",

@@ -10,7 +10,8 @@ Kubernetes' own ReplicaSet controller calls *expectations*: each write is rememb
 cache shows it, and until then the reconcile sees the object as written (:meth:`Expectations.view`).
 A remembered write the cache never shows (someone deleted the object at once, a watch that lost
 it) is forgotten after :data:`EXPECTATION_TTL_SECONDS`, and the level-triggered planner writes it
-again. Pure: times are arguments; one instance per run lives in the handlers' runtime.
+again. Pure: times are arguments; one instance per run lives in its
+:class:`~kubejury_operator.memory.RunMemory`.
 """
 
 from __future__ import annotations

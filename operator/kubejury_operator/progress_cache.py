@@ -9,8 +9,8 @@ way anyone sees — a stage counts as done when its Job succeeded, whatever its 
 reading is reused for :data:`PROGRESS_MAX_AGE_SECONDS`, unless the aggregation Job has finished
 since: the report and the final counters are then read at once, so ``Succeeded`` is written with
 them. (Re-reading on every Job's completion, as first built, kept almost nothing: in the scale
-benchmark most reconciles follow a Job's completion.) Pure: times are arguments; the handlers
-hold one cache.
+benchmark most reconciles follow a Job's completion.) Pure: times are arguments; each run's
+:class:`~kubejury_operator.memory.RunMemory` holds one, so it goes with the run.
 """
 
 from __future__ import annotations

@@ -421,6 +421,63 @@ def test_a_round_cut_short_by_its_timeout_gives_no_idle_figure_and_the_target_sa
     assert "Not every run finished" in text and report.FOOTNOTE in text
 
 
+RECORDED = REPO / "benchmarks" / "results" / "operator_scale.json"
+
+
+def test_the_list_design_is_the_recorded_baseline_of_the_results_file() -> None:
+    """Issue 22 removed the list-per-tick design: its rounds come from the recorded results."""
+    recorded = report.baseline(RECORDED)
+    assert recorded is not None
+    assert sorted(r["runs"] for r in recorded["rounds"]) == [10, 30, 100]
+    assert {r["design"] for r in recorded["rounds"]} == {"list"}
+    meta = json.loads(RECORDED.read_text(encoding="utf-8"))["meta"]
+    assert recorded["started"] == meta["started"] and recorded["command"] == meta["command"]
+
+
+def test_a_baseline_carried_by_a_newer_results_file_is_carried_on_unchanged(tmp_path: Path) -> None:
+    carried = {"rounds": [round_result("list", 10, 32.0, 14.0)], "started": "2026-12-01T12:00:00+00:00"}
+    newer = tmp_path / "operator_scale.json"
+    newer.write_text(json.dumps({"rounds": [round_result("watch", 10, 0.0, 1.0)], "baseline": carried}))
+    assert report.baseline(newer) == carried
+    assert report.baseline(tmp_path / "missing.json") is None
+    only_watch = tmp_path / "watch.json"
+    only_watch.write_text(json.dumps({"rounds": [round_result("watch", 10, 0.0, 1.0)]}))
+    assert report.baseline(only_watch) is None
+
+
+def test_the_markdown_shows_the_recorded_list_figures_beside_the_watch_rounds_measured() -> None:
+    watch = round_result("watch", 10, 0.0, 1.0)
+    watch["source"] = {"digest": "new", "git_head": "b"}
+    old = round_result("list", 10, 32.0, 14.0)
+    old["source"] = {"digest": "old", "git_head": "a"}
+    baseline = {
+        "rounds": [old],
+        "started": "2026-12-01T12:00:00+00:00",
+        "command": "make bench-operator",
+        "git_head": ["a"],
+    }
+    text = report.render({"meta": {}, "rounds": [watch], "baseline": baseline})
+    assert "| status delay p99 (s) | 14.00 | 1.00 | ×0.07 |" in text
+    assert "recorded baseline, measured 2026-12-01T12:00:00+00:00 UTC by `make bench-operator`" in text
+    assert "Both designs of the operator ran in one" not in text
+    assert "every round ran the same operator and engine source (digest new)" in text
+
+
+def test_the_benchmark_measures_the_watch_design_only() -> None:
+    from benchmarks.operator_scale import __main__ as entry
+    from benchmarks.operator_scale import bench
+
+    assert bench.source_values(Path("/src")) == {
+        "operator.extraEnv[0].name": "PYTHONPATH",
+        "operator.extraEnv[0].value": "/src",
+    }
+    assert bench.source_values() == {}
+    options, args = entry.parse(["--runs", "3", "--state", str(Path.home() / "bench-state")])
+    assert options.scales == (3,) and args.baseline == RECORDED
+    with pytest.raises(SystemExit):
+        entry.parse(["--designs", "list,watch"])
+
+
 def test_status_delays_on_the_api_servers_clock_leave_the_benchmarks_watch_lag_out() -> None:
     """The watches saw the Job at 10 and the status at 30 (20 s); the API server completed the Job
     at 100 and recorded the status write at 102: 2 s on its clock."""
