@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, cast
 
 import kopf
@@ -30,6 +31,8 @@ from kubejury.stats.cube import ScoreCube
 from kubejury_operator import manifests as mf
 from kubejury_operator.cluster_run import ClusterRun
 from kubejury_operator.observed import DeploymentState, JobState
+from kubejury_operator.tenancy import TenantPolicy
+from kubejury_operator.validation import admission_message, validate_evalrun
 
 API_VERSION = "kubejury.io/v1alpha1"
 KIND = "EvalRun"
@@ -198,6 +201,48 @@ HOSTILE_SPECS: tuple[tuple[str, Mutation, str], ...] = (
         "spec.models[0].nodeSelector.dedicated",
     ),
 )
+
+
+#: A cluster whose chart lets team namespaces store under s3://evals/<namespace>, through one MinIO:
+#: its settings ConfigMap as `kubectl get cm <release>-kubejury-settings -o yaml` prints it.
+CLUSTER_SETTINGS: dict[str, str] = {
+    "KUBEJURY_ALLOWED_STORAGE_ROOTS": '["s3://evals/{namespace}"]',
+    "KUBEJURY_ALLOWED_JOB_IMAGES": '["ghcr.io/kubejury/kubejury:0.1.0"]',
+    "KUBEJURY_ALLOWED_CLAIMS": '["kubejury-results"]',
+    "KUBEJURY_ALLOWED_SERVER_FLAGS": "[]",
+    "KUBEJURY_ALLOWED_STORAGE_ENDPOINTS": '["http://minio.minio:9000"]',
+}
+
+
+def benign_run() -> dict[str, Any]:
+    """What a tenant of namespace team-a may run on that cluster: its own prefix, its own bucket."""
+    return build_evalrun(
+        "team-run",
+        namespace="team-a",
+        benchmark="s3://evals/team-a/questions.jsonl",
+        storage={"uri": "s3://evals/team-a/runs", "endpointUrl": "http://minio.minio:9000"},
+    )
+
+
+def hostile_run(mutate: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    body = benign_run()
+    mutate(body)
+    return body
+
+
+def write_yaml(path: Path, document: Any) -> Path:
+    path.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def cluster_settings_file(tmp_path: Path, data: dict[str, str] = CLUSTER_SETTINGS) -> Path:
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kj-settings"}, "data": data}
+    return write_yaml(tmp_path / "settings.yaml", configmap)
+
+
+def admission_answer(body: dict[str, Any], env: dict[str, str]) -> str:
+    """What the webhook answers for ``body`` on a cluster whose chart wrote ``env``."""
+    return admission_message(validate_evalrun(body, policy=TenantPolicy.from_env(env)))
 
 
 # ------------------------------------------------------------------------------ score cubes

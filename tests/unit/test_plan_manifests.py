@@ -19,17 +19,18 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
-from test_validate_command import (
+
+from factories import (
     CLUSTER_SETTINGS,
-    HOSTILE,
+    HOSTILE_SPECS,
     admission_answer,
     benign_run,
+    build_evalrun_yaml,
     cluster_settings_file,
     hostile_run,
+    model_entry,
     write_yaml,
 )
-
-from factories import build_evalrun_yaml, model_entry
 from kubejury.cli import main
 from kubejury_operator import chart_defaults, images
 from kubejury_operator import manifests as mf
@@ -519,7 +520,7 @@ def test_plan_prints_the_objects_of_a_benign_run_under_the_clusters_settings(
     assert of_kind(objects, "Deployment") and of_kind(objects, "Job")
 
 
-@pytest.mark.parametrize(("label", "mutate", "field"), HOSTILE, ids=[h[0] for h in HOSTILE])
+@pytest.mark.parametrize(("label", "mutate", "field"), HOSTILE_SPECS, ids=[h[0] for h in HOSTILE_SPECS])
 def test_plan_prints_no_object_for_each_hostile_run_and_admissions_own_message_on_stderr(
     label: str,
     mutate: Any,

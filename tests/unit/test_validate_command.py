@@ -12,13 +12,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from factories import HOSTILE_SPECS, build_evalrun
+from factories import (
+    CLUSTER_SETTINGS,
+    HOSTILE_SPECS,
+    admission_answer,
+    benign_run,
+    cluster_settings_file,
+    hostile_run,
+    write_yaml,
+)
 from kubejury.cli import main
 from kubejury_operator import chart_defaults
-from kubejury_operator.tenancy import TenantPolicy
-from kubejury_operator.validation import admission_message, validate_evalrun
 
 GOOD = """\
 apiVersion: kubejury.io/v1alpha1
@@ -63,51 +68,6 @@ def test_an_unknown_quantization_is_named_in_the_message(
 
 # ------------------------------------- issue 28, section 1: the policy a cluster's admission applies
 
-#: A cluster whose chart lets team namespaces store under s3://evals/<namespace>, through one MinIO:
-#: its settings ConfigMap as `kubectl get cm <release>-kubejury-settings -o yaml` prints it.
-CLUSTER_SETTINGS: dict[str, str] = {
-    "KUBEJURY_ALLOWED_STORAGE_ROOTS": '["s3://evals/{namespace}"]',
-    "KUBEJURY_ALLOWED_JOB_IMAGES": '["ghcr.io/kubejury/kubejury:0.1.0"]',
-    "KUBEJURY_ALLOWED_CLAIMS": '["kubejury-results"]',
-    "KUBEJURY_ALLOWED_SERVER_FLAGS": "[]",
-    "KUBEJURY_ALLOWED_STORAGE_ENDPOINTS": '["http://minio.minio:9000"]',
-}
-
-
-def benign_run() -> dict[str, Any]:
-    """What a tenant of namespace team-a may run on that cluster: its own prefix, its own bucket."""
-    return build_evalrun(
-        "team-run",
-        namespace="team-a",
-        benchmark="s3://evals/team-a/questions.jsonl",
-        storage={"uri": "s3://evals/team-a/runs", "endpointUrl": "http://minio.minio:9000"},
-    )
-
-
-#: What a tenant tried (issues 28 and 29); both local tools must refuse each, as admission does.
-HOSTILE = HOSTILE_SPECS
-
-
-def hostile_run(mutate: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
-    body = benign_run()
-    mutate(body)
-    return body
-
-
-def write_yaml(path: Path, document: Any) -> Path:
-    path.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
-    return path
-
-
-def cluster_settings_file(tmp_path: Path, data: dict[str, str] = CLUSTER_SETTINGS) -> Path:
-    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kj-settings"}, "data": data}
-    return write_yaml(tmp_path / "settings.yaml", configmap)
-
-
-def admission_answer(body: dict[str, Any], env: dict[str, str]) -> str:
-    """What the webhook answers for ``body`` on a cluster whose chart wrote ``env``."""
-    return admission_message(validate_evalrun(body, policy=TenantPolicy.from_env(env)))
-
 
 def test_validate_passes_a_benign_run_under_the_clusters_settings(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -117,7 +77,7 @@ def test_validate_passes_a_benign_run_under_the_clusters_settings(
     assert "ok" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize(("label", "mutate", "field"), HOSTILE, ids=[h[0] for h in HOSTILE])
+@pytest.mark.parametrize(("label", "mutate", "field"), HOSTILE_SPECS, ids=[h[0] for h in HOSTILE_SPECS])
 def test_validate_refuses_each_hostile_run_under_the_clusters_settings_with_admissions_own_message(
     label: str,
     mutate: Callable[[dict[str, Any]], None],
@@ -234,7 +194,7 @@ def test_a_missing_settings_file_is_an_error_naming_it(
 def test_settings_without_any_allow_list_apply_none_and_say_so(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    body = hostile_run(HOSTILE[0][1])
+    body = hostile_run(HOSTILE_SPECS[0][1])
     run = write_yaml(tmp_path / "run.yaml", body)
     settings = cluster_settings_file(tmp_path, {"KUBEJURY_S3_ENDPOINT": "http://minio.minio:9000"})
     assert main(["validate", "--settings", str(settings), str(run)]) == 0  # as that operator would
