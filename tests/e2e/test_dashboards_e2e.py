@@ -30,9 +30,9 @@ from collections.abc import Iterator
 import pytest
 import yaml
 from e2e_kube import REPO
+from e2e_runs import prepare, run_to_the_end
 from kubeapi import KubeApi
 from operator_up import OperatorState
-from test_control_plane_e2e import prepare, run_to_the_end
 
 from prometheus_harness import Prometheus, empty_panels, prometheus_scraping
 
