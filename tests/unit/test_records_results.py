@@ -8,6 +8,8 @@ carry the same keys plus ``format``.
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -162,3 +164,22 @@ def test_field_types_name_every_field_with_its_value_type_and_the_keys_every_lin
     )
     assert required_fields(AnswerRecord) == ("question_id", "model")
     assert required_fields(JudgmentRecord) == ("question_id", "model", "judge")
+
+
+FORMATS_DOC = Path(__file__).resolve().parents[2] / "docs" / "formats.md"
+
+
+def documented_fields(heading: str) -> list[str]:
+    """The first column of the first table under the docs/formats.md section ``## <heading>…``."""
+    section = FORMATS_DOC.read_text(encoding="utf-8").split(f"\n## {heading}", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^\| `([^`]+)` \|", section, flags=re.MULTILINE)
+
+
+@pytest.mark.parametrize(
+    ("heading", "record_type"), [("Answers", AnswerRecord), ("Judgments", JudgmentRecord)]
+)
+def test_docs_formats_lists_every_field_of_the_record_in_order_and_names_its_type(
+    heading: str, record_type: type[AnswerRecord] | type[JudgmentRecord]
+) -> None:
+    assert documented_fields(heading) == [*field_types(record_type), "format"]
+    assert f"`kubejury.records.results.{record_type.__name__}`" in FORMATS_DOC.read_text(encoding="utf-8")

@@ -13,7 +13,8 @@ wrote no ``server_version`` or ``fingerprint``), and :func:`_migrated` — the o
 older formats — turns them into today's form before they are read. A line of a newer format than
 this kubejury knows is refused, naming the field.
 
-Frozen dataclasses (with slots), like :class:`~kubejury.records.progress.ProgressRecord` and
+Fields are in the order the stages have always written them (keyword-only, so a required field may
+follow one with a default). Frozen dataclasses (with slots), like :class:`~kubejury.records.progress.ProgressRecord` and
 :class:`~kubejury.records.gpu_usage.GpuUsage`: the records layer imports nothing heavy (the operator
 imports it too), and a judging stage makes millions of these, where a dataclass is the cheap choice.
 """
@@ -48,7 +49,7 @@ class TokenUsage:
         return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AnswerRecord:
     """One model's answer to one question under one series (``answer`` is ``None`` on failure)."""
 
@@ -78,7 +79,7 @@ class AnswerRecord:
         return dataclasses.replace(self, fingerprint=digest)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class JudgmentRecord:
     """One judge's verdict on one model's (anonymized) answer to one question under one series.
 
@@ -88,8 +89,8 @@ class JudgmentRecord:
 
     question_id: str
     model: str
-    judge: str
     series: str = DEFAULT_SERIES
+    judge: str
     answer_id: str | None = None  # the opaque id the judge saw instead of the model's name
     score: float | None = None  # 0..10
     rationale: str | None = None
