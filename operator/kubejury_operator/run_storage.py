@@ -27,6 +27,7 @@ from kubejury.config.spec import EvalRun
 from kubejury.errors import InputError
 from kubejury.files.storage import RunLayout, S3Credentials, S3Timeouts, Storage, StorageError, open_storage
 from kubejury.records.progress import ProgressRecord
+from kubejury.records.report import ReportDocument, ReportError
 from kubejury_operator.manifests import RunRef
 from kubejury_operator.observed import ProgressKey, collect_progress, progress_key
 from kubejury_operator.status import summary_from_report
@@ -157,18 +158,28 @@ def _progress_entries(
 
 
 def _summary(store: Storage, layout: RunLayout) -> dict[str, Any] | None:
-    """The status summary from report.json; a report over :data:`REPORT_MAX_BYTES` gives a summary
-    that points at the report and says why it has no ranking."""
+    """The status summary from report.json, read as a :class:`ReportDocument` without its per-answer
+    ``provenance`` (no summary number comes from it, and it is most of a large report). A report over
+    :data:`REPORT_MAX_BYTES`, or one that does not read (the message names the field), gives a
+    summary that points at the report and says why it has no ranking."""
     report_uri = store.uri_for(f"{layout.report_prefix}/")
     try:
         report = store.read_json_or_none(f"{layout.report_prefix}/report.json", max_bytes=REPORT_MAX_BYTES)
     except StorageError as exc:
         if "larger than" not in str(exc):
             raise
-        return {"primarySeries": None, "reportUri": report_uri, "ranking": [], "note": str(exc)}
+        return _unread_summary(report_uri, str(exc))
     if not isinstance(report, Mapping):
         return None
-    return summary_from_report(report, report_uri)
+    try:
+        document = ReportDocument.read({key: value for key, value in report.items() if key != "provenance"})
+    except ReportError as exc:
+        return _unread_summary(report_uri, str(exc))
+    return summary_from_report(document.to_json(), report_uri)
+
+
+def _unread_summary(report_uri: str, note: str) -> dict[str, Any]:
+    return {"primarySeries": None, "reportUri": report_uri, "ranking": [], "note": note}
 
 
 def read_progress_and_summary(

@@ -159,3 +159,52 @@ def test_a_partial_document_reads_with_absent_values_as_none() -> None:
     entry = document.series["p"].models["a"]
     assert (entry.rank, entry.weighted, entry.tier, entry.weighted_ci95) == (None, 7.0, None, None)
     assert document.series["p"].judges is None and document.series["p"].selection is None
+
+
+# -- the operator's read of report.json (kubejury_operator.run_storage) ---------------------------
+
+
+def _summary_of(tmp_path: Path, document: dict[str, Any]) -> dict[str, Any] | None:
+    from factories import build_evalrun
+    from kubejury.config.spec import parse_evalrun
+    from kubejury.files.storage import LocalStorage
+    from kubejury_operator import run_storage
+    from kubejury_operator.manifests import RunRef
+
+    LocalStorage(tmp_path / "evals" / "r-01234567").write_bytes(
+        "r/report/report.json", json.dumps(document).encode()
+    )
+    evalrun = parse_evalrun(build_evalrun(storage={"uri": tmp_path.as_uri()}))
+    _progress, summary = run_storage.read_progress_and_summary(
+        evalrun, RunRef("r", "evals", "0123456789ab"), ("t0",), None, True
+    )
+    return summary
+
+
+def test_the_operator_summarises_a_stored_report_from_its_typed_primary_series(
+    tmp_path: Path, stored: dict[str, Any]
+) -> None:
+    summary = _summary_of(tmp_path, stored)
+    assert summary is not None
+    primary = stored["series"][stored["primary_series"]]
+    assert [row["model"] for row in summary["ranking"]] == primary["ranking"]
+    assert summary["leader"] == primary["ranking"][0]
+    assert summary["domainLeaders"] == primary["domain_leaders"]
+
+
+def test_a_report_with_a_field_of_the_wrong_type_gives_a_summary_that_names_the_field(
+    tmp_path: Path, stored: dict[str, Any]
+) -> None:
+    stored["series"]["t0"]["models"]["alpha-27b"]["weighted"] = "high"
+    summary = _summary_of(tmp_path, stored)
+    assert summary is not None
+    assert summary["ranking"] == [] and summary["primarySeries"] is None
+    assert "series.t0.models.alpha-27b.weighted" in summary["note"]
+    assert str(summary["reportUri"]).endswith("/r/report/")
+
+
+def test_the_operator_leaves_the_per_answer_provenance_unread(tmp_path: Path, stored: dict[str, Any]) -> None:
+    """The provenance holds one row per answer (most of a large report) and no summary number."""
+    stored["provenance"] = {"answers": "rows the status summary never needs"}
+    summary = _summary_of(tmp_path, stored)
+    assert summary is not None and summary["leader"] == stored["series"]["t0"]["ranking"][0]

@@ -613,8 +613,10 @@ def problem_text(exc: ValidationError) -> str:
 
 
 def _union_branch(part: int | str) -> bool:
-    """Pydantic names the member of a union that failed (``int``, ``list[str]``); a path has no use for it."""
-    return isinstance(part, str) and (part in {"int", "float", "str", "bool", "none"} or "[" in part)
+    """Pydantic names the member of a union that failed (``int``, ``list[str]``, ``Provenance``); a
+    path has no use for it."""
+    names = {"int", "float", "str", "bool", "none"} | {cls.__name__ for cls in _Section.__subclasses__()}
+    return isinstance(part, str) and (part in names or "[" in part)
 
 
 class _ReportSchemaGenerator(GenerateJsonSchema):
