@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import Any
 
@@ -14,9 +13,10 @@ from factories import as_kopf_body, build_evalrun, model_entry
 from kubejury.config.spec import parse_evalrun
 from kubejury_operator import handlers
 from kubejury_operator.cluster_run import cluster_run
-from kubejury_operator.gateway import ApiCredentials, KubeGateway
+from kubejury_operator.gateway import ApiCredentials
 from kubejury_operator.manifests import WorkloadSettings
 from kubejury_operator.tenancy import TenantPolicy, policy_problems, run_storage_uri
+from kubejury_operator.testing import FakeKubeApi
 from kubejury_operator.validation import validate_evalrun
 
 SIMULATED_API = ApiCredentials(server="https://simulated-api.invalid")  # never reached
@@ -128,44 +128,34 @@ def test_admission_applies_the_policy() -> None:
 def test_reconcile_marks_a_run_beyond_the_policy_invalid_even_without_the_webhook() -> None:
     body = build_evalrun(jobs={"image": "evil.example/x:1"})
     body["metadata"]["uid"] = "u-1"
-    applied: list[Any] = []
-
-    class Api(KubeGateway):  # simulated: records what the handler writes, never reaches a server
-        async def patch_status(self, kind: str, namespace: str, name: str, status: Mapping[str, Any]) -> None:
-            applied.append(status)
-
-        async def post_event(self, *args: Any, **kwargs: Any) -> None:
-            applied.append(args)
-
-        async def list_nodes(self) -> list[Any]:
-            raise AssertionError("nothing is planned for a run beyond the policy")
-
+    api = FakeKubeApi(body)
     runtime = handlers.OperatorRuntime(
         settings=WorkloadSettings(),
         credentials=SIMULATED_API,
         policy=TenantPolicy(job_images=()),
     )
-    runtime._gateway = Api(SIMULATED_API)
+    runtime._gateway = api
     with pytest.raises(kopf.PermanentError, match=r"security\.allowedJobImages"):
         asyncio.run(handlers.reconcile(runtime, body, SimpleNamespace(info=print, warning=print)))
-    assert applied and applied[0]["phase"] == "Failed"
+    writes = [
+        call.verb for call in api.calls if call.verb in ("patch_status", "post_event", "create", "scale")
+    ]
+    assert writes and writes[0] == "patch_status"
+    assert api.objects("EvalRun")[0]["status"]["phase"] == "Failed"
+    assert "list_nodes" not in api.verbs(), "nothing is planned for a run beyond the policy"
+    assert "create" not in api.verbs()
 
 
 # ------------------------------------------------------------ finding 6: no Secret oracle
 
 
 def test_the_webhook_answers_the_same_whether_a_referenced_secret_exists_or_not() -> None:
-    """Simulated API (a stub gateway): the webhook must not look Secrets up at all, so a user who
+    """Simulated API (in memory): the webhook must not look Secrets up at all, so a user who
     cannot read Secrets learns nothing about them from admission."""
-    looked_up: list[str] = []
-
-    class Api(KubeGateway):  # simulated: counts Secret look-ups, never reaches a server
-        async def secret_keys(self, namespace: str, name: str) -> frozenset[str] | None:
-            looked_up.append(name)
-            return frozenset({"api-key"}) if name == "exists" else None
-
+    exists = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "exists", "namespace": "evals"}}
+    api = FakeKubeApi({**exists, "stringData": {"api-key": "sk-test"}})
     runtime = handlers.OperatorRuntime(settings=WorkloadSettings(), credentials=SIMULATED_API)
-    runtime._gateway = Api(SIMULATED_API)
+    runtime._gateway = api
     outcomes = []
     for secret in ("exists", "does-not-exist"):
         judge = model_entry("j", runtime="openai", source="https://api.example.com/v1")
@@ -177,4 +167,4 @@ def test_the_webhook_answers_the_same_whether_a_referenced_secret_exists_or_not(
         except kopf.AdmissionError as exc:
             outcomes.append(str(exc))
     assert outcomes == ["admitted", "admitted"]
-    assert looked_up == []
+    assert [call for call in api.calls if call.kind == "Secret"] == []
