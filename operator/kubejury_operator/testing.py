@@ -1,4 +1,4 @@
-"""An in-memory Kubernetes API for unit tests: :class:`FakeKubeApi`, which satisfies ``KubeApi``.
+"""An in-memory Kubernetes API for unit tests: `FakeKubeApi`, which satisfies `KubeApi`.
 
 Why this module exists: handler, observation and apply tests need a cluster that answers the
 operator's verbs, and used to get one by subclassing :class:`~kubejury_operator.gateway.KubeGateway`
