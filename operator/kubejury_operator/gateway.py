@@ -28,6 +28,7 @@ from typing import Any, Self
 
 import aiohttp
 
+from kubejury.records.timestamps import format_time
 from kubejury.redact import redact, redact_tree
 from kubejury_operator.manifests import API_GROUP, API_VERSION, MANAGED_BY
 
@@ -369,7 +370,7 @@ class KubeGateway:
         """A core/v1 Event about ``involved`` (an object with apiVersion, kind and metadata)."""
         meta = involved.get("metadata") or {}
         namespace = str(meta.get("namespace") or "default")
-        stamp = (now or datetime.datetime.now(datetime.UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        stamp = format_time(now or datetime.datetime.now(datetime.UTC))
         event = {
             "apiVersion": "v1",
             "kind": "Event",

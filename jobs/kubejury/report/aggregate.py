@@ -26,6 +26,7 @@ from kubejury.errors import InputError
 from kubejury.files.benchmark import Benchmark, load_benchmark
 from kubejury.files.tables import Experts, Judgments, build_cubes, load_answers, load_experts, load_judgments
 from kubejury.modelinfo import ModelInfo
+from kubejury.records.timestamps import format_time
 from kubejury.stats.agreement import JudgeAgreement, judge_agreement
 from kubejury.stats.bias import (
     LeaveOneJudgeOut,
@@ -218,7 +219,7 @@ def analyse_cubes(
         model_infos=dict(model_infos or {}),
         judge_relations=dict(judge_relations or {}),
         inputs=inputs_doc,
-        generated_at=moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        generated_at=format_time(moment),
     )
 
 
