@@ -14,11 +14,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubejury.placement.decision import Placement
 from kubejury.placement.estimate import bringup_plan
-from kubejury_operator import manifests as mf
-from kubejury_operator.manifests import Endpoint, RunRef, WorkloadSettings
+from kubejury.records.placement import Placement
+from kubejury.runtimes import judge_placement, judge_shares_server, runtime_of
+from kubejury_operator.settings import WorkloadSettings
 from kubejury_operator.tenancy import run_storage_uri
+from kubejury_operator.vocabulary import Endpoint, JobStorage, RunRef, endpoint_key
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class ClusterRun:
     series: tuple[str, ...]
     max_concurrent_models: int
     settings: WorkloadSettings
-    storage: mf.JobStorage
+    storage: JobStorage
     generation_shards: int = 1
     report_uri: str | None = None
     # Evaluated models' names in the order their servers take the maxConcurrentModels slots
@@ -82,11 +83,8 @@ def run_settings(base: WorkloadSettings, spec: Any) -> WorkloadSettings:
 def _endpoint(entry: Any, key: str, placement: Placement | None) -> Endpoint:
     secret = entry.api_key_secret_ref
     source = entry.source or ""
-    if (
-        entry.runtime != "openai"
-        and (source.startswith("embedded://") or entry.gguf_path)
-        and placement is not None
-    ):
+    in_cluster = runtime_of(entry.runtime).in_cluster
+    if in_cluster and (source.startswith("embedded://") or entry.gguf_path) and placement is not None:
         # The embedded model and local .gguf paths exist only on the machine running local mode.
         placement = dataclasses.replace(
             placement,
@@ -103,7 +101,7 @@ def _endpoint(entry: Any, key: str, placement: Placement | None) -> Endpoint:
         served_model=entry.request_model,
         runtime=entry.runtime,
         checkpoint=entry.checkpoint,
-        placement=placement if entry.runtime != "openai" else None,
+        placement=placement if in_cluster else None,
         api_key_secret=secret.name if secret is not None else None,
         api_key_key=secret.key if secret is not None else "api-key",
         max_model_len=entry.max_model_len,
@@ -111,15 +109,6 @@ def _endpoint(entry: Any, key: str, placement: Placement | None) -> Endpoint:
         cpu=entry.resources.cpu,
         memory=entry.resources.memory,
         extra_args=tuple(entry.extra_args),
-    )
-
-
-def _same_server(a: Any, b: Any) -> bool:
-    return bool(
-        a.runtime == b.runtime
-        and a.source == b.source
-        and a.quantization == b.quantization
-        and a.runtime != "openai"
     )
 
 
@@ -138,19 +127,17 @@ def cluster_run(
         namespace=str(meta.get("namespace") or "default"),
         uid=str(meta.get("uid") or ""),
     )
-    models = tuple(
-        _endpoint(m, mf.endpoint_key("model", m.name), placements.get(m.name)) for m in spec.models
-    )
+    models = tuple(_endpoint(m, endpoint_key("model", m.name), placements.get(m.name)) for m in spec.models)
     by_name = {m.name: m for m in spec.models}
     judges = []
     for j in spec.judges:
         twin = by_name.get(j.same_as) if j.same_as else None
-        if twin is not None and _same_server(twin, j):
-            key = mf.endpoint_key("model", twin.name)
+        if twin is not None and judge_shares_server(twin, j):
+            key = endpoint_key("model", twin.name)
             placement = placements.get(twin.name)
         else:
-            key = mf.endpoint_key("judge", j.name)
-            placement = placements.get(f"{j.name} (judge)") or placements.get(j.name)
+            key = endpoint_key("judge", j.name)
+            placement = judge_placement(placements, j.name)
         judges.append(_endpoint(j, key, placement))
     # The Jobs store under the run's own prefix, <root>/<namespace>/<name>-<uid prefix>: the spec
     # they read (the ConfigMap) names that prefix as their storage root.
@@ -173,7 +160,7 @@ def cluster_run(
         # Pending (and read back with the same figures): the order is the same on every pass.
         bringup_order=tuple(bringup_plan(spec, placements)[1]),
         settings=run_settings(base, spec),
-        storage=mf.JobStorage(
+        storage=JobStorage(
             uri=storage_uri,
             credentials_secret=secret.name if secret is not None else None,
             root=spec.storage.uri,

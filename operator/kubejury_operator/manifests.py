@@ -4,7 +4,9 @@ Why this module exists: the shape of a Deployment, Service or Job is the operato
 reviewable output, so it is built here by plain functions from plain inputs — no API calls, no
 clock, no randomness — and every object is validated against the Kubernetes OpenAPI schemas in
 the unit tests. The reconcile planner decides *which* objects should exist; this module decides
-*what they look like*; ``gateway.py`` sends them.
+*what they look like*; ``gateway.py`` sends them. What the objects are called and the records the
+planner reads are in :mod:`kubejury_operator.vocabulary`; the cluster-wide settings are in
+:mod:`kubejury_operator.settings`.
 
 Objects per run (all carry an owner reference to the EvalRun, so deleting the run deletes them):
 
@@ -16,24 +18,17 @@ Objects per run (all carry an owner reference to the EvalRun, so deleting the ru
 * ``kj-<run>-job`` ServiceAccount for the Jobs' pods: no RBAC binding and
   ``automountServiceAccountToken: false`` — Job pods have no Kubernetes API access at all; they
   report progress through storage.
-* per in-cluster model or judge: a Deployment + Service (vLLM, llama.cpp or Ollama). ``openai``
+* per in-cluster model or judge: a Deployment + Service, its serving container built by the
+  runtime's builder (:data:`SERVING_BUILDERS`: vLLM, llama.cpp or Ollama). External (``openai``)
   endpoints get no workload.
-
-A name joined from several user-chosen parts (run, model, judge, series) ends in a short hash of
-the parts taken as a tuple (:func:`joined_label`): ``kj-<run>-m-<model>-<hash>``,
-``kj-<run>-gen-<model>-<series>-<hash>``, ``kj-<run>-judge-<judge>-<series>-<hash>-<round>``.
-Joined without it, models ``m``/``m-a`` with series ``a-b``/``b`` shared one Job, and run ``foo``
-with model ``x-m-y`` shared its Deployment with run ``foo-m-x``'s model ``y``.
 * Jobs running ``kubejury generate|judge|aggregate`` (see :func:`generation_job`,
   :func:`judge_job`, :func:`aggregation_job` for the exact command lines).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,31 +41,55 @@ from kubejury.config.spec_rules import (
     memory_quantity_bytes,
 )
 from kubejury.files.storage import STORAGE_MOUNT_ENV
-from kubejury.placement.decision import Placement
-from kubejury.placement.gpu_nodes import chart_tolerations_from_env
 from kubejury.records.gpu_usage import GPU_USAGE_ENV, GpuUsage
-from kubejury_operator import images
+from kubejury.records.placement import Placement
+from kubejury.runtimes import LLAMACPP, OLLAMA, VLLM, runtime_of
 
-Manifest = dict[str, Any]
-
-API_GROUP = "kubejury.io"
-API_VERSION = "v1alpha1"
-EVALRUN_API_VERSION = f"{API_GROUP}/{API_VERSION}"
-EVALRUN_KIND = "EvalRun"
-
-LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
-LABEL_PART_OF = "app.kubernetes.io/part-of"
-LABEL_RUN = "kubejury.io/run"
-LABEL_COMPONENT = "kubejury.io/component"
-LABEL_ENDPOINT = "kubejury.io/endpoint"  # model-server Pods only: the Service selects on it
-LABEL_USES_SERVER = "kubejury.io/uses-server"  # Job Pods: the server (endpoint key) they send requests to
-LABEL_SERIES = "kubejury.io/series"
-MANAGED_BY = "kubejury-operator"
+# moved to kubejury_operator.settings and .vocabulary; importers outside this change still use them
+from kubejury_operator.settings import WorkloadSettings as WorkloadSettings
+from kubejury_operator.vocabulary import ANNOTATION_MODELS_COMPLETE as ANNOTATION_MODELS_COMPLETE
+from kubejury_operator.vocabulary import ANNOTATION_ROUND as ANNOTATION_ROUND
+from kubejury_operator.vocabulary import API_GROUP as API_GROUP
+from kubejury_operator.vocabulary import API_VERSION as API_VERSION
+from kubejury_operator.vocabulary import DNS_LABEL_LIMIT as DNS_LABEL_LIMIT
+from kubejury_operator.vocabulary import EVALRUN_API_VERSION as EVALRUN_API_VERSION
+from kubejury_operator.vocabulary import EVALRUN_KIND as EVALRUN_KIND
+from kubejury_operator.vocabulary import JOB_NAME_LIMIT as JOB_NAME_LIMIT
+from kubejury_operator.vocabulary import LABEL_COMPONENT as LABEL_COMPONENT
+from kubejury_operator.vocabulary import LABEL_ENDPOINT as LABEL_ENDPOINT
+from kubejury_operator.vocabulary import LABEL_MANAGED_BY as LABEL_MANAGED_BY
+from kubejury_operator.vocabulary import LABEL_PART_OF as LABEL_PART_OF
+from kubejury_operator.vocabulary import LABEL_RUN as LABEL_RUN
+from kubejury_operator.vocabulary import LABEL_SERIES as LABEL_SERIES
+from kubejury_operator.vocabulary import LABEL_USES_SERVER as LABEL_USES_SERVER
+from kubejury_operator.vocabulary import LABEL_VALUE_LIMIT as LABEL_VALUE_LIMIT
+from kubejury_operator.vocabulary import MANAGED_BY as MANAGED_BY
+from kubejury_operator.vocabulary import MAX_JOB_INDEX as MAX_JOB_INDEX
+from kubejury_operator.vocabulary import NAME_DIGEST_LENGTH as NAME_DIGEST_LENGTH
+from kubejury_operator.vocabulary import SERVING_PORT as SERVING_PORT
+from kubejury_operator.vocabulary import WORKLOAD_NAME_LIMIT as WORKLOAD_NAME_LIMIT
+from kubejury_operator.vocabulary import Endpoint as Endpoint
+from kubejury_operator.vocabulary import JobStorage as JobStorage
+from kubejury_operator.vocabulary import Manifest as Manifest
+from kubejury_operator.vocabulary import RunRef as RunRef
+from kubejury_operator.vocabulary import aggregation_job_name as aggregation_job_name
+from kubejury_operator.vocabulary import dns_label as dns_label
+from kubejury_operator.vocabulary import endpoint_key as endpoint_key
+from kubejury_operator.vocabulary import endpoint_url as endpoint_url
+from kubejury_operator.vocabulary import generation_job_name as generation_job_name
+from kubejury_operator.vocabulary import job_service_account_name as job_service_account_name
+from kubejury_operator.vocabulary import joined_label as joined_label
+from kubejury_operator.vocabulary import judge_job_name as judge_job_name
+from kubejury_operator.vocabulary import label_value as label_value
+from kubejury_operator.vocabulary import labels as labels
+from kubejury_operator.vocabulary import name_digest as name_digest
+from kubejury_operator.vocabulary import service_url as service_url
+from kubejury_operator.vocabulary import spec_configmap_name as spec_configmap_name
+from kubejury_operator.vocabulary import workload_name as workload_name
 
 SPEC_MOUNT_DIR = "/etc/kubejury"
 SPEC_FILE = "evalrun.yaml"
 SPEC_PATH = f"{SPEC_MOUNT_DIR}/{SPEC_FILE}"
-SERVING_PORT = 8000
 SERVER_UID = 1000  # model servers run as this uid (and gid, fsGroup); the images have no passwd entry for it
 SERVER_USER = "kubejury"  # USER/LOGNAME: torch's getpass.getuser() raises for a uid without a passwd entry
 API_KEY_ENV = "KUBEJURY_API_KEY"
@@ -78,293 +97,9 @@ API_KEY_ENV = "KUBEJURY_API_KEY"
 # Quantizations that need no ``--quantization`` flag in vLLM: either unquantized, or vLLM reads
 # the format from the checkpoint's own config (pre-quantized FP8/NVFP4/MXFP4/AWQ/GPTQ).
 _NO_FLAG = frozenset({"", "auto", "none", "bf16", "fp16", "float16", "bfloat16"})
-GGUF_RUNTIMES = frozenset({"llamacpp", "ollama"})
-IN_CLUSTER_RUNTIMES = frozenset({"vllm", "llamacpp", "ollama"})
-
-
-@dataclass(frozen=True)
-class WorkloadSettings:
-    """Cluster-wide knobs (from the operator's environment, set by the Helm chart)."""
-
-    job_image: str = "ghcr.io/kubejury/kubejury:0.1.0"
-    image_pull_policy: str = "IfNotPresent"
-    vllm_image: str = images.VLLM.reference
-    llamacpp_image: str = images.LLAMACPP_CPU.reference  # GGUF servers placed on CPU nodes
-    llamacpp_cuda_image: str = images.LLAMACPP_CUDA.reference  # GGUF servers placed on GPU nodes
-    ollama_image: str = images.OLLAMA.reference
-    gpu_resource: str = "nvidia.com/gpu"
-    model_cache_pvc: str | None = None  # shared HF/GGUF cache; None = emptyDir per pod
-    model_cache_mount: str = "/models/cache"  # HF_HOME; other runtimes' caches go below it
-    model_cache_size_limit: str = "200Gi"  # emptyDir fallback size limit
-    hf_token_secret: str | None = "hf-token"  # Secret with key HF_TOKEN (optional reference)
-    hf_token_key: str = "HF_TOKEN"
-    startup_budget_seconds: int = 1800  # how long a model may take to load before kubelet restarts it
-    gpu_memory_utilization: float = 0.90
-    default_max_model_len: int = 8192
-    job_backoff_limit: int = 3
-    generation_deadline_seconds: int = 172800
-    judging_deadline_seconds: int = 172800
-    aggregation_deadline_seconds: int = 7200
-    job_service_account: str | None = None  # None: the operator creates kj-<run>-job per run
-    job_uid: int = 65532
-    results_pvc: str | None = None  # mounted at the file:// storage path for in-cluster file storage
-    storage_secret: str | None = None  # Secret with S3 credentials (AWS_* keys), envFrom into Jobs
-    s3_endpoint: str | None = None  # KUBEJURY_S3_ENDPOINT: an S3-compatible store (None: AWS)
-    s3_region: str | None = None  # AWS_REGION for the Jobs and s3:// model servers
-    # Model servers' own requests (so they are never BestEffort); a model's resources win.
-    server_cpu_request: str = "2"
-    server_memory_request: str = "16Gi"
-    server_shm_size: str = "16Gi"  # vLLM's memory-backed /dev/shm, added to the memory request
-    extra_tolerations: tuple[Mapping[str, Any], ...] = ()
-    job_resources: Mapping[str, Mapping[str, str]] = field(
-        default_factory=lambda: {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "2Gi"}}
-    )
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> WorkloadSettings:
-        """Settings from ``KUBEJURY_*`` variables; unset ones keep their defaults."""
-        base = cls()
-
-        def text(key: str, default: str | None) -> str | None:
-            value = env.get(key)
-            if value is None:
-                return default
-            return value or None
-
-        def number(key: str, default: int) -> int:
-            value = env.get(key)
-            return int(value) if value else default
-
-        return cls(
-            job_image=text("KUBEJURY_JOB_IMAGE", base.job_image) or base.job_image,
-            image_pull_policy=text("KUBEJURY_IMAGE_PULL_POLICY", base.image_pull_policy)
-            or base.image_pull_policy,
-            vllm_image=text("KUBEJURY_VLLM_IMAGE", base.vllm_image) or base.vllm_image,
-            llamacpp_image=text("KUBEJURY_LLAMACPP_IMAGE", base.llamacpp_image) or base.llamacpp_image,
-            llamacpp_cuda_image=text("KUBEJURY_LLAMACPP_CUDA_IMAGE", base.llamacpp_cuda_image)
-            or base.llamacpp_cuda_image,
-            ollama_image=text("KUBEJURY_OLLAMA_IMAGE", base.ollama_image) or base.ollama_image,
-            model_cache_pvc=text("KUBEJURY_MODEL_CACHE_PVC", base.model_cache_pvc),
-            hf_token_secret=text("KUBEJURY_HF_TOKEN_SECRET", base.hf_token_secret),
-            startup_budget_seconds=number("KUBEJURY_STARTUP_BUDGET_SECONDS", base.startup_budget_seconds),
-            gpu_memory_utilization=float(
-                env.get("KUBEJURY_GPU_MEMORY_UTILIZATION") or base.gpu_memory_utilization
-            ),
-            default_max_model_len=number("KUBEJURY_MAX_MODEL_LEN", base.default_max_model_len),
-            job_backoff_limit=number("KUBEJURY_JOB_BACKOFF_LIMIT", base.job_backoff_limit),
-            generation_deadline_seconds=number(
-                "KUBEJURY_GENERATION_DEADLINE_SECONDS", base.generation_deadline_seconds
-            ),
-            judging_deadline_seconds=number(
-                "KUBEJURY_JUDGING_DEADLINE_SECONDS", base.judging_deadline_seconds
-            ),
-            aggregation_deadline_seconds=number(
-                "KUBEJURY_AGGREGATION_DEADLINE_SECONDS", base.aggregation_deadline_seconds
-            ),
-            job_service_account=text("KUBEJURY_JOB_SERVICE_ACCOUNT", base.job_service_account),
-            results_pvc=text("KUBEJURY_RESULTS_PVC", base.results_pvc),
-            storage_secret=text("KUBEJURY_STORAGE_SECRET", base.storage_secret),
-            s3_endpoint=text("KUBEJURY_S3_ENDPOINT", base.s3_endpoint),
-            s3_region=text("AWS_REGION", base.s3_region),
-            server_cpu_request=text("KUBEJURY_SERVER_CPU_REQUEST", base.server_cpu_request)
-            or base.server_cpu_request,
-            server_memory_request=text("KUBEJURY_SERVER_MEMORY_REQUEST", base.server_memory_request)
-            or base.server_memory_request,
-            server_shm_size=text("KUBEJURY_SERVER_SHM_SIZE", base.server_shm_size) or base.server_shm_size,
-            extra_tolerations=chart_tolerations_from_env(env),
-            job_resources=_json_env(env, "KUBEJURY_JOB_RESOURCES", dict) or base.job_resources,
-        )
-
-
-def _json_env(env: Mapping[str, str], key: str, kind: type) -> Any:
-    """A JSON value from the environment (the chart passes lists and maps as JSON), or ``None``."""
-    raw = env.get(key)
-    if not raw:
-        return None
-    value = json.loads(raw)
-    if not isinstance(value, kind):
-        raise ValueError(f"{key} must be a JSON {kind.__name__}, got {raw!r}")
-    return value or None
-
-
-@dataclass(frozen=True)
-class RunRef:
-    """The EvalRun that owns the objects: name, namespace and uid (for owner references)."""
-
-    name: str
-    namespace: str
-    uid: str
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """One model or judge as the operator serves it.
-
-    ``key`` is the deployment identity (``m-<model>`` or ``j-<judge>``); a judge that is the same
-    model as an evaluated one (``sameAs`` with the same source and runtime) shares its key and
-    therefore its Deployment. ``placement`` is ``None`` for ``runtime: openai``.
-    """
-
-    key: str
-    name: str
-    source: str
-    served_model: str
-    runtime: str
-    checkpoint: str | None = None
-    placement: Placement | None = None
-    api_key_secret: str | None = None  # Secret name; key below
-    api_key_key: str = "api-key"
-    max_model_len: int | None = None
-    gpu_memory_utilization: float | None = None
-    cpu: str | None = None
-    memory: str | None = None
-    extra_args: tuple[str, ...] = ()
-
-    @property
-    def in_cluster(self) -> bool:
-        return self.runtime in IN_CLUSTER_RUNTIMES
-
-
-# ----------------------------------------------------------------------------------------- names
-
-
-_INVALID = re.compile(r"[^a-z0-9-]+")
-
-
-DNS_LABEL_LIMIT = 63  # RFC 1123 label: Service names, Pod hostnames
-LABEL_VALUE_LIMIT = 63
-WORKLOAD_NAME_LIMIT = 52  # Deployment and Service names (DNS-1035 labels), as short as the others
-NAME_DIGEST_LENGTH = 8
-
-
-def name_digest(parts: Sequence[str]) -> str:
-    """A short hash of ``parts`` taken as a tuple (JSON-encoded, so ``("m", "a-b")`` and
-    ``("m-a", "b")`` differ although both join to ``m-a-b``). SHA-256: the same in every process."""
-    encoded = json.dumps(list(parts), ensure_ascii=False).encode()
-    return hashlib.sha256(encoded).hexdigest()[:NAME_DIGEST_LENGTH]
-
-
-def _readable(parts: Sequence[str]) -> str:
-    """``parts`` ``-``-joined as a DNS label would have them: lower case, ``[a-z0-9-]`` only."""
-    cleaned = _INVALID.sub("-", "-".join(parts).lower()).strip("-")
-    return re.sub(r"-{2,}", "-", cleaned) or "x"
-
-
-def _with_digest(readable: str, digest: str, limit: int) -> str:
-    """The readable name cut so that ``-<digest>`` fits within ``limit``, then the digest."""
-    head = readable[: limit - len(digest) - 1].rstrip("-")
-    return f"{head}-{digest}" if head else digest
-
-
-def dns_label(*parts: str, limit: int = DNS_LABEL_LIMIT) -> str:
-    """A deterministic DNS-1123 label from ``parts`` with one user-chosen part (lower case,
-    ``-``-joined, ≤ ``limit``): the joined parts as they are when that is already a valid label.
-
-    A name that had to be changed (too long, or characters a label may not hold) ends in
-    :func:`name_digest` of the parts, so two long names that share a prefix stay distinct and the
-    same input always gives the same name. Names of several user-chosen parts: :func:`joined_label`.
-    """
-    readable = _readable(parts)
-    if readable == "-".join(parts) and len(readable) <= limit:
-        return readable
-    return _with_digest(readable, name_digest(parts), limit)
-
-
-def joined_label(*parts: str, limit: int = DNS_LABEL_LIMIT) -> str:
-    """A DNS-1123 label from ``parts`` of which several are user-chosen (run, model, series):
-    the readable join, cut to fit, then always :func:`name_digest` of the parts as a tuple.
-
-    Joining alone is ambiguous — models ``m``/``m-a`` with series ``a-b``/``b``, or run ``foo``
-    with model ``x-m-y`` and run ``foo-m-x`` with model ``y``, join alike — and two objects of the
-    same kind with the same name are one object to the API server (the second create is a 409).
-    """
-    return _with_digest(_readable(parts), name_digest(parts), limit)
-
-
-def label_value(text: str) -> str:
-    """A valid label value for ``text`` (≤ 63, alphanumeric at both ends).
-
-    A value that had to be changed (too long, or characters a label may not hold) ends in a short
-    hash of the whole text, so two run names sharing their first 63 characters get different
-    ``kubejury.io/run`` labels and never select each other's children.
-    """
-    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-._")
-    if cleaned == text and len(cleaned) <= LABEL_VALUE_LIMIT:
-        return cleaned or "x"
-    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
-    head = cleaned[: LABEL_VALUE_LIMIT - 9].rstrip("-._")
-    return f"{head}-{digest}" if head else digest
-
-
-# Name budget of Jobs. The API server rejects an Indexed Job unless ``<name>-<completions-1>`` (the
-# hostname of its last Pod) is a DNS label, so every Job name leaves room for ``-`` and the digits of
-# the largest index ``spec.jobs.generationShards`` allows (64 shards: index 63).
-MAX_JOB_INDEX = 63
-JOB_NAME_LIMIT = DNS_LABEL_LIMIT - len(f"-{MAX_JOB_INDEX}")
-
-
-def spec_configmap_name(run: str) -> str:
-    return dns_label("kj", run, "spec")
-
-
-def job_service_account_name(run: str) -> str:
-    return dns_label("kj", run, "job")
-
-
-def endpoint_key(role: str, name: str) -> str:
-    """``m-<model>`` or ``j-<judge>``: the deployment identity of a model or judge (the one-letter
-    role prefix keeps a model and a judge of the same name apart)."""
-    return f"{'m' if role == 'model' else 'j'}-{name}"
-
-
-def workload_name(run: str, key: str) -> str:
-    """Deployment and Service name of an endpoint: ``kj-<run>-<key>-<hash>`` (a DNS-1035 label:
-    starts with a letter; ≤ :data:`WORKLOAD_NAME_LIMIT`)."""
-    return joined_label("kj", run, key, limit=WORKLOAD_NAME_LIMIT)
-
-
-def generation_job_name(run: str, model: str, series: str) -> str:
-    """``kj-<run>-gen-<model>-<series>-<hash>``, within :data:`JOB_NAME_LIMIT`."""
-    return joined_label("kj", run, "gen", model, series, limit=JOB_NAME_LIMIT)
-
-
-def judge_job_name(run: str, judge: str, series: str, round_: int = 1) -> str:
-    """``kj-<run>-judge-<judge>-<series>-<hash>-<round>``, within :data:`JOB_NAME_LIMIT`.
-
-    Judging of (judge, series) runs in rounds: round N judges every answer stored when it starts.
-    The round stays readable at the end; the hash tells (run, judge, series) apart.
-    """
-    suffix = f"-{round_}"
-    return joined_label("kj", run, "judge", judge, series, limit=JOB_NAME_LIMIT - len(suffix)) + suffix
-
-
-def aggregation_job_name(run: str) -> str:
-    return dns_label("kj", run, "aggregate", limit=JOB_NAME_LIMIT)
-
-
-def service_url(run: RunRef, key: str) -> str:
-    """The OpenAI-compatible base URL of an in-cluster endpoint."""
-    return f"http://{workload_name(run.name, key)}.{run.namespace}.svc:{SERVING_PORT}/v1"
-
-
-def endpoint_url(run: RunRef, endpoint: Endpoint) -> str:
-    """Where the Jobs send requests: the Service for in-cluster runtimes, ``source`` for openai."""
-    return service_url(run, endpoint.key) if endpoint.in_cluster else endpoint.source
 
 
 # --------------------------------------------------------------------------------------- helpers
-
-
-def labels(run: str, component: str, **extra: str) -> dict[str, str]:
-    result = {
-        LABEL_MANAGED_BY: MANAGED_BY,
-        LABEL_PART_OF: "kubejury",
-        LABEL_RUN: label_value(run),
-        LABEL_COMPONENT: component,
-    }
-    for key, value in extra.items():
-        result[f"kubejury.io/{key}"] = label_value(value)
-    return result
 
 
 def owner_reference(run: RunRef) -> dict[str, Any]:
@@ -666,10 +401,16 @@ class _Serving:
     mounts: list[dict[str, Any]] = field(default_factory=list)
     health: str = "/health"
     shm: str | None = None  # size of a memory-backed /dev/shm, counted in the memory request
+    readiness: Mapping[str, Any] | None = None  # replaces the HTTP readiness probe on ``health``
 
 
 def _vllm_serving(
-    endpoint: Endpoint, placement: Placement, model_path: str, settings: WorkloadSettings, cache: str
+    endpoint: Endpoint,
+    placement: Placement,
+    model_path: str,
+    settings: WorkloadSettings,
+    cache: str,
+    gpus: int,
 ) -> _Serving:
     # vLLM writes compile caches under $HOME and /tmp (emptyDir) and needs /dev/shm for
     # tensor-parallel workers; it runs fine as non-root with a read-only root filesystem then.
@@ -721,14 +462,20 @@ def _llamacpp_serving(
     )
 
 
-def _ollama_serving(endpoint: Endpoint, settings: WorkloadSettings, cache: str) -> _Serving:
+def _ollama_serving(
+    endpoint: Endpoint,
+    placement: Placement,
+    model_path: str,
+    settings: WorkloadSettings,
+    cache: str,
+    gpus: int,
+) -> _Serving:
     # Ollama serves first, then pulls the tag (``ollama://<tag>``). Its default context (2k–4k
     # tokens) would silently cut prompts and answers, so the context is passed twice: as
     # OLLAMA_CONTEXT_LENGTH (the server's default for every model) and, when requests name the
     # model differently (servedModel), as ``PARAMETER num_ctx`` of the model created under that
-    # name (a model's own parameter wins over the server default). The readiness probe (see
-    # _server_container) passes once the model is there, so the Service only routes to a pod
-    # that can answer.
+    # name (a model's own parameter wins over the server default). The readiness probe (below)
+    # passes once the model is there.
     tag = endpoint.source.removeprefix("ollama://") if endpoint.source.startswith("ollama://") else ""
     context = str(endpoint.max_model_len or settings.default_max_model_len)
     return _Serving(
@@ -750,7 +497,33 @@ def _ollama_serving(endpoint: Endpoint, settings: WorkloadSettings, cache: str) 
             {"name": "KUBEJURY_OLLAMA_SOURCE", "value": tag or endpoint.served_model},
         ],
         health="/",
+        # Ready once the model is there, so the Service only routes to a pod that can answer.
+        readiness={
+            "exec": {"command": ["/bin/sh", "-c", 'ollama show "$KUBEJURY_OLLAMA_MODEL" >/dev/null']},
+            "periodSeconds": 10,
+            "timeoutSeconds": 5,
+            "failureThreshold": 3,
+        },
     )
+
+
+ServingBuilder = Callable[[Endpoint, Placement, str, WorkloadSettings, str, int], _Serving]
+"""``(endpoint, placement, model path, settings, cache dir, GPUs) -> serving container parts``."""
+
+#: The serving builder of each in-cluster runtime (:mod:`kubejury.runtimes`), by runtime name.
+SERVING_BUILDERS: Mapping[str, ServingBuilder] = {
+    VLLM.name: _vllm_serving,
+    LLAMACPP.name: _llamacpp_serving,
+    OLLAMA.name: _ollama_serving,
+}
+
+
+def _serving_builder(endpoint: Endpoint) -> ServingBuilder:
+    """The builder for the endpoint's runtime; a ``ValueError`` for a runtime without a workload."""
+    builder = SERVING_BUILDERS.get(endpoint.runtime)
+    if builder is None or not runtime_of(endpoint.runtime).in_cluster:
+        raise ValueError(f"runtime {endpoint.runtime!r} has no in-cluster workload")
+    return builder
 
 
 def _server_container(
@@ -763,14 +536,7 @@ def _server_container(
     gpus = max(1, placement.tensor_parallel_size) if _uses_gpu(placement, settings) else 0
     model_path, source_volumes, source_mounts = _source_volume(endpoint.source)
     cache = settings.model_cache_mount.rstrip("/") or "/models/cache"
-    if endpoint.runtime == "vllm":
-        serving = _vllm_serving(endpoint, placement, model_path, settings, cache)
-    elif endpoint.runtime == "llamacpp":
-        serving = _llamacpp_serving(endpoint, placement, model_path, settings, cache, gpus)
-    elif endpoint.runtime == "ollama":
-        serving = _ollama_serving(endpoint, settings, cache)
-    else:
-        raise ValueError(f"runtime {endpoint.runtime!r} has no in-cluster workload")
+    serving = _serving_builder(endpoint)(endpoint, placement, model_path, settings, cache, gpus)
     volumes = [*source_volumes, _cache_volume(settings), {"name": "tmp", "emptyDir": {}}, *serving.volumes]
     mounts = [
         *source_mounts,
@@ -795,13 +561,8 @@ def _server_container(
         container["command"] = serving.command
     if endpoint.source.startswith("s3://") and settings.storage_secret:
         container["env"] = storage_secret_env(settings.storage_secret, container["env"])
-    if endpoint.runtime == "ollama":
-        container["readinessProbe"] = {
-            "exec": {"command": ["/bin/sh", "-c", 'ollama show "$KUBEJURY_OLLAMA_MODEL" >/dev/null']},
-            "periodSeconds": 10,
-            "timeoutSeconds": 5,
-            "failureThreshold": 3,
-        }
+    if serving.readiness is not None:
+        container["readinessProbe"] = dict(serving.readiness)
     return container, volumes
 
 
@@ -887,15 +648,6 @@ def job_service_account(run: RunRef) -> Manifest:
         "metadata": _metadata(run, job_service_account_name(run.name), labels(run.name, "job-identity")),
         "automountServiceAccountToken": False,
     }
-
-
-@dataclass(frozen=True)
-class JobStorage:
-    """How Job pods reach the run's storage."""
-
-    uri: str  # the run's own prefix (<root>/<namespace>/<name>-<uid prefix>)
-    credentials_secret: str | None = None  # envFrom: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, ...
-    root: str | None = None  # spec.storage.uri: where a file:// results claim is mounted
 
 
 def _stage_container(
@@ -1069,10 +821,6 @@ def generation_job(
         shards=shards,
         extra_labels={"uses-server": model.key, "series": series},
     )
-
-
-ANNOTATION_ROUND = "kubejury.io/round"
-ANNOTATION_MODELS_COMPLETE = "kubejury.io/models-complete"
 
 
 def judge_job(

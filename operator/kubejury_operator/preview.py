@@ -40,11 +40,12 @@ from kubejury.config import spec as specmod
 from kubejury.errors import InputError
 from kubejury_operator.chart_defaults import default_policy_env
 from kubejury_operator.cluster_run import ClusterRun, cluster_run
-from kubejury_operator.manifests import Manifest, WorkloadSettings
 from kubejury_operator.observed import DeploymentState, Observed, deployment_state, job_state
 from kubejury_operator.reconcile import plan
+from kubejury_operator.settings import WorkloadSettings
 from kubejury_operator.tenancy import TenantPolicy
 from kubejury_operator.validation import admission_message, validate_evalrun
+from kubejury_operator.vocabulary import Manifest
 
 PREVIEW_UID = "00000000-0000-0000-0000-000000000000"  # the API server assigns the real one
 _MAX_PASSES = 10_000

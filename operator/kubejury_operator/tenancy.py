@@ -23,6 +23,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from kubejury.config.spec import EvalRun, EvalRunSpec, FieldProblem, ModelSpec, evalrun_problems
+from kubejury.runtimes import LLAMACPP, VLLM
 
 __all__ = [
     "SERVER_FLAGS",
@@ -43,7 +44,7 @@ __all__ = [
 #: that load more flags, plugins, logs) needs the chart's ``security.allowedServerFlags``: an
 #: allow-list, because a deny-list was bypassed by every spelling argparse accepts (issue 29).
 SERVER_FLAGS: Mapping[str, Mapping[str, bool]] = {
-    "vllm": {
+    VLLM.name: {
         "--max-num-seqs": True,
         "--max-num-batched-tokens": True,
         "--max-seq-len-to-capture": True,
@@ -76,7 +77,7 @@ SERVER_FLAGS: Mapping[str, Mapping[str, bool]] = {
         "--disable-log-requests": False,
         "--async-scheduling": False,
     },
-    "llamacpp": {
+    LLAMACPP.name: {
         "--threads": True,
         "-t": True,
         "--threads-batch": True,

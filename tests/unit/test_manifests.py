@@ -12,7 +12,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from kubejury.placement.decision import Placement
+from kubejury import runtimes
+from kubejury.records.placement import Placement
 from kubejury_operator import manifests as m
 
 OLDEST_K8S = "1.29"
@@ -214,6 +215,17 @@ def test_gguf_runtimes() -> None:
     env = _container(m.model_deployment(RUN, renamed, 1, SETTINGS))["env"]
     assert {"name": "KUBEJURY_OLLAMA_SOURCE", "value": "llama3.1:8b"} in env
     assert {"name": "KUBEJURY_OLLAMA_MODEL", "value": "llama"} in env
+
+
+def test_every_in_cluster_runtime_has_a_serving_builder_and_no_external_one_has() -> None:
+    in_cluster = {r.name for r in runtimes.REGISTRY.values() if r.in_cluster}
+    assert set(m.SERVING_BUILDERS) == in_cluster
+
+
+def test_an_endpoint_placed_with_an_external_runtime_gets_no_workload() -> None:
+    external = m.Endpoint(**{**VLLM.__dict__, "runtime": "openai"})
+    with pytest.raises(ValueError, match="runtime 'openai' has no in-cluster workload"):
+        m.model_deployment(RUN, external, 1, SETTINGS)
 
 
 def test_openai_runtime_gets_no_workload() -> None:
