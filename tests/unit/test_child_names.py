@@ -10,20 +10,20 @@ import sys
 
 from kubejury.config.spec import JobSettings
 from kubejury.redact import redact_tree
-from kubejury_operator import manifests as mf
 from kubejury_operator import status as st
+from kubejury_operator import vocabulary as vc
 
 
 def test_the_job_name_budget_leaves_room_for_the_largest_index_the_spec_allows() -> None:
     (bound,) = [m.le for m in JobSettings.model_fields["generation_shards"].metadata if hasattr(m, "le")]
-    assert bound - 1 == mf.MAX_JOB_INDEX
+    assert bound - 1 == vc.MAX_JOB_INDEX
     name = "r" * 63
     for job in (
-        mf.generation_job_name(name, "m" * 40, "primary"),
-        mf.judge_job_name(name, "j" * 40, "primary", 12),
-        mf.aggregation_job_name(name),
+        vc.generation_job_name(name, "m" * 40, "primary"),
+        vc.judge_job_name(name, "j" * 40, "primary", 12),
+        vc.aggregation_job_name(name),
     ):
-        assert len(f"{job}-{mf.MAX_JOB_INDEX}") <= 63, job
+        assert len(f"{job}-{vc.MAX_JOB_INDEX}") <= 63, job
 
 
 # ----------------------------------------------------------- names joined from user-chosen parts
@@ -35,42 +35,42 @@ DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 def test_two_models_whose_name_and_series_join_alike_get_distinct_generation_jobs() -> None:
     """Models ``m`` / ``m-a`` with series ``a-b`` / ``b`` both joined to ``kj-probe-gen-m-a-b``; the
     second create got a 409 and counted the first model's Job as its own."""
-    assert mf.generation_job_name("probe", "m", "a-b") != mf.generation_job_name("probe", "m-a", "b")
+    assert vc.generation_job_name("probe", "m", "a-b") != vc.generation_job_name("probe", "m-a", "b")
 
 
 def test_two_judges_whose_name_and_series_join_alike_get_distinct_judge_jobs() -> None:
-    assert mf.judge_job_name("probe", "j", "a-b", 1) != mf.judge_job_name("probe", "j-a", "b", 1)
-    assert mf.judge_job_name("probe", "j", "s-1", 2) != mf.judge_job_name("probe", "j-s", "1", 2)
+    assert vc.judge_job_name("probe", "j", "a-b", 1) != vc.judge_job_name("probe", "j-a", "b", 1)
+    assert vc.judge_job_name("probe", "j", "s-1", 2) != vc.judge_job_name("probe", "j-s", "1", 2)
 
 
 def test_two_runs_whose_run_and_model_names_join_alike_get_distinct_deployments_and_services() -> None:
     """Run ``foo`` with model ``x-m-y`` and run ``foo-m-x`` with model ``y`` shared a Deployment."""
-    foo = mf.workload_name("foo", mf.endpoint_key("model", "x-m-y"))
-    foo_m_x = mf.workload_name("foo-m-x", mf.endpoint_key("model", "y"))
+    foo = vc.workload_name("foo", vc.endpoint_key("model", "x-m-y"))
+    foo_m_x = vc.workload_name("foo-m-x", vc.endpoint_key("model", "y"))
     assert foo != foo_m_x
 
 
 def test_jobs_of_different_stages_and_runs_never_share_a_name() -> None:
     """A judge Job of run ``r`` and a generation Job of run ``r-judge-x`` joined alike, and so did
     the aggregation Job of run ``r-gen-m-s`` and a generation Job of run ``r`` (series ``s-aggregate``)."""
-    assert mf.judge_job_name("r", "x-gen-m", "s", 1) != mf.generation_job_name("r-judge-x", "m", "s-1")
-    assert mf.aggregation_job_name("r-gen-m-s") != mf.generation_job_name("r", "m", "s-aggregate")
+    assert vc.judge_job_name("r", "x-gen-m", "s", 1) != vc.generation_job_name("r-judge-x", "m", "s-1")
+    assert vc.aggregation_job_name("r-gen-m-s") != vc.generation_job_name("r", "m", "s-aggregate")
 
 
 def test_joined_names_stay_readable_and_are_the_same_for_the_same_parts() -> None:
-    generation = mf.generation_job_name("study", "qwen", "primary")
+    generation = vc.generation_job_name("study", "qwen", "primary")
     assert generation.startswith("kj-study-gen-qwen-primary-")
-    assert generation == mf.generation_job_name("study", "qwen", "primary")
-    judge = mf.judge_job_name("study", "gemma", "primary", 3)
+    assert generation == vc.generation_job_name("study", "qwen", "primary")
+    judge = vc.judge_job_name("study", "gemma", "primary", 3)
     assert judge.startswith("kj-study-judge-gemma-primary-") and judge.endswith("-3")
-    assert mf.workload_name("study", "m-qwen").startswith("kj-study-m-qwen-")
+    assert vc.workload_name("study", "m-qwen").startswith("kj-study-m-qwen-")
 
 
 def test_joined_names_do_not_depend_on_the_interpreters_hash_seed() -> None:
     """The operator restarts and runs several replicas: a name must not change with the process."""
     script = (
-        "from kubejury_operator import manifests as mf;"
-        "print(mf.generation_job_name('r', 'm', 'a-b'), mf.workload_name('r', 'm-x'))"
+        "from kubejury_operator import vocabulary as vc;"
+        "print(vc.generation_job_name('r', 'm', 'a-b'), vc.workload_name('r', 'm-x'))"
     )
     outputs = {
         subprocess.run(
@@ -82,36 +82,36 @@ def test_joined_names_do_not_depend_on_the_interpreters_hash_seed() -> None:
         ).stdout
         for seed in ("1", "2")
     }
-    assert outputs == {f"{mf.generation_job_name('r', 'm', 'a-b')} {mf.workload_name('r', 'm-x')}\n"}
+    assert outputs == {f"{vc.generation_job_name('r', 'm', 'a-b')} {vc.workload_name('r', 'm-x')}\n"}
 
 
 def test_every_child_name_stays_within_its_limit_for_63_character_parts() -> None:
     run, model, series = "r" * 63, "m" * 63, "s" * 63
     jobs = [
-        mf.generation_job_name(run, model, series),
-        mf.generation_job_name(run, model, series + "x"),
-        mf.judge_job_name(run, model, series, 999),
-        mf.aggregation_job_name(run),
+        vc.generation_job_name(run, model, series),
+        vc.generation_job_name(run, model, series + "x"),
+        vc.judge_job_name(run, model, series, 999),
+        vc.aggregation_job_name(run),
     ]
     for job in jobs:
-        assert DNS_LABEL.match(f"{job}-{mf.MAX_JOB_INDEX}") and len(f"{job}-{mf.MAX_JOB_INDEX}") <= 63, job
-    assert mf.judge_job_name(run, model, series, 999).endswith("-999")
+        assert DNS_LABEL.match(f"{job}-{vc.MAX_JOB_INDEX}") and len(f"{job}-{vc.MAX_JOB_INDEX}") <= 63, job
+    assert vc.judge_job_name(run, model, series, 999).endswith("-999")
     assert jobs[0] != jobs[1]  # cut to the same readable prefix, told apart by the hash
-    for key in (mf.endpoint_key("model", model), mf.endpoint_key("judge", model)):
-        workload = mf.workload_name(run, key)
-        assert DNS_1035_LABEL.match(workload) and len(workload) <= mf.WORKLOAD_NAME_LIMIT, workload
-    assert mf.workload_name(run, mf.endpoint_key("model", model)) != mf.workload_name(
-        run, mf.endpoint_key("judge", model)
+    for key in (vc.endpoint_key("model", model), vc.endpoint_key("judge", model)):
+        workload = vc.workload_name(run, key)
+        assert DNS_1035_LABEL.match(workload) and len(workload) <= vc.WORKLOAD_NAME_LIMIT, workload
+    assert vc.workload_name(run, vc.endpoint_key("model", model)) != vc.workload_name(
+        run, vc.endpoint_key("judge", model)
     )
-    for single in (mf.spec_configmap_name(run), mf.job_service_account_name(run)):
+    for single in (vc.spec_configmap_name(run), vc.job_service_account_name(run)):
         assert DNS_LABEL.match(single) and len(single) <= 63, single
 
 
 def test_a_run_label_is_unchanged_when_valid_and_hashed_when_cut() -> None:
-    assert mf.label_value("my-run") == "my-run"
-    long = mf.label_value("a" * 70)
-    assert len(long) <= 63 and long != mf.label_value("a" * 71)
-    assert mf.label_value("a" * 63 + "x") != mf.label_value("a" * 63 + "y")
+    assert vc.label_value("my-run") == "my-run"
+    long = vc.label_value("a" * 70)
+    assert len(long) <= 63 and long != vc.label_value("a" * 71)
+    assert vc.label_value("a" * 63 + "x") != vc.label_value("a" * 63 + "y")
 
 
 def test_a_status_differing_only_in_empty_fields_is_unchanged() -> None:
