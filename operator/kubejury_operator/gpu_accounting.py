@@ -21,33 +21,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from kubejury.records.gpu_usage import (
-    GpuUsage,
-    GpuUsageError,
-    ServerGpuUsage,
-    merge_intervals,
-    seconds_between,
-)
+from kubejury.records.gpu_usage import GpuUsage, ServerGpuUsage, merge_intervals
+from kubejury.records.timestamps import seconds_between
 from kubejury_operator import manifests as mf
 from kubejury_operator.cluster_run import ClusterRun
 from kubejury_operator.manifests import Endpoint
 from kubejury_operator.observed import Observed
 
 
-def previous_usage(previous: object) -> GpuUsage:
-    """The usage in the previous ``status.gpu``; empty when absent or not readable (a status
-    edited by hand starts the accounting afresh rather than failing the reconcile)."""
-    try:
-        return GpuUsage.from_json(previous if isinstance(previous, Mapping) else None)
-    except GpuUsageError:
-        return GpuUsage()
-
-
-def lead_seconds(previous: object, observed: Observed) -> float:
+def lead_seconds(previous: GpuUsage, observed: Observed) -> float:
     """How long a server takes to come up on these nodes: the longest bring-up (Pod creation →
     Ready) seen in this run so far, from the status and the Pods Ready now; 0 before any."""
     seen = max(observed.servers_bringup_seconds.values(), default=0.0)
-    return max(previous_usage(previous).lead_seconds, seen)
+    return max(previous.lead_seconds, seen)
 
 
 def _role(run: ClusterRun, key: str) -> str:
@@ -60,11 +46,14 @@ def account(
     run: ClusterRun,
     observed: Observed,
     desired: Mapping[str, int],
-    previous: Mapping[str, object] | None,
+    previous: GpuUsage,
     now: str,
 ) -> GpuUsage:
-    """The run's GPU usage after this reconcile (``desired``: replicas wanted per server key)."""
-    before = previous_usage(previous).by_name()
+    """The run's GPU usage after this reconcile (``desired``: replicas wanted per server key;
+    ``previous``: the stored ``status.gpu`` as :class:`~kubejury.records.run_status.RunStatus`
+    reads it — empty when absent or unreadable, so a status edited by hand starts the accounting
+    afresh rather than failing the reconcile)."""
+    before = previous.by_name()
     servers: list[ServerGpuUsage] = []
     seen: set[str] = set()
     for endpoint in (*run.models, *run.judges):

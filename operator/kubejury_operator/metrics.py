@@ -25,7 +25,6 @@ declared here.
 
 from __future__ import annotations
 
-import datetime
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -40,8 +39,10 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
 from kubejury.inference.client import ErrorKind
-from kubejury.records.gpu_usage import GpuUsage, GpuUsageError, usage_now
+from kubejury.records.gpu_usage import GpuUsage
 from kubejury.records.progress import ProgressRecord
+from kubejury.records.run_status import RunStatus
+from kubejury.records.timestamps import now_time, seconds_between
 
 PHASES: tuple[str, ...] = (
     "Pending",
@@ -196,7 +197,7 @@ class _GpuSecondsCollector(Collector):
         return self._families()
 
     def collect(self) -> list[CounterMetricFamily]:
-        now = usage_now()
+        now = now_time()
         held, used = self._families()
         with _lock:
             runs = list(_gpu_usage.items())
@@ -321,28 +322,27 @@ def _refresh_phase_gauge() -> None:
 ProgressByStage = Mapping[tuple[str, str, str], ProgressRecord]  # (stage, series, name) -> record
 
 
-def _seconds_between(start: Any, end: Any) -> float | None:
+def _seconds_between(start: str, end: str) -> float | None:
+    """Seconds from ``start`` to ``end`` (never below 0); ``None`` when either is no timestamp."""
     try:
-        a = datetime.datetime.fromisoformat(str(start).replace("Z", "+00:00"))
-        b = datetime.datetime.fromisoformat(str(end).replace("Z", "+00:00"))
+        return seconds_between(start, end)
     except ValueError:
         return None
-    return max((b - a).total_seconds(), 0.0)
 
 
-def stage_durations(status: Mapping[str, Any]) -> dict[str, float]:
+def stage_durations(status: Mapping[str, Any] | RunStatus) -> dict[str, float]:
     """Durations of the finished stages, from the status: generation from ``startedAt`` to
     ``GenerationComplete``, judging from there to ``JudgingComplete``, aggregation from there to
     ``Succeeded`` (each a condition's ``lastTransitionTime`` while it is True)."""
-    conditions = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, Mapping)}
+    record = status if isinstance(status, RunStatus) else RunStatus.from_json(status)
 
-    def flipped(ctype: str) -> Any:
-        c = conditions.get(ctype) or {}
-        return c.get("lastTransitionTime") if c.get("status") == "True" else None
+    def flipped(ctype: str) -> str:
+        c = record.condition(ctype)
+        return c.last_transition_time if c is not None and c.is_true else ""
 
     durations: dict[str, float] = {}
     for stage, start, end in (
-        ("generation", status.get("startedAt"), flipped("GenerationComplete")),
+        ("generation", record.started_at, flipped("GenerationComplete")),
         ("judging", flipped("GenerationComplete"), flipped("JudgingComplete")),
         ("aggregation", flipped("JudgingComplete"), flipped("Succeeded")),
     ):
@@ -363,9 +363,11 @@ def eta_seconds(phase: str, progress: Mapping[str, StageProgress], records: Prog
 
 
 def observation(
-    namespace: str, name: str, status: Mapping[str, Any], records: ProgressByStage
+    namespace: str, name: str, status: Mapping[str, Any] | RunStatus, records: ProgressByStage
 ) -> RunObservation:
-    """One reconcile's :class:`RunObservation` of a run, from its new status and progress records."""
+    """One reconcile's :class:`RunObservation` of a run, from its new status (as written, or read
+    as :class:`~kubejury.records.run_status.RunStatus`) and progress records."""
+    stored = status if isinstance(status, RunStatus) else RunStatus.from_json(status)
     generated: dict[str, int] = {}
     judged: dict[str, int] = {}
     errors: dict[tuple[str, str], int] = {}
@@ -377,17 +379,14 @@ def observation(
             errors[(who, "other")] = errors.get((who, "other"), 0) + record.errors
         if stage == "judge":
             parse_failures[who] = parse_failures.get(who, 0) + record.parse_failures
-    stages = status.get("stages") or {}
     progress = {
-        stage: StageProgress(done=int(counts.get("done", 0)), total=int(counts.get("total", 0)))
-        for stage, counts in stages.items()
-        if stage in STAGES
+        counts.stage: StageProgress(done=counts.done, total=counts.total)
+        for counts in stored.stages
+        if counts.stage in STAGES
     }
-    phase = str(status.get("phase") or "Pending")
-    try:
-        gpu = GpuUsage.from_json(status.get("gpu")) if status.get("gpu") else None
-    except GpuUsageError:
-        gpu = None  # a status edited by hand: no GPU series rather than a failed reconcile
+    phase = stored.phase
+    # A status edited by hand reads as no GPU usage: no GPU series rather than a failed reconcile.
+    gpu = stored.gpu if stored.gpu.servers else None
     return RunObservation(
         namespace=namespace,
         name=name,
@@ -398,7 +397,7 @@ def observation(
         judged=judged,
         request_errors=errors,
         parse_failures=parse_failures,
-        stage_durations=stage_durations(status),
+        stage_durations=stage_durations(stored),
         gpu=gpu,
     )
 

@@ -178,7 +178,7 @@ def servers_bringup_seconds(pods: Sequence[Mapping[str, Any]]) -> dict[str, floa
     """Endpoint key → seconds its Ready model-server Pod took from creation to Ready (the longest
     when several are Ready): how long a server takes to come up on these nodes, image pull and
     weight loading included."""
-    from kubejury.records.gpu_usage import seconds_between
+    from kubejury.records.timestamps import seconds_between
 
     found: dict[str, float] = {}
     for key, created, ready_at in _ready_server_pods(pods):

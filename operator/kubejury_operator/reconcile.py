@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from kubejury.records.gpu_usage import GpuUsage
+from kubejury.records.run_status import RunStatus, RunSummary
 from kubejury_operator import manifests as mf
 from kubejury_operator import status as st
 from kubejury_operator.cluster_run import ClusterRun
@@ -327,23 +328,23 @@ def decide_phase(run: ClusterRun, observed: Observed, facts: Facts, acting: bool
     return "Pending"
 
 
-def _stays_finished(previous: Mapping[str, Any], generation: int, phase: str) -> bool:
+def _stays_finished(before: RunStatus, generation: int, phase: str) -> bool:
     """A finished run stays finished (its Jobs may be cleaned up by a TTL later)."""
-    before = str(previous.get("phase") or "Pending")
-    return before in TERMINAL_PHASES and previous.get("observedGeneration") == generation and phase != before
+    return before.finished and before.observed_generation == generation and phase != before.phase
 
 
-def _finished_plan(previous: Mapping[str, Any], observed: Observed) -> Plan:
-    """The status of a finished run kept as it was; the only thing ever done again is scaling
-    leftover servers to zero (and filling in a summary whose report became readable only now)."""
+def _finished_plan(previous: Mapping[str, Any], before: RunStatus, observed: Observed) -> Plan:
+    """The stored status of a finished run kept as it was (``previous``, key for key); the only
+    thing ever done again is scaling leftover servers to zero (and filling in a summary whose
+    report became readable only now)."""
     scale_down = tuple(
         Action("scale", "Deployment", dep_name, replicas=0)
         for dep_name, dep in sorted(observed.deployments.items())
         if dep.replicas > 0
     )
     kept = dict(previous)
-    if previous.get("phase") == "Succeeded" and kept.get("summary") is None and observed.summary is not None:
-        kept["summary"] = dict(observed.summary)
+    if before.phase == "Succeeded" and before.summary is None and observed.summary is not None:
+        kept["summary"] = RunSummary.from_json(observed.summary).to_json()
     return Plan(actions=scale_down, status=kept, events=())
 
 
@@ -351,20 +352,21 @@ def _finished_plan(previous: Mapping[str, Any], observed: Observed) -> Plan:
 
 
 def plan(run: ClusterRun, observed: Observed, previous: Mapping[str, Any], now: str) -> Plan:
-    """Actions and new status for one reconcile of ``run`` (see the module docstring)."""
-    previous_phase = str(previous.get("phase") or "Pending")
-    facts = observe_facts(run, observed, previous_phase)
-    desired = desired_servers(run, facts, observed, lead_seconds(previous.get("gpu"), observed))
-    gpu = account(run, observed, desired, previous.get("gpu"), now)
+    """Actions and new status for one reconcile of ``run`` (see the module docstring); the stored
+    ``previous`` status is read once, as :class:`~kubejury.records.run_status.RunStatus`."""
+    before = RunStatus.from_json(previous)
+    facts = observe_facts(run, observed, before.phase)
+    desired = desired_servers(run, facts, observed, lead_seconds(before.gpu, observed))
+    gpu = account(run, observed, desired, before.gpu, now)
     actions = plan_actions(run, observed, facts, desired, gpu)
     phase = decide_phase(run, observed, facts, acting=bool(actions))
-    if _stays_finished(previous, run.generation, phase):
-        return _finished_plan(previous, observed)
+    if _stays_finished(before, run.generation, phase):
+        return _finished_plan(previous, before, observed)
     view = st.StatusInputs(run=run, observed=observed, facts=facts, desired=desired, phase=phase, gpu=gpu)
-    conditions = st.conditions(view, previous, now)
-    status = st.run_status(view, conditions, previous, now)
-    events = st.events(view, conditions, previous)
-    return Plan(actions=tuple(actions), status=status, events=events)
+    conditions = st.conditions(view, before, now)
+    status = st.run_status(view, conditions, before, now)
+    events = st.events(view, conditions, before)
+    return Plan(actions=tuple(actions), status=status.to_json(), events=events)
 
 
 def plan_invalid_spec(
@@ -373,9 +375,10 @@ def plan_invalid_spec(
     """The plan for a run whose spec does not parse: phase ``Failed`` with an ``InvalidSpec``
     condition naming every problem, and a Warning Event; ``None`` when this generation was already
     reported (nothing changes until the spec does)."""
-    if previous.get("phase") == "Failed" and previous.get("observedGeneration") == generation:
+    before = RunStatus.from_json(previous)
+    if before.phase == "Failed" and before.observed_generation == generation:
         return None
     message = "; ".join(problems)[:2000]
     failed = st.condition((), "Failed", True, "InvalidSpec", message, generation, now)
-    status = {"phase": "Failed", "observedGeneration": generation, "conditions": [failed]}
+    status = st.invalid_spec_status(generation, failed)
     return Plan(actions=(), status=status, events=(st.Event("Warning", "InvalidSpec", message),))

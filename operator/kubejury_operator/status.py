@@ -5,24 +5,33 @@ so its shape — phase, progress counters, placement, conditions per the Kuberne
 conventions (type, status, CamelCase reason, a sentence as message, ``observedGeneration``,
 ``lastTransitionTime`` moving only on a flip) — is written down here in one place, separately
 from the decisions of :mod:`kubejury_operator.reconcile`. Pure: it only reads the facts, the
-desired servers and the phase the planner decided, and the previous status.
+desired servers and the phase the planner decided, and the previous status. The status it builds
+is the engine's one record of it, :class:`kubejury.records.run_status.RunStatus`, written with
+:meth:`~kubejury.records.run_status.RunStatus.to_json` and read back with ``from_json``; the
+functions at the end (:func:`status_patch`, :func:`due_patch`, :func:`with_apply_result`) work on
+that JSON form, because what they decide is which bytes to send.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal
 
 from kubejury.records.gpu_usage import GpuUsage
+from kubejury.records.placement import Placement
+from kubejury.records.run_status import TERMINAL_PHASES as TERMINAL_PHASES
+from kubejury.records.run_status import RankingRow, RunCondition, RunStatus, RunSummary, StageCounts
 from kubejury.redact import redact_tree
 from kubejury_operator import manifests as mf
 from kubejury_operator.cluster_run import ClusterRun
 from kubejury_operator.facts import Facts
 from kubejury_operator.observed import DeploymentState, Observed
 
+if TYPE_CHECKING:
+    from kubejury.report.view import ModelRow
+
 PHASES = ("Pending", "Provisioning", "Generating", "Judging", "Aggregating", "Succeeded", "Failed")
-TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 CONDITION_TYPES = (
     "Ready",
     "ModelsProvisioned",
@@ -33,8 +42,6 @@ CONDITION_TYPES = (
     "Failed",
 )
 MAX_SUMMARY_MODELS = 100  # etcd objects stay small: the summary never grows with the benchmark
-
-Condition = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -68,26 +75,26 @@ def sentence(text: str) -> str:
 
 
 def condition(
-    previous: Sequence[Mapping[str, Any]],
+    previous: Sequence[RunCondition],
     ctype: str,
     status: bool,
     reason: str,
     message: str,
     generation: int,
     now: str,
-) -> Condition:
+) -> RunCondition:
     """A condition per Kubernetes API conventions; lastTransitionTime moves only on a status flip."""
     text = "True" if status else "False"
-    before = next((c for c in previous if c.get("type") == ctype), None)
-    changed = before is None or before.get("status") != text
-    return {
-        "type": ctype,
-        "status": text,
-        "reason": reason,
-        "message": sentence(message),
-        "lastTransitionTime": now if changed or not before else before.get("lastTransitionTime", now),
-        "observedGeneration": generation,
-    }
+    before = next((c for c in previous if c.type == ctype), None)
+    unchanged = before is not None and before.status == text
+    return RunCondition(
+        type=ctype,
+        status=text,
+        reason=reason,
+        message=sentence(message),
+        last_transition_time=(before.last_transition_time or now) if before and unchanged else now,
+        observed_generation=generation,
+    )
 
 
 def _unschedulable(view: StatusInputs) -> tuple[bool, str, str]:
@@ -131,12 +138,10 @@ def _provisioned(view: StatusInputs) -> tuple[bool, str, str]:
     return True, "NoServersNeeded", "No model server is needed at this point"
 
 
-def conditions(view: StatusInputs, previous: Mapping[str, Any], now: str) -> dict[str, Condition]:
+def conditions(view: StatusInputs, previous: RunStatus, now: str) -> dict[str, RunCondition]:
     """Every condition of :data:`CONDITION_TYPES`, by type, in that order."""
-    before: Sequence[Mapping[str, Any]] = list(previous.get("conditions") or [])
     facts, phase = view.facts, view.phase
-    counts = stage_progress(view)
-    gen, judge = counts["generation"], counts["judging"]
+    gen, judge = _stage_counts(view, "generation"), _stage_counts(view, "judging")
     succeeded = phase == "Succeeded"
     states: dict[str, tuple[bool, str, str]] = {
         "Ready": (succeeded, phase, f"The run is {phase.lower()}"),
@@ -144,12 +149,12 @@ def conditions(view: StatusInputs, previous: Mapping[str, Any], now: str) -> dic
         "GenerationComplete": (
             facts.generation_complete,
             "AllAnswersGenerated" if facts.generation_complete else "Generating",
-            f"Generation jobs done {gen['jobsDone']}/{gen['jobs']}, answers {gen['done']}/{gen['total']}",
+            f"Generation jobs done {gen.jobs_done}/{gen.jobs}, answers {gen.done}/{gen.total}",
         ),
         "JudgingComplete": (
             facts.judging_complete,
             "AllAnswersJudged" if facts.judging_complete else "Judging",
-            f"Judge jobs done {judge['jobsDone']}/{judge['jobs']}, judgments {judge['done']}/{judge['total']}",
+            f"Judge jobs done {judge.jobs_done}/{judge.jobs}, judgments {judge.done}/{judge.total}",
         ),
         "Succeeded": (
             succeeded,
@@ -164,114 +169,126 @@ def conditions(view: StatusInputs, previous: Mapping[str, Any], now: str) -> dic
         ),
     }
     return {
-        ctype: condition(before, ctype, *states[ctype], view.run.generation, now) for ctype in CONDITION_TYPES
+        ctype: condition(previous.conditions, ctype, *states[ctype], view.run.generation, now)
+        for ctype in CONDITION_TYPES
     }
 
 
 # -------------------------------------------------------------------------------------- status
 
 
-def _stage_counts(
-    view: StatusInputs, stage: str, endpoints: Sequence[mf.Endpoint], done: int, per: str
-) -> dict[str, Any]:
-    """Items and Jobs done of one stage, and under ``per`` (``models`` or ``judges``) the items
-    done/total of each model or judge over all series (at most :data:`MAX_SUMMARY_MODELS`)."""
+#: status stage → (progress record stage, who is counted, Jobs done of it from the facts)
+_STAGE_SOURCES = {"generation": ("generate", "models"), "judging": ("judge", "judges")}
+
+
+def _stage_counts(view: StatusInputs, stage: str) -> StageCounts:
+    """Items and Jobs done of ``generation`` or ``judging``, and the items done/total of each model
+    or judge over all series (at most :data:`MAX_SUMMARY_MODELS`)."""
+    record_stage, who_kind = _STAGE_SOURCES[stage]
+    endpoints: Sequence[mf.Endpoint] = view.run.models if who_kind == "models" else view.run.judges
+    jobs_done = len(view.facts.generated) if who_kind == "models" else len(view.facts.judged)
     items = total = 0
-    by_name: dict[str, dict[str, int]] = {}
+    by_name: dict[str, tuple[int, int]] = {}
     for who in endpoints:
-        mine = by_name.setdefault(who.name, {"done": 0, "total": 0})
+        mine = by_name.setdefault(who.name, (0, 0))
         for series in view.run.series:
-            record = view.observed.progress.get((stage, series, who.name))
+            record = view.observed.progress.get((record_stage, series, who.name))
             if record is not None:
                 items += record.done
                 total += record.total
-                mine["done"] += record.done
-                mine["total"] += record.total
-    return {
-        "done": items,
-        "total": total,
-        "jobsDone": done,
-        "jobs": len(endpoints) * len(view.run.series),
-        per: dict(list(by_name.items())[:MAX_SUMMARY_MODELS]),
-    }
+                mine = (mine[0] + record.done, mine[1] + record.total)
+        by_name[who.name] = mine
+    return StageCounts(
+        stage=stage,
+        done=items,
+        total=total,
+        jobs_done=jobs_done,
+        jobs=len(endpoints) * len(view.run.series),
+        by_name=dict(list(by_name.items())[:MAX_SUMMARY_MODELS]),
+    )
 
 
-def stage_progress(view: StatusInputs) -> dict[str, dict[str, Any]]:
+def stage_progress(view: StatusInputs) -> tuple[StageCounts, ...]:
     """``status.stages``: items and Jobs done per stage, and items per model or judge, from the
     progress records and facts."""
-    return {
-        "generation": _stage_counts(view, "generate", view.run.models, len(view.facts.generated), "models"),
-        "judging": _stage_counts(view, "judge", view.run.judges, len(view.facts.judged), "judges"),
-        "aggregation": {"done": 1 if view.facts.aggregated else 0, "total": 1},
-    }
+    return (
+        _stage_counts(view, "generation"),
+        _stage_counts(view, "judging"),
+        StageCounts(stage="aggregation", done=1 if view.facts.aggregated else 0, total=1),
+    )
 
 
-_NOTHING_TO_DEPLOY = {
-    "quantization": "",
-    "tensorParallelSize": 0,
-    "gpuProduct": None,
-    "nodeSelector": {},
-    "reason": "existing OpenAI-compatible endpoint: nothing to deploy",
-}
+_NOTHING_TO_DEPLOY = "existing OpenAI-compatible endpoint: nothing to deploy"
 
 
-def placement_status(run: ClusterRun) -> dict[str, Any]:
-    """``status.placement``: the placement of every model and judge, by name."""
-    result: dict[str, Any] = {}
-    for endpoint in (*run.models, *run.judges):
-        if endpoint.placement is None:
-            result[endpoint.name] = {"schedulable": True, "runtime": endpoint.runtime, **_NOTHING_TO_DEPLOY}
-        else:
-            result[endpoint.name] = endpoint.placement.to_json()
-    return result
+def placement_status(run: ClusterRun) -> tuple[Placement, ...]:
+    """``status.placement``: the placement of every model and judge, by name (an endpoint outside
+    the cluster gets an empty one that says so)."""
+    return tuple(
+        Placement(
+            name=e.name, runtime=e.runtime, quantization="", tensor_parallel_size=0, reason=_NOTHING_TO_DEPLOY
+        )
+        if e.placement is None
+        else replace(e.placement, name=e.name)
+        for e in (*run.models, *run.judges)
+    )
 
 
 def run_status(
-    view: StatusInputs, conds: Mapping[str, Condition], previous: Mapping[str, Any], now: str
-) -> dict[str, Any]:
+    view: StatusInputs, conds: Mapping[str, RunCondition], previous: RunStatus, now: str
+) -> RunStatus:
     """The complete new ``status`` (the printer column ``progress`` is items done / total)."""
     phase = view.phase
     stages = stage_progress(view)
-    done = stages["generation"]["done"] + stages["judging"]["done"]
-    total = stages["generation"]["total"] + stages["judging"]["total"]
-    status: dict[str, Any] = {
-        "phase": phase,
-        "observedGeneration": view.run.generation,
-        "conditions": list(conds.values()),
-        "progress": f"{done}/{total}",
-        "stages": stages,
-        "placement": placement_status(view.run),
-        "gpu": view.gpu.to_json() if view.gpu.servers else None,
-        "startedAt": previous.get("startedAt") or (now if phase != "Pending" else None),
-        "completedAt": previous.get("completedAt") or (now if phase in TERMINAL_PHASES else None),
-    }
-    summary = view.observed.summary
-    if phase == "Succeeded":
-        status["summary"] = dict(summary) if summary is not None else previous.get("summary")
-    elif previous.get("summary") is not None:
-        status["summary"] = previous.get("summary")
-    return status
+    done = sum(s.done for s in stages[:2])
+    total = sum(s.total for s in stages[:2])
+    return RunStatus(
+        phase=phase,
+        observed_generation=view.run.generation,
+        conditions=tuple(conds.values()),
+        progress=f"{done}/{total}",
+        stages=stages,
+        placement=placement_status(view.run),
+        gpu=view.gpu,
+        started_at=previous.started_at or (now if phase != "Pending" else ""),
+        completed_at=previous.completed_at or (now if phase in TERMINAL_PHASES else ""),
+        summary=_summary(view, previous),
+    )
+
+
+def _summary(view: StatusInputs, previous: RunStatus) -> RunSummary | None:
+    """The report's summary once the run succeeded; a summary written before is kept."""
+    found = view.observed.summary
+    if view.phase == "Succeeded" and found is not None:
+        return RunSummary.from_json(found)
+    return previous.summary
+
+
+def invalid_spec_status(generation: int, failed: RunCondition) -> dict[str, Any]:
+    """The status of a run whose spec is invalid: only its phase, generation and the ``Failed``
+    condition are written; the rest of the stored status (placement, GPU time) is left as it was."""
+    written = RunStatus(phase="Failed", observed_generation=generation, conditions=(failed,)).to_json()
+    return {key: written[key] for key in ("phase", "observedGeneration", "conditions")}
 
 
 # -------------------------------------------------------------------------------------- events
 
 
-def events(
-    view: StatusInputs, conds: Mapping[str, Condition], previous: Mapping[str, Any]
-) -> tuple[Event, ...]:
+def events(view: StatusInputs, conds: Mapping[str, RunCondition], previous: RunStatus) -> tuple[Event, ...]:
     """An Event when the phase changes (or on the first reconcile), and a warning when the run
     becomes unschedulable without changing phase. An unchanged world posts nothing."""
     phase, facts = view.phase, view.facts
-    previous_phase = str(previous.get("phase") or "Pending")
+    previous_phase = previous.phase
     found: list[Event] = []
-    if phase != previous_phase or not previous:
+    if phase != previous_phase or not previous.written:
         kind: Literal["Normal", "Warning"] = (
             "Warning" if phase == "Failed" or facts.waiting_for_node else "Normal"
         )
-        summary = view.observed.summary if view.observed.summary is not None else previous.get("summary")
-        leader = (summary or {}).get("leader")
+        found_summary = view.observed.summary
+        summary = RunSummary.from_json(found_summary) if found_summary is not None else previous.summary
+        leader = summary.leader if summary is not None else None
         message = {
-            "Pending": conds["Unschedulable" if facts.waiting_for_node else "ModelsProvisioned"]["message"],
+            "Pending": conds["Unschedulable" if facts.waiting_for_node else "ModelsProvisioned"].message,
             "Provisioning": "Starting model servers",
             "Generating": "Generating answers",
             "Judging": "All answers generated; judging",
@@ -280,14 +297,10 @@ def events(
             "Failed": "; ".join(facts.failures) or "Failed",
         }[phase]
         found.append(Event(kind, phase, sentence(message)))
-    before = {c.get("type"): c.get("status") for c in previous.get("conditions") or []}
+    before = previous.condition("Unschedulable")
     unschedulable = conds["Unschedulable"]
-    if (
-        unschedulable["status"] == "True"
-        and before.get("Unschedulable") != "True"
-        and phase == previous_phase
-    ):
-        found.append(Event("Warning", "Unschedulable", unschedulable["message"]))
+    if unschedulable.is_true and not (before and before.is_true) and phase == previous_phase:
+        found.append(Event("Warning", "Unschedulable", unschedulable.message))
     return tuple(found)
 
 
@@ -302,35 +315,38 @@ def summary_from_report(report: Mapping[str, Any], report_uri: str | None) -> di
 
     view = read_report(report)
     primary = view.series[0] if view.series else None  # read_report puts the primary series first
-    summary: dict[str, Any] = {"primarySeries": view.primary, "reportUri": report_uri}
     if primary is None:
-        summary["ranking"] = []
-        return summary
+        return RunSummary(primary_series=view.primary, report_uri=report_uri).to_json()
 
-    def rounded(value: float | None) -> float | None:
-        return None if value is None else round(float(value), 3)
+    rows = primary.rows[:MAX_SUMMARY_MODELS]
+    ranking = tuple(_ranking_row(row) for row in rows)
+    return RunSummary(
+        primary_series=view.primary,
+        report_uri=report_uri,
+        ranking=ranking,
+        domain_leaders=dict(list(primary.domain_leaders.items())[:64]),
+        tiers={row.model: row.tier for row in rows if row.tier},
+        leader=ranking[0].model if ranking else None,
+        leader_weighted=ranking[0].weighted if ranking else None,
+    ).to_json()
 
-    ranking = []
-    for row in primary.rows[:MAX_SUMMARY_MODELS]:
-        ci = row.weighted_ci or (None, None)
-        ranking.append(
-            {
-                "rank": row.rank,
-                "model": row.model,
-                "weighted": rounded(row.weighted),
-                "weightedCI": [rounded(ci[0]), rounded(ci[1])],
-                "degradation": rounded(row.degradation),
-                "sigma": rounded(row.sigma),
-                "tier": row.tier,
-            }
-        )
-    summary["ranking"] = ranking
-    summary["domainLeaders"] = dict(list(primary.domain_leaders.items())[:64])
-    summary["tiers"] = {row.model: row.tier for row in primary.rows[:MAX_SUMMARY_MODELS] if row.tier}
-    if ranking:
-        summary["leader"] = ranking[0]["model"]
-        summary["leaderWeighted"] = ranking[0]["weighted"]
-    return summary
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(float(value), 3)
+
+
+def _ranking_row(row: ModelRow) -> RankingRow:
+    """One report row as the status keeps it: W, D, σ and W's interval to three decimals."""
+    low, high = row.weighted_ci or (None, None)
+    return RankingRow(
+        rank=row.rank,
+        model=row.model,
+        weighted=_rounded(row.weighted),
+        weighted_ci=(_rounded(low), _rounded(high)),
+        degradation=_rounded(row.degradation),
+        sigma=_rounded(row.sigma),
+        tier=row.tier,
+    )
 
 
 # ------------------------------------------------------------------------- applying the plan
@@ -354,7 +370,7 @@ def with_apply_result(
     """``status`` with the ``ApplyFailed`` condition: ``True`` naming each refused object and the
     API server's message (a quota's 403 included), ``False`` when every change was accepted. The
     status is still written, so a refusal is visible in ``kubectl describe`` instead of lost in a log."""
-    before: Sequence[Mapping[str, Any]] = list(previous.get("conditions") or [])
+    before = RunStatus.from_json(previous).conditions
     generation = int(status.get("observedGeneration") or 1)
     if failures:
         reasons = {f.reason for f in failures}
@@ -372,7 +388,7 @@ def with_apply_result(
             before, APPLY_FAILED, False, "Applied", "The API server accepted every change", generation, now
         )
     kept = [c for c in status.get("conditions") or [] if c.get("type") != APPLY_FAILED]
-    return {**status, "conditions": [*kept, state]}
+    return {**status, "conditions": [*kept, state.to_json()]}
 
 
 def _without_nulls(value: Any) -> Any:
@@ -458,21 +474,20 @@ def status_changed(previous: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     return bool(status_patch(previous, new))
 
 
-def apply_failed(status: Mapping[str, Any]) -> bool:
+def apply_failed(status: Mapping[str, Any] | RunStatus) -> bool:
     """Whether ``status`` says the API server refused one of the last reconcile's changes."""
-    return any(
-        c.get("type") == APPLY_FAILED and c.get("status") == "True" for c in status.get("conditions") or []
-    )
+    record = status if isinstance(status, RunStatus) else RunStatus.from_json(status)
+    refused = record.condition(APPLY_FAILED)
+    return refused is not None and refused.is_true
 
 
 def settled(previous: Mapping[str, Any], generation: int) -> bool:
     """Whether the stored status is the run's last word: a terminal phase written for this
     generation, with the summary when it succeeded, and no refused change pending. A settled run
     is not observed again (no API request, no storage read) until its spec changes."""
-    if previous.get("phase") not in TERMINAL_PHASES or previous.get("observedGeneration") != generation:
+    stored = RunStatus.from_json(previous)
+    if not stored.finished or stored.observed_generation != generation:
         return False
-    if previous.get("phase") == "Succeeded" and previous.get("summary") is None:
+    if stored.phase == "Succeeded" and stored.summary is None:
         return False
-    return not any(
-        c.get("type") == APPLY_FAILED and c.get("status") == "True" for c in previous.get("conditions") or []
-    )
+    return not apply_failed(stored)

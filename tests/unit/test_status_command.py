@@ -76,8 +76,10 @@ def _judging_status() -> dict[str, Any]:
         "conditions": [
             condition(
                 [], "GenerationComplete", True, "AllAnswersGenerated", "Generation jobs done 2/2", 1, now
-            ),
-            condition([], "JudgingComplete", False, "Judging", "Judge jobs done 0/2, judgments 6/24", 1, now),
+            ).to_json(),
+            condition(
+                [], "JudgingComplete", False, "Judging", "Judge jobs done 0/2, judgments 6/24", 1, now
+            ).to_json(),
         ],
     }
 
@@ -157,7 +159,7 @@ def test_a_failed_run_says_why_and_an_unreconciled_run_asks_about_the_operator()
         "conditions": [
             condition(
                 [], "Failed", True, "StageFailed", "generate qwen failed: 9 of 12 requests timed out", 1, "t"
-            )
+            ).to_json()
         ],
     }
     assert "Failed: generate qwen failed: 9 of 12 requests timed out." in render(_evalrun(failed))

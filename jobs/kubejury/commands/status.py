@@ -22,8 +22,8 @@ from typing import Any
 
 from kubejury.config.spec import API_GROUP, API_VERSION
 from kubejury.errors import KubejuryError
-from kubejury.records.gpu_usage import usage_now
 from kubejury.records.run_status import RunStatus
+from kubejury.records.timestamps import now_time
 
 PLURAL = "evalruns"
 
@@ -82,7 +82,7 @@ def render(evalrun: Mapping[str, Any]) -> str:
         when.append(f"started {status.started_at}")
     if status.completed_at:
         when.append(f"completed {status.completed_at}")
-    if not evalrun.get("status"):
+    if not status.written:
         when.append("not reconciled yet: is the operator running and watching this namespace?")
     elif generation and status.observed_generation and status.observed_generation < generation:
         when.append(f"status is of generation {status.observed_generation}, spec is at {generation}")
@@ -133,7 +133,7 @@ def render(evalrun: Mapping[str, Any]) -> str:
         lines.append("  not placed yet")
 
     if status.gpu.servers:
-        now = status.completed_at or usage_now()
+        now = status.completed_at or now_time()
         lines += ["", "GPU time (held = Ready × GPUs; used = its Jobs running × GPUs)"]
         rows = [
             (

@@ -1,20 +1,28 @@
-"""An EvalRun's ``status`` as the operator writes it, read back as one typed record.
+"""An EvalRun's ``status``: the one typed record the operator writes and every reader reads back.
 
-Why this module exists: the operator writes ``status`` (``kubejury_operator.status``) and
-``kubejury status`` reads it from the API server in another process. The engine may not import
-the operator, so the reader's view of that shape lives here, in the engine, where the operator
-can import it too. Reading is forgiving — a status written by an older or newer operator, or a
-run the operator has not seen yet, still reads (missing parts are empty) — because a user asking
-"where is my run?" must get an answer, not a traceback.
+Why this module exists: the operator writes ``status`` (``kubejury_operator.status`` builds a
+:class:`RunStatus` and writes :meth:`RunStatus.to_json`), reads it back on its next reconcile
+(``kubejury_operator.reconcile``, ``kubejury_operator.metrics``) and ``kubejury status`` reads it
+from the API server in another process. The engine may not import the operator, so the record
+lives here, in the engine, where both can import it. Reading is forgiving, and it happens in one
+place (:meth:`RunStatus.from_json`): a status written by an older or newer operator, edited by
+hand, or not written yet still reads (missing or unreadable parts are empty), because a
+reconcile must not fail on it and a user asking "where is my run?" must get an answer, not a
+traceback.
 
-Shape read: ``phase``, ``observedGeneration``, ``progress`` ("done/total"), ``startedAt``,
+Shape: ``phase``, ``observedGeneration``, ``progress`` ("done/total"), ``startedAt``,
 ``completedAt``, ``conditions`` (Kubernetes conventions), ``stages.{generation,judging}``
 (``done``, ``total``, ``jobsDone``, ``jobs``, and ``models`` / ``judges``: ``done`` and ``total``
 per model or judge), ``stages.aggregation`` (``done``, ``total``),
-``placement.<model or judge>`` (:meth:`kubejury.records.placement.Placement.to_json`) and,
-once the run succeeded, ``summary`` (``primarySeries``, ``reportUri``, ``leader``, ``ranking``
-rows with ``rank``, ``model``, ``weighted``, ``weightedCI``, ``degradation``, ``sigma``,
-``tier``; ``domainLeaders``); ``gpu`` (:class:`kubejury.records.gpu_usage.GpuUsage`).
+``placement.<model or judge>`` (:meth:`kubejury.records.placement.Placement.to_json`),
+``gpu`` (:class:`kubejury.records.gpu_usage.GpuUsage`) and, once the run succeeded, ``summary``
+(``primarySeries``, ``reportUri``, ``ranking`` rows with ``rank``, ``model``, ``weighted``,
+``weightedCI``, ``degradation``, ``sigma``, ``tier``; ``domainLeaders``, ``tiers``, ``leader``,
+``leaderWeighted``; ``note`` when the report was too large to read).
+
+The status is written with a JSON merge patch, which deletes a key set to ``null`` and keeps a
+key left out; so :meth:`RunStatus.to_json` writes an absent ``gpu``, ``startedAt`` or
+``completedAt`` as ``null`` and leaves an absent ``summary`` out, as the operator always has.
 """
 
 from __future__ import annotations
@@ -28,6 +36,9 @@ from kubejury.records.placement import Placement
 
 STAGE_ORDER = ("generation", "judging", "aggregation")
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+#: The key under which a stage counts items per model or judge; a stage not named here (the
+#: aggregation: one item, no Jobs counted) has neither that key nor Job counters.
+PER_NAME_KEY = {"generation": "models", "judging": "judges"}
 
 
 def _int(value: Any) -> int:
@@ -50,14 +61,39 @@ def _str(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def _optional_str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _mappings(value: Any) -> list[Mapping[str, Any]]:
+    """The objects of a JSON list; anything else in it, or a value that is no list, is left out."""
+    return [item for item in value if isinstance(item, Mapping)] if isinstance(value, list | tuple) else []
+
+
 @dataclass(frozen=True)
 class RunCondition:
+    """One condition, per the Kubernetes API conventions."""
+
     type: str
-    status: str
-    reason: str
-    message: str
-    last_transition_time: str
-    observed_generation: int
+    status: str  # "True" or "False"
+    reason: str = ""
+    message: str = ""
+    last_transition_time: str = ""
+    observed_generation: int = 0
+
+    @property
+    def is_true(self) -> bool:
+        return self.status == "True"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "status": self.status,
+            "reason": self.reason,
+            "message": self.message,
+            "lastTransitionTime": self.last_transition_time,
+            "observedGeneration": self.observed_generation,
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RunCondition:
@@ -77,11 +113,19 @@ class StageCounts:
     model (generation, ``models``) or judge (judging, ``judges``)."""
 
     stage: str
-    done: int
-    total: int
-    jobs_done: int
-    jobs: int
+    done: int = 0
+    total: int = 0
+    jobs_done: int = 0
+    jobs: int = 0
     by_name: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        counts: dict[str, Any] = {"done": self.done, "total": self.total}
+        per = PER_NAME_KEY.get(self.stage)
+        if per is None:
+            return counts
+        named = {name: {"done": done, "total": total} for name, (done, total) in self.by_name.items()}
+        return {**counts, "jobsDone": self.jobs_done, "jobs": self.jobs, per: named}
 
     @classmethod
     def from_json(cls, stage: str, data: Mapping[str, Any]) -> StageCounts:
@@ -102,13 +146,26 @@ class StageCounts:
 
 @dataclass(frozen=True)
 class RankingRow:
+    """One model's row of the primary series' ranking (values rounded by the writer)."""
+
     rank: int
     model: str
-    weighted: float | None
-    weighted_ci: tuple[float | None, float | None]
-    degradation: float | None
-    sigma: float | None
-    tier: str
+    weighted: float | None = None
+    weighted_ci: tuple[float | None, float | None] = (None, None)
+    degradation: float | None = None
+    sigma: float | None = None
+    tier: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rank": self.rank,
+            "model": self.model,
+            "weighted": self.weighted,
+            "weightedCI": list(self.weighted_ci),
+            "degradation": self.degradation,
+            "sigma": self.sigma,
+            "tier": self.tier,
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RankingRow:
@@ -121,59 +178,119 @@ class RankingRow:
             weighted_ci=(_float(low), _float(high)),
             degradation=_float(data.get("degradation")),
             sigma=_float(data.get("sigma")),
-            tier=_str(data.get("tier")),
+            tier=_optional_str(data.get("tier")),
         )
 
 
 @dataclass(frozen=True)
 class RunSummary:
-    primary_series: str
-    report_uri: str
-    leader: str
-    ranking: tuple[RankingRow, ...]
-    domain_leaders: Mapping[str, str]
+    """What a finished run's report says, small enough for etcd: never per-answer data.
+
+    ``domain_leaders`` and ``tiers`` are ``None`` when the report had no primary series (the
+    summary then has no such keys); ``leader`` is ``None`` while the ranking is empty; ``note``
+    says why a summary has no ranking (a report too large to read)."""
+
+    primary_series: str | None
+    report_uri: str | None
+    ranking: tuple[RankingRow, ...] = ()
+    domain_leaders: Mapping[str, str] | None = None
+    tiers: Mapping[str, str] | None = None
+    leader: str | None = None
+    leader_weighted: float | None = None
+    note: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        summary: dict[str, Any] = {
+            "primarySeries": self.primary_series,
+            "reportUri": self.report_uri,
+            "ranking": [row.to_json() for row in self.ranking],
+        }
+        if self.domain_leaders is not None:
+            summary["domainLeaders"] = dict(self.domain_leaders)
+        if self.tiers is not None:
+            summary["tiers"] = dict(self.tiers)
+        if self.leader is not None:
+            summary["leader"] = self.leader
+            summary["leaderWeighted"] = self.leader_weighted
+        if self.note is not None:
+            summary["note"] = self.note
+        return summary
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RunSummary:
-        leaders = data.get("domainLeaders") or {}
         return cls(
-            primary_series=_str(data.get("primarySeries")),
-            report_uri=_str(data.get("reportUri")),
-            leader=_str(data.get("leader")),
-            ranking=tuple(
-                RankingRow.from_json(r) for r in data.get("ranking") or [] if isinstance(r, Mapping)
-            ),
-            domain_leaders=(
-                {str(k): _str(v) for k, v in leaders.items()} if isinstance(leaders, Mapping) else {}
-            ),
+            primary_series=_optional_str(data.get("primarySeries")),
+            report_uri=_optional_str(data.get("reportUri")),
+            ranking=tuple(RankingRow.from_json(r) for r in _mappings(data.get("ranking"))),
+            domain_leaders=_names(data.get("domainLeaders")),
+            tiers=_names(data.get("tiers")),
+            leader=_optional_str(data.get("leader")),
+            leader_weighted=_float(data.get("leaderWeighted")),
+            note=_optional_str(data.get("note")),
         )
+
+
+def _names(value: Any) -> dict[str, str] | None:
+    """A JSON object of name → name; ``None`` when absent or no object."""
+    return {str(k): _str(v) for k, v in value.items()} if isinstance(value, Mapping) else None
 
 
 @dataclass(frozen=True)
 class RunStatus:
-    """The whole ``status`` of one EvalRun, as ``kubejury status`` shows it."""
+    """The whole ``status`` of one EvalRun. ``started_at`` and ``completed_at`` are ``""`` until
+    set; ``written`` is False when nothing has been stored yet (the operator has not reconciled
+    the run)."""
 
-    phase: str
-    observed_generation: int
-    progress: str
-    started_at: str
-    completed_at: str
-    conditions: tuple[RunCondition, ...]
-    stages: tuple[StageCounts, ...]
-    placement: tuple[Placement, ...]
-    summary: RunSummary | None
+    phase: str = "Pending"
+    observed_generation: int = 0
+    progress: str = ""
+    started_at: str = ""
+    completed_at: str = ""
+    conditions: tuple[RunCondition, ...] = ()
+    stages: tuple[StageCounts, ...] = ()
+    placement: tuple[Placement, ...] = ()
+    summary: RunSummary | None = None
     gpu: GpuUsage = field(default_factory=GpuUsage)  # GPU time per model server (status.gpu)
+    written: bool = True
 
     @property
     def finished(self) -> bool:
         return self.phase in TERMINAL_PHASES
 
+    def condition(self, ctype: str) -> RunCondition | None:
+        """The condition of type ``ctype``, or ``None``."""
+        return next((c for c in self.conditions if c.type == ctype), None)
+
+    def stage(self, name: str) -> StageCounts | None:
+        """The counts of stage ``name``, or ``None``."""
+        return next((s for s in self.stages if s.stage == name), None)
+
+    def to_json(self) -> dict[str, Any]:
+        """The status as the operator writes it (see the module docstring for the nulls)."""
+        status: dict[str, Any] = {
+            "phase": self.phase,
+            "observedGeneration": self.observed_generation,
+            "conditions": [c.to_json() for c in self.conditions],
+            "progress": self.progress,
+            "stages": {s.stage: s.to_json() for s in self.stages},
+            "placement": {p.name: p.to_json() for p in self.placement},
+            "gpu": self.gpu.to_json() if self.gpu.servers else None,
+            "startedAt": self.started_at or None,
+            "completedAt": self.completed_at or None,
+        }
+        if self.summary is not None:
+            status["summary"] = self.summary.to_json()
+        return status
+
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> RunStatus:
-        """The record of a ``status`` object; ``None`` or ``{}`` (not reconciled yet) reads as Pending."""
+        """The record of a stored ``status``; ``None`` or ``{}`` (not reconciled yet) reads as
+        Pending, and every part that cannot be read reads as absent."""
         data = data or {}
-        stages = data.get("stages") or {}
-        placement = data.get("placement") or {}
+        stages = data.get("stages")
+        stages = stages if isinstance(stages, Mapping) else {}
+        placement = data.get("placement")
+        placement = placement if isinstance(placement, Mapping) else {}
         summary = data.get("summary")
         return cls(
             phase=_str(data.get("phase")) or "Pending",
@@ -181,22 +298,29 @@ class RunStatus:
             progress=_str(data.get("progress")),
             started_at=_str(data.get("startedAt")),
             completed_at=_str(data.get("completedAt")),
-            conditions=tuple(
-                RunCondition.from_json(c) for c in data.get("conditions") or [] if isinstance(c, Mapping)
-            ),
+            conditions=tuple(RunCondition.from_json(c) for c in _mappings(data.get("conditions"))),
             stages=tuple(
                 StageCounts.from_json(stage, stages[stage])
                 for stage in (*STAGE_ORDER, *sorted(set(stages) - set(STAGE_ORDER)))
                 if isinstance(stages.get(stage), Mapping)
             ),
             placement=tuple(
-                Placement.from_json(entry, name=str(name))
-                for name, entry in placement.items()
-                if isinstance(entry, Mapping)
+                p for name, entry in placement.items() if (p := _placement(name, entry)) is not None
             ),
             summary=RunSummary.from_json(summary) if isinstance(summary, Mapping) else None,
             gpu=_gpu(data.get("gpu")),
+            written=bool(data),
         )
+
+
+def _placement(name: Any, entry: Any) -> Placement | None:
+    """One recorded placement; ``None`` when it is no object or cannot be read."""
+    if not isinstance(entry, Mapping):
+        return None
+    try:
+        return Placement.from_json(entry, name=str(name))
+    except (TypeError, ValueError, AttributeError):
+        return None
 
 
 def _gpu(value: Any) -> GpuUsage:
