@@ -33,32 +33,24 @@ from typing import Any
 
 import kopf
 
+from kubejury_operator import apply, kopf_setup, metrics, placing, reconciler, watched
 from kubejury_operator import manifests as mf
-from kubejury_operator import metrics, reconciler, watched
-from kubejury_operator.apply import apply_plan, delete_children, delete_stored_results
 from kubejury_operator.gateway import ApiCredentials
-from kubejury_operator.kopf_setup import FINALIZER, configure_admission, configure_settings, connection_info
 from kubejury_operator.memory import run_key
-from kubejury_operator.placing import compute_placements
 from kubejury_operator.reconciler import plain
-from kubejury_operator.runtime import OperatorRuntime
+from kubejury_operator.runtime import OperatorRuntime as OperatorRuntime  # test_tenancy imports it here
 from kubejury_operator.tenancy import TenantPolicy
 from kubejury_operator.watched import Caches
 from kubejury_operator.work_queue import DEFAULT_RECONCILE_INTERVAL
 
-GROUP, VERSION, PLURAL = mf.API_GROUP, mf.API_VERSION, "evalruns"
-
-# moved to reconciler, placing, kopf_setup and apply; importers outside this change still use them
+# moved to apply, kopf_setup, placing and reconciler; importers outside this change still use them
+FINALIZER = kopf_setup.FINALIZER
+configure_admission = kopf_setup.configure_admission
+compute_placements = placing.compute_placements
 reconcile = reconciler.reconcile
-__all__ = [
-    "FINALIZER",
-    "OperatorRuntime",
-    "compute_placements",
-    "configure_admission",
-    "reconcile",
-    "register",
-]
-_apply = apply_plan  # moved to apply.apply_plan; tests/integration/devcluster still use it
+_apply = apply.apply_plan
+
+GROUP, VERSION, PLURAL = mf.API_GROUP, mf.API_VERSION, "evalruns"
 
 
 def _runtime(memo: Any) -> OperatorRuntime:
@@ -82,13 +74,13 @@ def configure(
     memo.kubejury = OperatorRuntime(
         settings=mf.WorkloadSettings.from_env(env), policy=TenantPolicy.from_env(env), interval=interval
     )
-    configure_settings(settings, env)
+    kopf_setup.configure_settings(settings, env)
     logger.info("kubejury operator configured; reconcile interval %ss", interval)
 
 
 def login(memo: Any, env: Mapping[str, str], **kwargs: Any) -> kopf.ConnectionInfo | None:
     """kopf's login (:func:`.kopf_setup.connection_info`); the gateway uses the same credentials."""
-    info = connection_info(env, **kwargs)
+    info = kopf_setup.connection_info(env, **kwargs)
     runtime = getattr(memo, "kubejury", None)
     if info is not None and isinstance(runtime, OperatorRuntime):
         runtime.credentials = ApiCredentials.from_connection_info(info)
@@ -143,9 +135,9 @@ async def on_delete(body: kopf.Body, memo: Any, logger: kopf.Logger, **_: Any) -
     with metrics.track_reconcile("delete"):
         obj = plain(body)
         runtime = _runtime(memo)
-        await delete_children(runtime.gateway(), obj)
+        await apply.delete_children(runtime.gateway(), obj)
         if (obj.get("spec") or {}).get("cleanupPolicy") == "Delete":
-            await delete_stored_results(runtime.gateway(), obj, runtime.policy, logger)
+            await apply.delete_stored_results(runtime.gateway(), obj, runtime.policy, logger)
         metrics.forget_run(*run_key(obj))
         runtime.forget(run_key(obj))
 

@@ -22,6 +22,7 @@ from kubejury_operator.apply import run_labels
 from kubejury_operator.gateway import ApiCredentials
 from kubejury_operator.manifests import WorkloadSettings
 from kubejury_operator.placing import compute_placements
+from kubejury_operator.runtime import OperatorRuntime
 from kubejury_operator.tenancy import TenantPolicy
 from kubejury_operator.testing import FakeKubeApi
 from kubejury_operator.work_queue import QueueTiming
@@ -137,7 +138,7 @@ def test_cleanup_deletes_results_with_the_runs_own_storage_credentials(
             Bucket="results", Key="runs/evals/r-u-1/r/primary/answers/qwen/part-0.jsonl", Body=b"{}\n"
         )
         secret = {"AWS_ACCESS_KEY_ID": key["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"]}
-        runtime = handlers.OperatorRuntime(settings=WorkloadSettings(), credentials=SIMULATED_API)
+        runtime = OperatorRuntime(settings=WorkloadSettings(), credentials=SIMULATED_API)
         runtime._gateway = secrets_only_api({"s3": secret})
         memo = SimpleNamespace(kubejury=runtime)
         deleting = handlers.on_delete(body=as_kopf_body(run), memo=memo, logger=logging.getLogger("t"))
@@ -172,7 +173,7 @@ def test_cleanup_deletes_only_the_runs_own_prefix_never_another_namespace_or_the
         path.write_text("{}")
     run = build_evalrun("results", namespace="team-a", storage={"uri": root.as_uri()}, cleanupPolicy="Delete")
     run["metadata"]["uid"] = "u-1aaaaa-0000"
-    runtime = handlers.OperatorRuntime(settings=WorkloadSettings(), credentials=SIMULATED_API)
+    runtime = OperatorRuntime(settings=WorkloadSettings(), credentials=SIMULATED_API)
     runtime._gateway = secrets_only_api({})
     asyncio.run(
         handlers.on_delete(
@@ -194,7 +195,7 @@ def test_cleanup_outside_the_charts_storage_roots_deletes_nothing(tmp_path: Path
         "r", namespace="team-a", storage={"uri": (tmp_path / "elsewhere").as_uri()}, cleanupPolicy="Delete"
     )
     run["metadata"]["uid"] = "u-1"
-    runtime = handlers.OperatorRuntime(
+    runtime = OperatorRuntime(
         settings=WorkloadSettings(),
         credentials=SIMULATED_API,
         policy=TenantPolicy(storage_roots=((tmp_path / "allowed").as_uri(),)),
@@ -240,7 +241,7 @@ def test_cleanup_opens_storage_with_the_charts_list_of_endpoints(monkeypatch: py
         cleanupPolicy="Delete",
     )
     run["metadata"]["uid"] = "u-1"
-    runtime = handlers.OperatorRuntime(
+    runtime = OperatorRuntime(
         settings=WorkloadSettings(),
         credentials=SIMULATED_API,
         policy=TenantPolicy(
@@ -294,7 +295,7 @@ def test_a_deleted_run_is_forgotten_and_its_children_deleted() -> None:
         "metadata": {**child["metadata"], "name": "kj-r-y", "ownerReferences": [{"uid": "u-2"}]},
     }
     api = FakeKubeApi(child, newer)
-    runtime = handlers.OperatorRuntime(settings=WorkloadSettings(), credentials=SIMULATED_API)
+    runtime = OperatorRuntime(settings=WorkloadSettings(), credentials=SIMULATED_API)
     runtime._gateway = api
     runtime.memory(("evals", "r")).status_written_at = 1.0
     asyncio.run(
@@ -328,7 +329,7 @@ def child_event_sender(
 
     monkeypatch.setattr(reconciler, "reconcile", slow_reconcile)
     timing = QueueTiming(interval=15.0, child_event_delay=0.02, child_event_min_gap=0.02)
-    runtime = handlers.OperatorRuntime(settings=WorkloadSettings(), timing=timing)
+    runtime = OperatorRuntime(settings=WorkloadSettings(), timing=timing)
     on_event = handlers._child_event_handler("Job")
     owner = {"apiVersion": "kubejury.io/v1alpha1", "kind": "EvalRun", "name": "r"}
     index = {watched.EVALRUN_INDEX: {("evals", "r"): [{"metadata": {"name": "r", "namespace": "evals"}}]}}
