@@ -22,11 +22,11 @@ class Recorder:
 def test_counts_and_record_fields() -> None:
     view = Recorder()
     tracker = ProgressTracker("generate", "primary", "qwen", total=10, resumed=4, view=view)
-    assert tracker.done == 4
+    assert tracker.counts.done == 4
     tracker.advance()
     tracker.advance(error=True)
     tracker.advance(error=True, parse_failure=True)
-    tracker.retries += 2
+    tracker.retried(2)
     tracker.show()
     record = view.records[-1]
     assert record["done"] == 7 and record["resumed"] == 4 and record["total"] == 10

@@ -28,7 +28,7 @@ def finished_tracker(state: str = "succeeded") -> ProgressTracker:
     tracker.advance()
     tracker.advance(error=True)
     tracker.advance(parse_failure=True)
-    tracker.retries = 5
+    tracker.retried(5)
     tracker.finish("succeeded" if state == "succeeded" else "failed", "" if state == "succeeded" else "boom")
     return tracker
 
@@ -103,3 +103,35 @@ def test_merging_shards() -> None:
     assert merge_shards([done, failed], 2).state == "failed"
     assert merge_shards([done, failed], 2).message == "boom"
     assert not merge_shards([done], 2).complete
+
+
+def test_the_counters_of_a_stage_are_one_type_the_record_extends_under_the_same_json_names() -> None:
+    from dataclasses import fields
+
+    from kubejury.records.progress import StageCounts
+
+    counts = StageCounts(total=9, done=5, resumed=2, errors=1, parse_failures=1, retries=3)
+    record = ProgressRecord(
+        total=9, done=5, resumed=2, errors=1, parse_failures=1, retries=3, stage="judge", name="j"
+    )
+    assert record.counters() == counts.counters()
+    assert isinstance(record, StageCounts) and record.written == 3
+    assert {f.name for f in fields(StageCounts)} <= set(record.to_json())
+    assert {k: record.to_json()[k] for k in counts.counters()} == counts.counters()
+
+
+def test_stage_counts_grow_by_one_record_or_by_retries_and_add_up_across_shards() -> None:
+    from kubejury.records.progress import StageCounts
+
+    start = StageCounts(total=4, done=1, resumed=1)
+    grown = start.advanced().advanced(error=True).advanced(error=True, parse_failure=True).retried(2)
+    assert grown == StageCounts(total=4, done=4, resumed=1, errors=2, parse_failures=1, retries=2)
+    assert start == StageCounts(total=4, done=1, resumed=1), "counts are values: growing makes new ones"
+    assert StageCounts.added([grown, start]) == StageCounts(
+        total=8, done=5, resumed=2, errors=2, parse_failures=1, retries=2
+    )
+
+
+def test_a_tracker_s_counts_are_what_its_record_stores() -> None:
+    tracker = finished_tracker()
+    assert tracker.counts.counters() == {k: tracker.record()[k] for k in tracker.counts.counters()}

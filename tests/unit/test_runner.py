@@ -49,3 +49,14 @@ async def test_shard_writer_batches_in_item_order_and_stores_each_record_s_json_
     assert [r["attempts"] for r in stored] == [1, 4, 5, 0, 2]
     assert [AnswerRecord.from_json(r) for r in stored] == [answer(f"q{i}", n=i) for i in (1, 4, 5, 0, 2)]
     assert writer.keys == keys
+
+
+def test_a_stage_summary_reports_the_counts_its_tracker_kept() -> None:
+    from kubejury.records.progress import StageCounts
+    from kubejury.stages.runner import StageSummary
+
+    summary = StageSummary("judge", "primary", "j", counts=StageCounts(total=5, done=4, resumed=1, errors=1))
+    assert (summary.total, summary.resumed, summary.written, summary.errors) == (5, 1, 3, 1)
+    assert not summary.complete
+    summary.counts = summary.counts.advanced()
+    assert summary.complete and summary.written == 4

@@ -7,10 +7,13 @@ status and metrics. Both import :class:`ProgressRecord` from here, and the stora
 ``<stage>-<name>.shard-<index>-of-<count>.json``) is formatted by :func:`progress_file_name` and
 parsed back by :func:`parse_progress_file_name`, so the two sides cannot disagree.
 
-Fields: ``stage``, ``series``, ``name``, ``total``, ``done`` (records stored, including those
-found from an earlier attempt), ``resumed`` (of which found at start), ``errors`` (records stored
-with an error, this attempt), ``parse_failures`` (judging: replies without a valid score after
-re-asking), ``retries`` (HTTP retries), ``rate_per_s`` (this attempt's completions per second),
+The counters of a stage have one definition, :class:`StageCounts`: the stage's tracker keeps
+them, the progress record stores them (it extends them) and the stage's summary reports them.
+
+Fields: ``stage``, ``series``, ``name``, the counters ``total``, ``done`` (records stored,
+including those found from an earlier attempt), ``resumed`` (of which found at start), ``errors``
+(records stored with an error, this attempt), ``parse_failures`` (judging: replies without a valid
+score after re-asking), ``retries`` (HTTP retries), then ``rate_per_s`` (this attempt's completions per second),
 ``state`` (``running``, ``succeeded``, ``failed``), ``message``, ``started_at``, ``updated_at``
 (ISO-8601 UTC), ``fingerprint`` (digest of what determined the stage's records, see
 :mod:`kubejury.records.fingerprint`; empty from older Jobs).
@@ -19,8 +22,8 @@ re-asking), ``retries`` (HTTP retries), ``rate_per_s`` (this attempt's completio
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields, replace
 from typing import Any, Literal, get_args
 
 ProgressState = Literal["running", "succeeded", "failed"]
@@ -32,8 +35,51 @@ class ProgressRecordError(ValueError):
 
 
 @dataclass(frozen=True)
-class ProgressRecord:
-    """How far one stage (one model's generation or one judge's judging of one series) has got.
+class StageCounts:
+    """How much of one stage run's work is done: the counters of a stage, defined once."""
+
+    total: int = 0  # items of the stage
+    done: int = 0  # records stored, those found from an earlier attempt included
+    resumed: int = 0  # of which found at start
+    errors: int = 0  # records stored with an error, this attempt
+    parse_failures: int = 0  # judge replies without a valid score after re-asking, resumed included
+    retries: int = 0  # HTTP retries
+
+    @property
+    def written(self) -> int:
+        """Records stored by this attempt."""
+        return self.done - self.resumed
+
+    def advanced(self, *, error: bool = False, parse_failure: bool = False) -> StageCounts:
+        """The counts with one more record stored."""
+        return StageCounts(
+            total=self.total,
+            done=self.done + 1,
+            resumed=self.resumed,
+            errors=self.errors + error,
+            parse_failures=self.parse_failures + parse_failure,
+            retries=self.retries,
+        )
+
+    def retried(self, count: int) -> StageCounts:
+        """The counts with ``count`` more HTTP retries."""
+        return replace(self, retries=self.retries + count)
+
+    def counters(self) -> dict[str, int]:
+        """The counters alone, by name (to build a record that extends them)."""
+        return {f.name: getattr(self, f.name) for f in fields(StageCounts)}
+
+    @staticmethod
+    def added(parts: Iterable[StageCounts]) -> StageCounts:
+        """The counts of several shards of one stage together."""
+        items = list(parts)
+        return StageCounts(**{f.name: sum(getattr(p, f.name) for p in items) for f in fields(StageCounts)})
+
+
+@dataclass(frozen=True)
+class ProgressRecord(StageCounts):
+    """How far one stage (one model's generation or one judge's judging of one series) has got:
+    its :class:`StageCounts` and what the operator shows beside them.
 
     Every field has a default so a record written by an older Job (fewer fields) still reads.
     """
@@ -41,12 +87,6 @@ class ProgressRecord:
     stage: str = ""
     series: str = ""
     name: str = ""
-    total: int = 0
-    done: int = 0
-    resumed: int = 0
-    errors: int = 0
-    parse_failures: int = 0
-    retries: int = 0
     rate_per_s: float = 0.0
     state: ProgressState = "running"
     message: str = ""
@@ -113,15 +153,10 @@ def merge_shards(parts: Sequence[ProgressRecord], shard_count: int) -> ProgressR
     else:
         state = "failed"
     return ProgressRecord(
+        **StageCounts.added(parts).counters(),
         stage=first.stage,
         series=first.series,
         name=first.name,
-        total=sum(p.total for p in parts),
-        done=sum(p.done for p in parts),
-        resumed=sum(p.resumed for p in parts),
-        errors=sum(p.errors for p in parts),
-        parse_failures=sum(p.parse_failures for p in parts),
-        retries=sum(p.retries for p in parts),
         rate_per_s=sum(p.rate_per_s for p in parts),
         state=state,
         message="; ".join(p.message for p in parts if p.message),

@@ -149,7 +149,7 @@ async def run_generation(
             body = {"model": served, "messages": [*preamble, {"role": "user", "content": question.question}]}
             body.update(sampling)
             result = await chat(body)
-            tracker.retries += result.attempts - 1
+            tracker.retried(result.attempts - 1)
             if result.error_kind == "connection":
                 return UNREACHABLE
             return answer_record(question.id, model_name, series_name, result, secrets)

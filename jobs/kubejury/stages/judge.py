@@ -180,7 +180,7 @@ async def run_judging(
             result = await client.chat(
                 build_body(served, messages, sampling, response_format=response_format)
             )
-            tracker.retries += result.attempts - 1
+            tracker.retried(result.attempts - 1)
             return result
 
         async def handle(item: JudgingItem) -> JudgmentRecord | Unreachable:

@@ -99,14 +99,17 @@ async def run_stage(
     pending = [(i, item) for i, item in enumerate(items) if item_key(item) not in done]
     resumed = len(items) - len(pending)
 
-    summary = StageSummary(
-        target.stage, target.series, target.name, total=len(items), resumed=resumed, skipped=skipped
-    )
+    summary = StageSummary(target.stage, target.series, target.name, skipped=skipped)
     tracker = ProgressTracker(
-        target.stage, target.series, target.name, total=len(items), resumed=resumed, view=view
+        target.stage,
+        target.series,
+        target.name,
+        total=len(items),
+        resumed=resumed,
+        parse_failures=sum(1 for key in done if stored[key].error_kind == "parse"),
+        view=view,
     )
     tracker.fingerprint = target.fingerprint.digest if target.fingerprint is not None else ""
-    tracker.parse_failures = sum(1 for key in done if stored[key].error_kind == "parse")
 
     async def write_progress() -> None:
         await asyncio.to_thread(storage.write_json, target.progress_key, tracker.record())
@@ -129,9 +132,9 @@ async def run_stage(
         await asyncio.shield(after(initial_progress, write_progress))
         raise
     await initial_progress
+    summary.counts = tracker.counts
     summary.shards = writer.keys
     summary.elapsed_s = time.monotonic() - started
-    summary.parse_failures = tracker.parse_failures
     if summary.unreachable or not summary.complete:
         missing = summary.total - summary.resumed - summary.written
         message = (

@@ -13,11 +13,10 @@ the one definition the operator reads back; :meth:`ProgressTracker.snapshot` mak
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from kubejury.records.progress import ProgressRecord, ProgressState
+from kubejury.records.progress import ProgressRecord, ProgressState, StageCounts
 
 
 def _now_iso() -> str:
@@ -30,41 +29,47 @@ class ProgressView(Protocol):
     def update(self, record: dict[str, Any]) -> None: ...
 
 
-@dataclass
 class ProgressTracker:
-    """Counters of one stage run; cheap to update, snapshot with :meth:`record`."""
+    """The counters of one stage run (:class:`~kubejury.records.progress.StageCounts`) as they
+    grow, and its state; snapshot with :meth:`record`.
 
-    stage: str
-    series: str
-    name: str
-    total: int
-    resumed: int = 0
-    done: int = 0
-    errors: int = 0
-    parse_failures: int = 0
-    retries: int = 0
-    state: ProgressState = "running"
-    message: str = ""
-    started_at: str = field(default_factory=_now_iso)
-    fingerprint: str = ""  # the stage's fingerprint digest, when it has one
-    _t0: float = field(default_factory=time.monotonic, repr=False)
-    view: ProgressView | None = field(default=None, repr=False)
+    ``resumed`` records were found stored at start, ``parse_failures`` of them judge replies
+    without a valid score.
+    """
 
-    def __post_init__(self) -> None:
-        self.done = max(self.done, self.resumed)
+    def __init__(
+        self,
+        stage: str,
+        series: str,
+        name: str,
+        total: int,
+        resumed: int = 0,
+        *,
+        parse_failures: int = 0,
+        view: ProgressView | None = None,
+    ) -> None:
+        self.stage, self.series, self.name = stage, series, name
+        self.counts = StageCounts(total=total, done=resumed, resumed=resumed, parse_failures=parse_failures)
+        self.state: ProgressState = "running"
+        self.message = ""
+        self.started_at = _now_iso()
+        self.fingerprint = ""  # the stage's fingerprint digest, when it has one
+        self.view = view
+        self._t0 = time.monotonic()
 
     def advance(self, *, error: bool = False, parse_failure: bool = False) -> None:
-        self.done += 1
-        if error:
-            self.errors += 1
-        if parse_failure:
-            self.parse_failures += 1
+        """One more record stored (an error, a judge reply without a score)."""
+        self.counts = self.counts.advanced(error=error, parse_failure=parse_failure)
+
+    def retried(self, count: int) -> None:
+        """``count`` more HTTP retries."""
+        self.counts = self.counts.retried(count)
 
     @property
     def rate_per_s(self) -> float:
+        """Records stored per second by this attempt."""
         elapsed = time.monotonic() - self._t0
-        new = self.done - self.resumed
-        return new / elapsed if elapsed > 0 else 0.0
+        return self.counts.written / elapsed if elapsed > 0 else 0.0
 
     def finish(self, state: ProgressState, message: str = "") -> None:
         self.state = state
@@ -73,15 +78,10 @@ class ProgressTracker:
     def snapshot(self) -> ProgressRecord:
         """The progress record as of now (what the operator reads back)."""
         return ProgressRecord(
+            **self.counts.counters(),
             stage=self.stage,
             series=self.series,
             name=self.name,
-            total=self.total,
-            done=self.done,
-            resumed=self.resumed,
-            errors=self.errors,
-            parse_failures=self.parse_failures,
-            retries=self.retries,
             rate_per_s=round(self.rate_per_s, 3),
             state=self.state,
             message=self.message,

@@ -32,6 +32,7 @@ from typing import Any, Generic, Protocol, Self, TypeVar
 
 from kubejury.errors import KubejuryError
 from kubejury.files.storage import Storage
+from kubejury.records.progress import StageCounts
 from kubejury.stages.progress import ProgressTracker
 
 T = TypeVar("T")
@@ -79,16 +80,13 @@ class StageOptions:
 
 @dataclass
 class StageSummary:
-    """What one stage run did (returned to the caller; the progress record has the same counts)."""
+    """What one stage run did (returned to the caller): its tracker's final counts — the ones its
+    progress record stores — and what only the caller needs."""
 
     stage: str
     series: str
     name: str
-    total: int
-    resumed: int = 0
-    written: int = 0
-    errors: int = 0
-    parse_failures: int = 0
+    counts: StageCounts = field(default_factory=StageCounts)
     unreachable: int = 0
     skipped: int = 0  # items that cannot be processed (e.g. judging an answer that failed)
     error_reasons: dict[str, int] = field(default_factory=dict)  # request error → how often
@@ -96,8 +94,28 @@ class StageSummary:
     shards: list[str] = field(default_factory=list)
 
     @property
+    def total(self) -> int:
+        return self.counts.total
+
+    @property
+    def resumed(self) -> int:
+        return self.counts.resumed
+
+    @property
+    def written(self) -> int:
+        return self.counts.written
+
+    @property
+    def errors(self) -> int:
+        return self.counts.errors
+
+    @property
+    def parse_failures(self) -> int:
+        return self.counts.parse_failures
+
+    @property
     def complete(self) -> bool:
-        return self.resumed + self.written == self.total
+        return self.counts.done == self.counts.total
 
 
 def is_final(record: StageRecord) -> bool:
@@ -229,16 +247,11 @@ async def pump(
                 continue
             state["consecutive_unreachable"] = 0
             add(index, record)
-            summary.written += 1
             error = record.error is not None
             parse_failure = error and record.error_kind == "parse"
-            if error:
-                summary.errors += 1
-                if not parse_failure:
-                    reason = str(record.error)
-                    summary.error_reasons[reason] = summary.error_reasons.get(reason, 0) + 1
-            if parse_failure:
-                summary.parse_failures += 1
+            if error and not parse_failure:
+                reason = str(record.error)
+                summary.error_reasons[reason] = summary.error_reasons.get(reason, 0) + 1
             advance(error=error, parse_failure=parse_failure)
 
     async def ticker() -> None:
