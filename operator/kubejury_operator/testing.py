@@ -10,6 +10,9 @@ tests/unit/test_kube_api_fake.py runs the same contract against the gateway on a
 server, so the two cannot drift apart. Test-side helpers: :meth:`FakeKubeApi.put` seeds objects,
 :meth:`~FakeKubeApi.objects` and :meth:`~FakeKubeApi.events` read them back, :attr:`~FakeKubeApi.calls`
 records every verb, and :meth:`~FakeKubeApi.fail` makes a verb raise ``GatewayError`` (refusals).
+What it leaves out on purpose: the gateway's time-to-live cache of Secrets (a changed Secret is seen
+at once here; tests/unit/test_gateway_secret_cache.py covers the cache) and the API server's own
+defaulting beyond a ``uid`` and the namespace.
 """
 
 from __future__ import annotations
