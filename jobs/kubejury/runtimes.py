@@ -34,7 +34,7 @@ class UnknownRuntimeError(ConfigError, ValueError):
 class ServingRuntime:
     """What one runtime means: where it runs, what it loads and how requests address it."""
 
-    name: str
+    name: RuntimeName
     in_cluster: bool
     """The operator brings up a server for it (Deployment and Service); else an external endpoint."""
     serves_gguf: bool

@@ -60,7 +60,7 @@ from kubejury.config.spec_rules import normalize_quantization as normalize_quant
 from kubejury.config.spec_rules import spec_problems as spec_problems
 from kubejury.errors import InputError
 from kubejury.modelinfo import parse_parameters
-from kubejury.runtimes import RuntimeName, runtime_of
+from kubejury.runtimes import DEFAULT_RUNTIME, RuntimeName, runtime_of
 from kubejury.safe_input import load_yaml
 from kubejury.stats.scoring import DEFAULT_LEVEL_WEIGHTS, DEFAULT_TIERS, ScoringConfig, TierRule
 
@@ -289,7 +289,7 @@ class ModelSpec(_Model):
         ),
     )
     runtime: Runtime = Field(
-        default="vllm",
+        default=DEFAULT_RUNTIME.name,
         description=(
             "How to serve it: vllm (GPU), llamacpp or ollama (GGUF, small GPUs or CPU), openai (an existing "
             "OpenAI-compatible endpoint; nothing is deployed)."

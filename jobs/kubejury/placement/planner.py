@@ -93,7 +93,7 @@ from kubejury.placement.gpu_nodes import parse_node as parse_node
 from kubejury.placement.gpu_nodes import parse_node_list as parse_node_list
 from kubejury.placement.gpu_nodes import parse_quantity as parse_quantity
 from kubejury.records.placement import Placement as Placement
-from kubejury.runtimes import judge_placement_key, runtime_of
+from kubejury.runtimes import VLLM, judge_placement_key, runtime_of
 
 TP_SIZES: tuple[int, ...] = (1, 2, 4, 8)
 
@@ -345,7 +345,7 @@ def _place_vllm(
         need_text = f" It needs about {need:.0f} GiB of GPU memory." if need else ""
         return _unschedulable(
             model,
-            "vllm",
+            VLLM.name,
             first_quant,
             f"model {model.name!r} (runtime vllm) needs NVIDIA GPUs, and there are no schedulable GPU nodes{where}."
             f"{need_text} On CPU-only clusters use runtime llamacpp with a GGUF quantization (e.g. q4_k_m)."
@@ -397,7 +397,7 @@ def _place_vllm(
         need_text = f"about {best_need:.0f} GiB of GPU memory" if best_need else "GPUs it cannot get"
         return _unschedulable(
             model,
-            "vllm",
+            VLLM.name,
             first_quant,
             f"model {model.name!r} needs {need_text} on one node, and {_largest_text(pools)}. Tried: "
             + "; ".join(rejections)
@@ -431,7 +431,7 @@ def _place_vllm(
     return Placement(
         name=model.name,
         schedulable=True,
-        runtime="vllm",
+        runtime=VLLM.name,
         quantization=chosen.option.quantization,
         tensor_parallel_size=chosen.gpus,
         gpu_product=pool.product,
@@ -610,7 +610,7 @@ def place_model(
     if is_gguf_type(model.quantization) and model.quantization not in ("bf16", "mxfp4"):
         return _unschedulable(
             model,
-            "vllm",
+            VLLM.name,
             normalize_quantization(model.quantization),
             f"GGUF quantization {model.quantization} needs runtime llamacpp or ollama",
             None,
