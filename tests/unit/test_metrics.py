@@ -229,3 +229,31 @@ def test_gpu_seconds_come_from_status_gpu_and_grow_with_the_open_interval_at_scr
     assert "kubejury_gpu_held_seconds_total" in metrics.metric_labels()
     metrics.forget_run("ns", "r")
     assert value("kubejury_gpu_held_seconds_total", **labels) is None
+
+
+def test_an_observation_reads_the_status_record_the_same_as_its_written_json() -> None:
+    from kubejury.records.run_status import RunStatus
+
+    status = {
+        "phase": "Aggregating",
+        "startedAt": "2026-11-30T01:00:00Z",
+        "stages": {"generation": {"done": 40, "total": 40}, "judging": {"done": 80, "total": 80}},
+        "conditions": [
+            {"type": "GenerationComplete", "status": "True", "lastTransitionTime": "2026-11-30T01:10:00Z"},
+            {"type": "JudgingComplete", "status": "True", "lastTransitionTime": "2026-11-30T01:40:00Z"},
+        ],
+    }
+    from_json = metrics.observation("ns", "r", status, {})
+    assert metrics.observation("ns", "r", RunStatus.from_json(status), {}) == from_json
+    assert from_json.stage_durations == {"generation": 600.0, "judging": 1800.0}
+
+
+def test_a_stage_duration_with_a_time_that_is_no_timestamp_is_left_out_not_an_error() -> None:
+    status = {
+        "startedAt": "soon",
+        "conditions": [
+            {"type": "GenerationComplete", "status": "True", "lastTransitionTime": "2026-11-30T01:10:00Z"},
+            {"type": "JudgingComplete", "status": "True", "lastTransitionTime": "2026-11-30T01:40:00+00:00"},
+        ],
+    }
+    assert metrics.stage_durations(status) == {"judging": 1800.0}
