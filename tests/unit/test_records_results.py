@@ -14,6 +14,10 @@ from typing import Any
 
 import pytest
 
+from kubejury.files.benchmark import Question
+from kubejury.inference.client import ChatResult
+from kubejury.judging.anonymize import Scrubber
+from kubejury.judging.judge_prompt import Verdict
 from kubejury.records.results import (
     RESULTS_FORMAT,
     AnswerRecord,
@@ -23,6 +27,8 @@ from kubejury.records.results import (
     field_types,
     required_fields,
 )
+from kubejury.stages.generate import answer_record
+from kubejury.stages.judge import JudgingItem, build_items, judgment_record
 
 FORMAT_1_ANSWER: dict[str, Any] = {
     "answer": "Договор — соглашение сторон.",
@@ -183,3 +189,57 @@ def test_docs_formats_lists_every_field_of_the_record_in_order_and_names_its_typ
 ) -> None:
     assert documented_fields(heading) == [*field_types(record_type), "format"]
     assert f"`kubejury.records.results.{record_type.__name__}`" in FORMATS_DOC.read_text(encoding="utf-8")
+
+
+# ------------------------------------------------------------------------------ what the stages write
+
+
+def chat_result(content: str | None = "Ответ", error: str | None = None) -> ChatResult:
+    return ChatResult(
+        content=content,
+        finish_reason="stop" if error is None else None,
+        prompt_tokens=12,
+        completion_tokens=40,
+        latency_s=1.23456,
+        attempts=2,
+        error=error,
+        error_kind=None if error is None else "http",
+        server_version="b4321",
+    )
+
+
+def test_the_generation_stage_writes_an_answer_record_with_today_s_keys() -> None:
+    record = answer_record("law-001", "qwen3.5-27b", "primary", chat_result())
+    assert isinstance(record, AnswerRecord)
+    assert set(record.to_json()) == (set(FORMAT_1_ANSWER) - {"fingerprint"}) | {"format"}
+    assert (record.answer, record.latency_s, record.usage) == ("Ответ", 1.2346, TokenUsage(12, 40))
+
+
+def test_the_generation_stage_masks_its_secrets_in_every_text_field_of_the_record() -> None:
+    leaked = chat_result(content=None, error="HTTP 401: bad key sk-secret-1")
+    record = answer_record("law-001", "m", "primary", leaked, secrets=["sk-secret-1", None])
+    assert record.answer is None and record.error is not None
+    assert "sk-secret-1" not in json.dumps(record.to_json()) and record.usage == TokenUsage(12, 40)
+
+
+def test_the_judging_stage_writes_a_judgment_record_with_today_s_keys() -> None:
+    question = Question(id="law-001", domain="law", level=1, question="?", reference="!")
+    item = JudgingItem(question, "qwen3.5-27b", "m-7f3a", "Ответ")
+    record = judgment_record(item, "primary", "judge-a", Verdict(score=9.0, rationale="ok"), chat_result(), 1)
+    assert set(record.to_json()) == set(FORMAT_1_JUDGMENT) | {"format"}
+    assert (record.score, record.error_kind, record.answer_id) == (9.0, None, "m-7f3a")
+    failed = judgment_record(item, "primary", "judge-a", None, chat_result(None, "HTTP 500"), 2)
+    assert (failed.score, failed.rationale, failed.error_kind, failed.asks) == (None, "", "http", 2)
+
+
+def test_judging_skips_the_answers_whose_generation_failed_and_hides_model_names() -> None:
+    questions = [Question(id=f"q{i}", domain="law", level=1, question="?", reference="!") for i in (1, 2)]
+    answers = {
+        "alpha": [
+            AnswerRecord(question_id="q1", model="alpha", answer="I am alpha."),
+            AnswerRecord(question_id="q2", model="alpha", answer=None, error="HTTP 500"),
+        ]
+    }
+    items, mapping, skipped = build_items(questions, answers, seed=1, scrubber=Scrubber(["alpha"]))
+    assert skipped == 1 and [item.question.id for item in items] == ["q1"]
+    assert "alpha" not in items[0].text and items[0].answer_id == mapping["alpha"]
