@@ -41,6 +41,7 @@ class GpuUsageError(ValueError):
     """A GPU usage document that is not one (names the field)."""
 
 
+# moved to kubejury.records.timestamps.now_time; importers outside this change still use it
 def usage_now() -> str:
     """The current time in the record's format (:func:`kubejury.records.timestamps.now_time`)."""
     return now_time()
