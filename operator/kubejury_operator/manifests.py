@@ -44,8 +44,10 @@ from kubejury.files.storage import STORAGE_MOUNT_ENV
 from kubejury.records.gpu_usage import GPU_USAGE_ENV, GpuUsage
 from kubejury.records.placement import Placement
 from kubejury.runtimes import LLAMACPP, OLLAMA, VLLM, runtime_of
+from kubejury_operator.settings import ModelCacheSettings, ServerSettings, StorageSettings
 
-# moved to kubejury_operator.settings and .vocabulary; importers outside this change still use them
+# moved to kubejury_operator.settings and .vocabulary (the builders use some of them too); importers
+# outside this change still use them
 from kubejury_operator.settings import WorkloadSettings as WorkloadSettings
 from kubejury_operator.vocabulary import ANNOTATION_MODELS_COMPLETE as ANNOTATION_MODELS_COMPLETE
 from kubejury_operator.vocabulary import ANNOTATION_ROUND as ANNOTATION_ROUND
@@ -146,9 +148,7 @@ def restricted_pod_security(uid: int) -> dict[str, Any]:
     }
 
 
-def _allowed_placement_tolerations(
-    settings: WorkloadSettings, placement: Placement
-) -> list[Mapping[str, Any]]:
+def _allowed_placement_tolerations(settings: ServerSettings, placement: Placement) -> list[Mapping[str, Any]]:
     """The placement's tolerations of the GPU taint, and those the chart lists: nothing else, even
     from a placement recorded in status before the planner stopped tolerating every taint."""
     return [
@@ -159,7 +159,7 @@ def _allowed_placement_tolerations(
     ]
 
 
-def _gpu_tolerations(settings: WorkloadSettings, placement: Placement | None) -> list[dict[str, Any]]:
+def _gpu_tolerations(settings: ServerSettings, placement: Placement | None) -> list[dict[str, Any]]:
     """The GPU taint, the chart's tolerations (``KUBEJURY_GPU_TOLERATIONS``) and the placement's
     allowed ones (:func:`_allowed_placement_tolerations`), each once."""
     result: list[dict[str, Any]] = [
@@ -175,7 +175,7 @@ def _gpu_tolerations(settings: WorkloadSettings, placement: Placement | None) ->
     return result
 
 
-def _uses_gpu(placement: Placement | None, settings: WorkloadSettings) -> bool:
+def _uses_gpu(placement: Placement | None, settings: ServerSettings) -> bool:
     """GPU workloads are those placed on GPU nodes (node selector names an NVIDIA label)."""
     if placement is None or placement.tensor_parallel_size <= 0:
         return False
@@ -203,13 +203,13 @@ def _source_volume(source: str) -> tuple[str, list[dict[str, Any]], list[dict[st
     return _hf_model_id(source), [], []
 
 
-def _cache_volume(settings: WorkloadSettings) -> dict[str, Any]:
+def _cache_volume(settings: ModelCacheSettings) -> dict[str, Any]:
     if settings.model_cache_pvc:
         return {"name": "model-cache", "persistentVolumeClaim": {"claimName": settings.model_cache_pvc}}
     return {"name": "model-cache", "emptyDir": {"sizeLimit": settings.model_cache_size_limit}}
 
 
-def _hf_token_env(settings: WorkloadSettings) -> list[dict[str, Any]]:
+def _hf_token_env(settings: ServerSettings) -> list[dict[str, Any]]:
     if not settings.hf_token_secret:
         return []
     return [
@@ -242,7 +242,7 @@ def _server_home_env(cache: str) -> list[dict[str, Any]]:
     ]
 
 
-def _weights_s3_env(endpoint: Endpoint, settings: WorkloadSettings) -> list[dict[str, Any]]:
+def _weights_s3_env(endpoint: Endpoint, settings: StorageSettings) -> list[dict[str, Any]]:
     """How a server streaming ``s3://`` weights reaches the store: the chart's (or run's) endpoint and
     region. Credentials come from the storage Secret (``envFrom``, see :func:`_server_container`).
     Only vLLM reads ``s3://`` (Run:ai streamer); the spec rejects it for llama.cpp and Ollama."""
@@ -284,7 +284,7 @@ def storage_secret_env(secret: str, env: list[dict[str, Any]]) -> list[dict[str,
     ]
 
 
-def _storage_env(settings: WorkloadSettings) -> list[dict[str, Any]]:
+def _storage_env(settings: StorageSettings) -> list[dict[str, Any]]:
     """The chart's S3 settings for a Job: the same store the operator reads progress from."""
     env: list[dict[str, Any]] = []
     if settings.s3_endpoint:
@@ -294,7 +294,7 @@ def _storage_env(settings: WorkloadSettings) -> list[dict[str, Any]]:
     return env
 
 
-def _probes(path: str, settings: WorkloadSettings) -> dict[str, Any]:
+def _probes(path: str, settings: ServerSettings) -> dict[str, Any]:
     period = 10
     http = {"path": path, "port": "http"}
     return {
@@ -360,7 +360,7 @@ def _mebibytes(count: int) -> str:
 
 
 def _resources(
-    endpoint: Endpoint, placement: Placement, gpus: int, settings: WorkloadSettings, shm: str | None
+    endpoint: Endpoint, placement: Placement, gpus: int, settings: ServerSettings, shm: str | None
 ) -> dict[str, Any]:
     """Requests that keep a model server out of the BestEffort class (evicted first under memory
     pressure), its GPUs, and the memory-backed ``/dev/shm`` (``shm``, vLLM only) counted in the memory
