@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import logging
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -46,7 +45,7 @@ def utc_now() -> str:
 
 
 async def carry_out(
-    api: KubeApi, namespace: str, action: Action, logger: Any, expectations: Expectations | None
+    api: KubeApi, namespace: str, action: Action, logger: kopf.Logger, expectations: Expectations | None
 ) -> st.ApplyFailure | None:
     """One action; the failure to report when the API server refused it."""
     try:
@@ -89,7 +88,7 @@ async def apply_plan(
     obj: Mapping[str, Any],
     decided: Plan,
     previous: Mapping[str, Any],
-    logger: Any,
+    logger: kopf.Logger,
     expectations: Expectations | None = None,
     since_written: float | None = None,
 ) -> bool:
@@ -127,7 +126,7 @@ async def apply_plan(
     return writer.wrote
 
 
-async def post_events(api: KubeApi, obj: Mapping[str, Any], decided: Plan, logger: Any) -> None:
+async def post_events(api: KubeApi, obj: Mapping[str, Any], decided: Plan, logger: kopf.Logger) -> None:
     """The plan's Events; one that cannot be posted is logged (an Event is informational)."""
     for event in decided.events:
         try:
@@ -155,7 +154,7 @@ async def delete_children(api: KubeApi, obj: Mapping[str, Any]) -> None:
 
 
 async def delete_stored_results(
-    api: KubeApi, obj: Mapping[str, Any], policy: TenantPolicy, logger: logging.Logger | Any
+    api: KubeApi, obj: Mapping[str, Any], policy: TenantPolicy, logger: kopf.Logger
 ) -> None:
     """``cleanupPolicy: Delete``: remove the run's stored results, with the run's own credentials."""
     meta = obj.get("metadata") or {}

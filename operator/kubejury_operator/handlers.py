@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import kopf
@@ -53,7 +53,7 @@ _apply = apply.apply_plan
 GROUP, VERSION, PLURAL = mf.API_GROUP, mf.API_VERSION, "evalruns"
 
 
-def _runtime(memo: Any) -> OperatorRuntime:
+def _runtime(memo: object) -> OperatorRuntime:
     runtime = getattr(memo, "kubejury", None)
     if not isinstance(runtime, OperatorRuntime):
         raise kopf.TemporaryError("operator runtime not initialised yet", delay=5)
@@ -78,7 +78,7 @@ def configure(
     logger.info("kubejury operator configured; reconcile interval %ss", interval)
 
 
-def login(memo: Any, env: Mapping[str, str], **kwargs: Any) -> kopf.ConnectionInfo | None:
+def login(memo: object, env: Mapping[str, str], **kwargs: Any) -> kopf.ConnectionInfo | None:
     """kopf's login (:func:`.kopf_setup.connection_info`); the gateway uses the same credentials."""
     info = kopf_setup.connection_info(env, **kwargs)
     runtime = getattr(memo, "kubejury", None)
@@ -87,7 +87,7 @@ def login(memo: Any, env: Mapping[str, str], **kwargs: Any) -> kopf.ConnectionIn
     return info
 
 
-async def shutdown(memo: Any, **_: Any) -> None:
+async def shutdown(memo: object, **_: Any) -> None:
     runtime = getattr(memo, "kubejury", None)
     if isinstance(runtime, OperatorRuntime):
         await runtime.close()
@@ -103,15 +103,15 @@ async def _reconcile(
         await reconciler.reconcile(runtime, body, logger, caches)
 
 
-async def reconcile_timer(body: kopf.Body, memo: Any, logger: kopf.Logger, **kwargs: Any) -> None:
+async def reconcile_timer(body: kopf.Body, memo: object, logger: kopf.Logger, **kwargs: Any) -> None:
     runtime = _runtime(memo)
     caches = Caches.from_handler_kwargs(kwargs)
     queue = runtime.memory(run_key(body)).queue
     await queue.on_timer(lambda: _reconcile(runtime, body, logger, "timer", caches))
 
 
-def _child_event_handler(kind: str) -> Any:
-    async def on_child_event(body: kopf.Body, memo: Any, logger: kopf.Logger, **kwargs: Any) -> None:
+def _child_event_handler(kind: str) -> Callable[..., Awaitable[None]]:
+    async def on_child_event(body: kopf.Body, memo: object, logger: kopf.Logger, **kwargs: Any) -> None:
         """A Job or Deployment of a run changed what the planner reads of it: queue a reconcile of
         that run (:meth:`.work_queue.RunQueue.on_child_event`) rather than wait for the tick."""
         owner = watched.owner_run(body)
@@ -131,7 +131,7 @@ def _child_event_handler(kind: str) -> Any:
     return on_child_event
 
 
-async def on_delete(body: kopf.Body, memo: Any, logger: kopf.Logger, **_: Any) -> None:
+async def on_delete(body: kopf.Body, memo: object, logger: kopf.Logger, **_: Any) -> None:
     with metrics.track_reconcile("delete"):
         obj = plain(body)
         runtime = _runtime(memo)
@@ -142,7 +142,7 @@ async def on_delete(body: kopf.Body, memo: Any, logger: kopf.Logger, **_: Any) -
         runtime.forget(run_key(obj))
 
 
-async def validate(body: kopf.Body, memo: Any, old: Any = None, **_: Any) -> None:
+async def validate(body: kopf.Body, memo: object, old: Mapping[str, Any] | None = None, **_: Any) -> None:
     """Admission: the spec's own rules and the chart's allow-lists, nothing read from the cluster;
     on an update, a started run's spec is immutable (as the CRD's CEL rule says).
 
@@ -191,7 +191,7 @@ def register(
     async def startup(settings: kopf.OperatorSettings, memo: Any, logger: kopf.Logger, **_: Any) -> None:
         configure(settings, memo, logger, options, every)
 
-    def connect(memo: Any, **kwargs: Any) -> kopf.ConnectionInfo | None:
+    def connect(memo: object, **kwargs: Any) -> kopf.ConnectionInfo | None:
         return login(memo, options, **kwargs)
 
     kopf.on.startup(id="configure", registry=registry)(startup)
@@ -229,10 +229,10 @@ def _register_watches(registry: kopf.OperatorRegistry) -> None:
         changed(_child_event_handler(kind))
 
 
-def _indexer(entry: Any) -> Any:
+def _indexer(entry: Callable[[Mapping[str, Any]], object]) -> Callable[..., object]:
     """A kopf index function: the body in, :mod:`.watched`'s entry out."""
 
-    def index(body: kopf.Body, **_: Any) -> Any:
+    def index(body: kopf.Body, **_: Any) -> object:
         return entry(body)
 
     return index

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import logging
 from collections.abc import Mapping
 from typing import Any
+
+import kopf
 
 from kubejury.config import spec as specmod
 from kubejury_operator import manifests as mf
@@ -96,7 +97,7 @@ class StorageReader:
     api: KubeApi
     policy: TenantPolicy
     cache: ProgressCache
-    logger: logging.Logger | Any
+    logger: kopf.Logger
 
 
 async def observe_storage(

@@ -82,7 +82,7 @@ async def _valid_spec(
     memory: RunMemory,
     obj: Mapping[str, Any],
     previous: Mapping[str, Any],
-    logger: logging.Logger | Any,
+    logger: kopf.Logger,
 ) -> specmod.EvalRun | None:
     """The run's parsed spec when it is valid and within the chart's allow-lists. Otherwise the
     run is marked Failed and :class:`kopf.PermanentError` raised — or ``None`` returned when this
@@ -117,7 +117,7 @@ async def _observe(
     run: ClusterRun,
     key: RunKey,
     previous: Mapping[str, Any],
-    logger: logging.Logger | Any,
+    logger: kopf.Logger,
 ) -> Observed:
     """The run as it is: children from the caches, with this operator's writes the caches do not
     show yet (:mod:`.expectations`), then progress from storage."""
