@@ -78,6 +78,10 @@ class FakeKubeApi:
         replacing any object of that name; no call is recorded and no failure applies."""
         stored = copy.deepcopy(dict(obj))
         meta = stored.setdefault("metadata", {})
+        if not meta.get("name") or not stored.get("kind"):
+            raise ValueError(
+                f"metadata.name and kind: required, got {meta.get('name')!r} and {stored.get('kind')!r}"
+            )
         meta.setdefault("uid", str(uuid.uuid4()))
         key = self._key(str(stored["kind"]), meta.get("namespace"), str(meta["name"]))
         if key[1] is not None:
@@ -123,8 +127,7 @@ class FakeKubeApi:
 
     async def create(self, manifest: Mapping[str, Any]) -> bool:
         meta = manifest.get("metadata") or {}
-        kind, name = str(manifest["kind"]), str(meta["name"])
-        key = self._call("create", kind, meta.get("namespace"), name)
+        key = self._call("create", str(manifest.get("kind")), meta.get("namespace"), str(meta.get("name")))
         if key in self.store:
             return False
         self.put(manifest)
@@ -218,8 +221,11 @@ class FakeKubeApi:
 
     @staticmethod
     def _key(kind: str, namespace: str | None, name: str) -> Key:
-        namespaced = RESOURCES[kind].namespaced if kind in RESOURCES else True
-        return (kind, (namespace or "default") if namespaced else None, name)
+        """Where an object is kept; a kind the gateway cannot address is refused as it would be."""
+        resource = RESOURCES.get(kind)
+        if resource is None:
+            raise KeyError(f"kind: {kind!r} is not one the gateway knows ({', '.join(RESOURCES)})")
+        return (kind, (namespace or "default") if resource.namespaced else None, name)
 
     def _call(self, verb: str, kind: str, namespace: str | None, name: str | None) -> Key:
         """Record the call, raise the failure set for it, and return the object's key."""

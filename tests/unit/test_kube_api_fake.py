@@ -255,3 +255,11 @@ async def test_an_object_without_a_namespace_lands_in_default_and_close_is_remem
     assert (await fake.get("ConfigMap", "default", "a") or {})["metadata"]["namespace"] == "default"
     await fake.close()
     assert fake.closed
+
+
+async def test_a_kind_the_gateway_cannot_address_and_an_object_without_a_name_are_refused_by_field() -> None:
+    fake = FakeKubeApi()
+    with pytest.raises(KeyError, match="kind: 'CronJob'"):
+        await fake.get("CronJob", "ns", "c")
+    with pytest.raises(ValueError, match=r"metadata\.name"):
+        fake.put({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}})
