@@ -6,6 +6,7 @@ import io
 import time
 from typing import Any
 
+import pytest
 from rich.console import Console
 
 from kubejury.stages.progress import ProgressTracker, RichProgressView
@@ -78,3 +79,12 @@ def test_rich_view_draws_one_bar_per_stage() -> None:
     task = view._progress.tasks[0]
     assert task.completed == 2 and task.total == 3
     assert "generate" in out.getvalue() and "primary" in out.getvalue()
+
+
+def test_a_tracker_refuses_a_counter_it_does_not_keep_instead_of_losing_it() -> None:
+    tracker = ProgressTracker("generate", "primary", "qwen", total=3)
+    tracker.done = 3  # the operator-scale benchmark's fast kubelet finishes a stage this way
+    assert tracker.record()["done"] == 3
+    not_a_counter = "written"  # a property of the counts, not a counter to set
+    with pytest.raises(AttributeError):
+        setattr(tracker, not_a_counter, 3)

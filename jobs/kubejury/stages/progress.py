@@ -12,6 +12,7 @@ the one definition the operator reads back; :meth:`ProgressTracker.snapshot` mak
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -34,8 +35,21 @@ class ProgressTracker:
     grow, and its state; snapshot with :meth:`record`.
 
     ``resumed`` records were found stored at start, ``parse_failures`` of them judge replies
-    without a valid score.
+    without a valid score. Slotted: setting a counter that is not one fails instead of being lost.
     """
+
+    __slots__ = (
+        "_t0",
+        "counts",
+        "fingerprint",
+        "message",
+        "name",
+        "series",
+        "stage",
+        "started_at",
+        "state",
+        "view",
+    )
 
     def __init__(
         self,
@@ -56,6 +70,15 @@ class ProgressTracker:
         self.fingerprint = ""  # the stage's fingerprint digest, when it has one
         self.view = view
         self._t0 = time.monotonic()
+
+    # kept for benchmarks/operator_scale/fast_kubelet.py, which sets it; the counters moved to ``counts``
+    @property
+    def done(self) -> int:
+        return self.counts.done
+
+    @done.setter
+    def done(self, value: int) -> None:
+        self.counts = dataclasses.replace(self.counts, done=value)
 
     def advance(self, *, error: bool = False, parse_failure: bool = False) -> None:
         """One more record stored (an error, a judge reply without a score)."""
