@@ -128,7 +128,7 @@ def test_unknown_keys_of_a_line_are_not_kept() -> None:
         ({**FORMAT_1_ANSWER, "answer": ["a"]}, r"field 'answer': must be a string, got list"),
         (
             {**FORMAT_1_ANSWER, "usage": {"prompt_tokens": "12"}},
-            r"field 'usage'.prompt_tokens: must be an integer",
+            r"answer record field 'usage.prompt_tokens': must be an integer",
         ),
         ({**FORMAT_1_ANSWER, "usage": 12}, r"field 'usage': must be an object"),
         ({**FORMAT_1_ANSWER, "model": None}, r"answer record field 'model': required, but missing or null"),

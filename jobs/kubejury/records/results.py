@@ -128,7 +128,14 @@ def field_types(record_type: type) -> dict[str, type]:
 
 def required_fields(record_type: type) -> tuple[str, ...]:
     """The fields a line must give (not missing, not null)."""
-    return tuple(f.name for f in fields(record_type) if f.default is dataclasses.MISSING)
+    if record_type not in _REQUIRED:
+        _REQUIRED[record_type] = tuple(
+            f.name for f in fields(record_type) if f.default is dataclasses.MISSING
+        )
+    return _REQUIRED[record_type]
+
+
+_REQUIRED: dict[type, tuple[str, ...]] = {}
 
 
 # ------------------------------------------------------------------------------ writing
@@ -166,52 +173,61 @@ def _migrated(kind: str, data: Mapping[str, Any]) -> Mapping[str, Any]:
 def _read(record_type: type[R], kind: str, data: Mapping[str, Any]) -> R:
     current = _migrated(kind, data)
     values: dict[str, Any] = {}
-    for name, (_, convert) in _plan(record_type).items():
+    for name, (expected, convert) in _plan(record_type).items():
         value = current.get(name)
-        if value is not None:
-            values[name] = convert(f"{kind} record field {name!r}", value)
+        if value is None:
+            continue
+        # The common case costs one type check; the converter runs only for anything else.
+        values[name] = value if type(value) is expected else convert(kind, name, value)
     for name in required_fields(record_type):
         if name not in values:
             raise RecordFormatError(f"{kind} record field {name!r}: required, but missing or null")
     return record_type(**values)
 
 
-Converter = Callable[[str, Any], Any]
+Converter = Callable[[str, str, Any], Any]
+"""``(kind, field, value)`` → the field's value, or :class:`RecordFormatError` naming the field."""
 
 
-def _text(where: str, value: Any) -> str:
+def _wrong(kind: str, name: str, value: Any, expected: str) -> RecordFormatError:
+    return RecordFormatError(
+        f"{kind} record field {name!r}: must be {expected}, got {type(value).__name__} {value!r:.40}"
+    )
+
+
+def _text(kind: str, name: str, value: Any) -> str:
     if isinstance(value, str):
         return value
-    raise RecordFormatError(f"{where}: must be a string, got {type(value).__name__} {value!r:.40}")
+    raise _wrong(kind, name, value, "a string")
 
 
-def _number(where: str, value: Any) -> float:
+def _number(kind: str, name: str, value: Any) -> float:
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
-    raise RecordFormatError(f"{where}: must be a number, got {type(value).__name__} {value!r:.40}")
+    raise _wrong(kind, name, value, "a number")
 
 
-def _integer(where: str, value: Any) -> int:
+def _integer(kind: str, name: str, value: Any) -> int:
     if isinstance(value, int) and not isinstance(value, bool):
         return value
-    raise RecordFormatError(f"{where}: must be an integer, got {type(value).__name__} {value!r:.40}")
+    raise _wrong(kind, name, value, "an integer")
 
 
-def _usage(where: str, value: Any) -> TokenUsage:
+def _usage(kind: str, name: str, value: Any) -> TokenUsage:
     if not isinstance(value, Mapping):
-        raise RecordFormatError(f"{where}: must be an object, got {type(value).__name__} {value!r:.40}")
+        raise _wrong(kind, name, value, "an object")
     counts = {
-        key: None if value.get(key) is None else _integer(f"{where}.{key}", value.get(key))
+        key: None if value.get(key) is None else _integer(kind, f"{name}.{key}", value.get(key))
         for key in ("prompt_tokens", "completion_tokens")
     }  # other keys a server may add are not kept
     return TokenUsage(**counts)
 
 
-def _question_id(where: str, value: Any) -> str:
+def _question_id(kind: str, name: str, value: Any) -> str:
     """A question id; a JSON integer is its decimal string, as benchmarks read it."""
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
-    return _text(where, value)
+    return _text(kind, name, value)
 
 
 _CONVERTERS: dict[type, Converter] = {str: _text, float: _number, int: _integer, TokenUsage: _usage}
