@@ -102,6 +102,12 @@ def runtime_of(name: str) -> ServingRuntime:
     return found
 
 
+def recorded_runtime(name: str) -> ServingRuntime | None:
+    """The runtime a record read back names (a placement in ``status``), or ``None`` when it names
+    none the registry knows: a hand-edited or older record is read, not refused."""
+    return REGISTRY.get(name)
+
+
 def is_runtime(name: object) -> bool:
     """Whether ``name`` is a runtime the registry knows (a raw spec value may be anything)."""
     return isinstance(name, str) and name in REGISTRY

@@ -10,6 +10,7 @@ import pytest
 from kubejury import runtimes
 from kubejury.config.spec import ModelSpec, Runtime
 from kubejury.errors import ConfigError
+from kubejury.placement.server_model import compute_precision
 from kubejury.runtimes import (
     LLAMACPP,
     OLLAMA,
@@ -119,3 +120,13 @@ def test_a_judge_placement_prefers_its_own_key_then_the_shared_name() -> None:
     assert judge_placement({"gemma": 1, "gemma (judge)": 2}, "gemma") == 2
     assert judge_placement({"gemma": 1}, "gemma") == 1
     assert judge_placement({"other": 1}, "gemma") is None
+
+
+def test_a_runtime_named_in_a_record_read_back_is_looked_up_without_refusing_an_unknown_name() -> None:
+    assert runtimes.recorded_runtime("ollama") is OLLAMA
+    assert runtimes.recorded_runtime("") is None
+
+
+def test_a_placement_read_back_without_a_runtime_is_estimated_in_bf16_instead_of_refused() -> None:
+    assert compute_precision("fp8", "9.0", "") == "bf16"
+    assert compute_precision("fp8", "9.0", "vllm") == "fp8"

@@ -25,7 +25,7 @@ from kubejury.placement.planner import (
 )
 from kubejury.placement.roofline import Server
 from kubejury.records.placement import Placement
-from kubejury.runtimes import VLLM, runtime_of
+from kubejury.runtimes import VLLM, recorded_runtime
 
 VLLM_MAX_SEQUENCES_LARGE = 1024
 VLLM_MAX_SEQUENCES = 256
@@ -50,7 +50,8 @@ def compute_precision(quantization: str, compute_capability: str | None, runtime
     except ValueError:
         major, minor = 0, 0
     cc = (major, minor)
-    if not runtime_of(runtime).low_precision_kernels:
+    serving = recorded_runtime(runtime)
+    if serving is None or not serving.low_precision_kernels:
         return "bf16"
     if quantization == "fp8" and cc >= (8, 9):
         return "fp8"
@@ -75,7 +76,8 @@ class ServerFacts:
 
 def server_facts(model: ModelSpec, placement: Placement) -> ServerFacts:
     """The roofline's view of the server placement chose for ``model`` (or the reason for none)."""
-    if runtime_of(placement.runtime).external:
+    serving = recorded_runtime(placement.runtime)  # a placement may be read back from status
+    if serving is not None and serving.external:
         return ServerFacts(None, note="hosted endpoint: uses none of your GPUs; tokens only")
     if not placement.schedulable:
         return ServerFacts(None, note="unschedulable: nothing to estimate")
@@ -86,7 +88,7 @@ def server_facts(model: ModelSpec, placement: Placement) -> ServerFacts:
         total = active = None
     if total is None or active is None:
         return ServerFacts(None, note="no size: set parameters (e.g. '27B' or '117B-A5.1B') for an estimate")
-    vllm = runtime_of(placement.runtime) is VLLM
+    vllm = serving is VLLM
     bytes_per_param = BYTES_PER_PARAM.get(placement.quantization, BYTES_PER_PARAM[GGUF_ASSUMED])
     weights = total * bytes_per_param * (VLLM_WEIGHT_FACTOR if vllm else 1.0)
     kv_per_token = KV_BYTES_PER_TOKEN_8B * math.sqrt(active / 8e9)
