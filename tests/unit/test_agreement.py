@@ -61,6 +61,14 @@ def test_icc_undefined_cases_are_nan() -> None:
     assert all(math.isnan(v) for v in icc2(np.array([[1.0], [2.0]])))
 
 
+def test_icc_is_nan_when_a_denominator_is_zero_up_to_rounding() -> None:
+    # MSR + (MSC - MSE)/n is 0 in exact arithmetic here and ~1e-16 in floating point: ICC(2,k) was
+    # 7.9e15 instead of undefined (found by the order-invariance property test).
+    single, average = icc2(np.array([[0.0, 4.0], [4.0, 3.0], [7.0, 2.0]]))
+    assert math.isnan(average)
+    assert single == pytest.approx(-1.0)
+
+
 def test_icc_against_pingouin() -> None:
     pingouin = importlib.import_module("pingouin")
     pandas = importlib.import_module("pandas")

@@ -117,7 +117,7 @@ def icc2(ratings: FloatArray) -> tuple[float, float]:
     Two-way random effects, absolute agreement, from the two-way ANOVA mean squares:
     ``ICC(2,1) = (MSR - MSE) / (MSR + (k-1)·MSE + k·(MSC - MSE)/n)`` and
     ``ICC(2,k) = (MSR - MSE) / (MSR + (MSC - MSE)/n)``. NaN when n < 2, k < 2 or a zero
-    denominator (e.g. every rating equal).
+    denominator, up to rounding (e.g. every rating equal).
     """
     ratings = np.asarray(ratings, dtype=np.float64)
     n, k = ratings.shape if ratings.ndim == 2 else (0, 0)
@@ -135,8 +135,11 @@ def icc2(ratings: FloatArray) -> tuple[float, float]:
     mse = ss_error / ((n - 1) * (k - 1))
     single_denominator = msr + (k - 1) * mse + k * (msc - mse) / n
     average_denominator = msr + (msc - mse) / n
-    single = (msr - mse) / single_denominator if single_denominator != 0 else math.nan
-    average = (msr - mse) / average_denominator if average_denominator != 0 else math.nan
+    # A denominator that is zero in exact arithmetic comes out as rounding noise (~1e-16): compare
+    # it with the mean squares it is made of, or ICC(2,k) becomes 1e15 instead of undefined.
+    zero = 1e-12 * max(msr, msc, mse, 1.0)
+    single = (msr - mse) / single_denominator if abs(single_denominator) > zero else math.nan
+    average = (msr - mse) / average_denominator if abs(average_denominator) > zero else math.nan
     return _finite_or_nan(single), _finite_or_nan(average)
 
 
