@@ -5,9 +5,20 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
+from kubejury.errors import InputError
 from kubejury.files.storage import LocalStorage
+from kubejury.records.progress import StageCounts
 from kubejury.records.results import AnswerRecord
-from kubejury.stages.runner import ShardWriter, StageOptions, is_final, latest_by_key
+from kubejury.stages.runner import (
+    ShardWriter,
+    StageOptions,
+    StageSummary,
+    is_final,
+    latest_by_key,
+    read_records,
+)
 
 
 def answer(qid: str, error: str | None = None, kind: str | None = None, n: int = 0) -> AnswerRecord:
@@ -52,11 +63,20 @@ async def test_shard_writer_batches_in_item_order_and_stores_each_record_s_json_
 
 
 def test_a_stage_summary_reports_the_counts_its_tracker_kept() -> None:
-    from kubejury.records.progress import StageCounts
-    from kubejury.stages.runner import StageSummary
-
     summary = StageSummary("judge", "primary", "j", counts=StageCounts(total=5, done=4, resumed=1, errors=1))
     assert (summary.total, summary.resumed, summary.written, summary.errors) == (5, 1, 3, 1)
     assert not summary.complete
     summary.counts = summary.counts.advanced()
     assert summary.complete and summary.written == 4
+
+
+def test_a_stored_line_that_is_no_record_of_the_stage_is_refused_naming_shard_record_and_field(
+    tmp_path: Path,
+) -> None:
+    storage = LocalStorage(tmp_path)
+    good = answer("q1").to_json()
+    storage.write_shard("run/s/answers/m", [good, {**good, "question_id": "q2", "latency_s": "slow"}])
+    with pytest.raises(InputError, match=r"part-.*\.jsonl, record 2: answer record field 'latency_s'"):
+        list(read_records(storage, "run/s/answers/m", AnswerRecord.from_json))
+    storage.write_shard("run/s/answers/ok", [good])
+    assert list(read_records(storage, "run/s/answers/ok", AnswerRecord.from_json)) == [answer("q1")]

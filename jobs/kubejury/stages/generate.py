@@ -31,7 +31,14 @@ from kubejury.records.results import AnswerRecord, TokenUsage
 from kubejury.redact import redact_known
 from kubejury.stages.lifecycle import Handler, StageTarget, run_stage
 from kubejury.stages.progress import ProgressTracker, ProgressView
-from kubejury.stages.runner import UNREACHABLE, StageOptions, StageSummary, Unreachable, latest_by_key
+from kubejury.stages.runner import (
+    UNREACHABLE,
+    StageOptions,
+    StageSummary,
+    Unreachable,
+    latest_by_key,
+    read_records,
+)
 
 STAGE = "generate"
 #: The variable through which a Job receives its endpoint's API key (see ``kubejury.pipeline``).
@@ -194,9 +201,7 @@ def read_answers(
     This is how every consumer (judging, reports) should read answers: shards may hold an earlier
     failed attempt of a question that a rerun answered.
     """
-    stored = (
-        AnswerRecord.from_json(line) for line in storage.read_jsonl(layout.answers_prefix(series, model))
-    )
+    stored = read_records(storage, layout.answers_prefix(series, model), AnswerRecord.from_json)
     records = latest_by_key(stored, _key)
     if order is None:
         return list(records.values())

@@ -34,7 +34,14 @@ from kubejury.records.results import AnswerRecord, JudgmentRecord, TokenUsage
 from kubejury.stages.generate import QuestionLike, read_answers
 from kubejury.stages.lifecycle import Handler, StageTarget, run_stage
 from kubejury.stages.progress import ProgressTracker, ProgressView
-from kubejury.stages.runner import UNREACHABLE, StageOptions, StageSummary, Unreachable, latest_by_key
+from kubejury.stages.runner import (
+    UNREACHABLE,
+    StageOptions,
+    StageSummary,
+    Unreachable,
+    latest_by_key,
+    read_records,
+)
 
 STAGE = "judge"
 
@@ -243,9 +250,7 @@ def _key(record: JudgmentRecord) -> tuple[str, str]:
 
 def read_judgments(storage: Storage, layout: RunLayout, series: str, judge: str) -> list[JudgmentRecord]:
     """One judgment per (question, model) — the latest final one — for every consumer of judgments."""
-    stored = (
-        JudgmentRecord.from_json(line) for line in storage.read_jsonl(layout.judgments_prefix(series, judge))
-    )
+    stored = read_records(storage, layout.judgments_prefix(series, judge), JudgmentRecord.from_json)
     return list(latest_by_key(stored, _key).values())
 
 

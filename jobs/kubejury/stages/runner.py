@@ -26,13 +26,14 @@ import contextlib
 import enum
 import signal
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, Self, TypeVar
 
-from kubejury.errors import KubejuryError
-from kubejury.files.storage import Storage
+from kubejury.errors import InputError, KubejuryError
+from kubejury.files.storage import Storage, parse_jsonl
 from kubejury.records.progress import StageCounts
+from kubejury.records.results import RecordFormatError
 from kubejury.stages.progress import ProgressTracker
 
 T = TypeVar("T")
@@ -191,6 +192,20 @@ class ShardWriter(Generic[RecordT]):
                 raise result
 
 
+def read_records(
+    storage: Storage, prefix: str, parse: Callable[[Mapping[str, Any]], RecordT]
+) -> Iterator[RecordT]:
+    """Every record stored under ``prefix`` (shard order), each read by ``parse``; a line that is no
+    such record raises :class:`InputError` naming the shard, the record's place in it and the field."""
+    for key in storage.shard_keys(prefix):
+        source = storage.uri_for(key)
+        for number, line in enumerate(parse_jsonl(storage.read_bytes(key), source), start=1):
+            try:
+                yield parse(line)
+            except RecordFormatError as exc:
+                raise InputError(source, str(exc), location=f"record {number}") from None
+
+
 async def read_existing(
     storage: Storage, prefix: str, parse: Callable[[Mapping[str, Any]], RecordT]
 ) -> tuple[list[RecordT], int]:
@@ -198,7 +213,7 @@ async def read_existing(
     shard sequence number."""
 
     def read() -> tuple[list[RecordT], int]:
-        return [parse(line) for line in storage.read_jsonl(prefix)], storage.next_shard_seq(prefix)
+        return list(read_records(storage, prefix, parse)), storage.next_shard_seq(prefix)
 
     return await asyncio.to_thread(read)
 
