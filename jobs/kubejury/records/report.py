@@ -11,9 +11,10 @@ committed file differs).
 Policies, chosen on purpose:
 
 * **Frozen**: a document is a value; nothing edits a parsed report.
-* **Extra keys**: ``forbid`` when a document is built (a key the writer or a statistic adds without
-  declaring it here is an error in the tests, and the schema says ``additionalProperties: false``);
-  :meth:`ReportDocument.read` ignores them, so a report written by another kubejury still renders.
+* **Extra keys**: ``forbid`` when a document is built, so a key the writer or a statistic adds
+  without declaring it here fails the tests; :meth:`ReportDocument.read` ignores them, and the
+  schema allows them, because adding a key keeps the schema version (docs/report-schema.md) and a
+  report written by a later kubejury must still read and render here.
 * **Absent keys** take defaults when read (``None`` where the old readers showed a dash), so a
   partial document — an older report, a test's, the summary part — still reads; a key that is
   present with the wrong type is an error naming its path. The writer always writes every key, and
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -43,7 +45,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue, SkipJsonSchema
-from pydantic_core.core_schema import DictSchema
+from pydantic_core.core_schema import DictSchema, ModelSchema
 
 from kubejury.jsonable import to_json
 
@@ -96,6 +98,39 @@ Absent = SkipJsonSchema[None]
 
 InputSource = str | list[str] | None
 """A file, a list of files or a storage URI the numbers were computed from."""
+
+SINGLE_INPUTS = ("benchmark", "experts", "models")
+"""``inputs`` keys that name one file or URI (or ``null``); ``judgments`` and ``answers`` name one or more."""
+MULTIPLE_INPUTS = ("judgments", "answers")
+
+
+def _check_inputs(inputs: dict[str, InputSource]) -> dict[str, InputSource]:
+    for key in SINGLE_INPUTS:
+        if isinstance(inputs.get(key), list):
+            raise ValueError(f"inputs.{key}: one file or URI (or null), not a list")
+    for key in MULTIPLE_INPUTS:
+        if key in inputs and inputs[key] is None:
+            raise ValueError(f"inputs.{key}: a file, URI or list of them, not null")
+    return inputs
+
+
+_SOURCES_SCHEMA = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
+Inputs = Annotated[
+    dict[str, InputSource],
+    AfterValidator(_check_inputs),
+    Field(
+        description=(
+            "Where the data came from: files read, or storage URIs in a run (callers may add keys such as "
+            "run, spec, storage)."
+        ),
+        json_schema_extra={
+            "properties": {
+                **{key: {"type": ["string", "null"]} for key in SINGLE_INPUTS},
+                **{key: _SOURCES_SCHEMA for key in MULTIPLE_INPUTS},
+            }
+        },
+    ),
+]
 
 
 def _not_required(*names: str) -> Callable[[dict[str, Any]], None]:
@@ -241,7 +276,7 @@ class JudgesSection(_Section):
     spearman: Matrix = Field(default_factory=list)
     pearson: Matrix = Field(default_factory=list)
     kappa_quadratic: Matrix = Field(default_factory=list)
-    pair_n: list[list[int | None]] = Field(default_factory=list)
+    pair_n: list[list[int]] = Field(default_factory=list)
     panel_definition: str = ""
     per_judge: list[JudgeSummary] = Field(default_factory=list)
     parse_failures: dict[str, Count] = Field(default_factory=dict)
@@ -545,7 +580,7 @@ class ReportDocument(_Section):
     generated_at: str = Field(default="", pattern=GENERATED_AT)
     kubejury_version: str = Field(default="", min_length=1)
     config: ScoringSection = Field(default_factory=ScoringSection)
-    inputs: dict[str, InputSource] = Field(default_factory=dict)
+    inputs: Inputs = Field(default_factory=dict)
     benchmark: BenchmarkSection = Field(default_factory=BenchmarkSection)
     models_info: dict[str, ModelInfo] = Field(default_factory=dict)
     judges_info: dict[str, JudgeInfo] = Field(default_factory=dict)
@@ -620,7 +655,15 @@ def _union_branch(part: int | str) -> bool:
 
 
 class _ReportSchemaGenerator(GenerateJsonSchema):
-    """Draft 2020-12 as report.schema.json has always said it: level keys as ``propertyNames``."""
+    """Draft 2020-12 as report.schema.json has always said it: level keys as ``propertyNames``, and
+    keys the schema does not name are allowed (docs/report-schema.md: adding keys keeps the version,
+    so a report with more keys is still a valid version-1 report for an older reader)."""
+
+    def model_schema(self, schema: ModelSchema) -> JsonSchemaValue:
+        generated = super().model_schema(schema)
+        if generated.get("additionalProperties") is False:
+            del generated["additionalProperties"]
+        return generated
 
     def dict_schema(self, schema: DictSchema) -> JsonSchemaValue:
         generated = super().dict_schema(schema)
