@@ -141,6 +141,19 @@ def test_engine_subpackages_form_layers() -> None:
 
 # ------------------------------------------------------------------------------ layer contracts
 
+#: The middle row of the diagram, "parts": the pieces the work is built from.
+PARTS = frozenset(
+    {
+        "kubejury.config",
+        "kubejury.files",
+        "kubejury.inference",
+        "kubejury.judging",
+        "kubejury.records",
+        "kubejury.stats",
+        "kubejury.runtimes",
+    }
+)
+
 #: The rows of the engine's diagram in docs/architecture.md, top to bottom: a package may import
 #: its own row and the rows below it, never a row above. ``testing`` (test doubles that are real
 #: servers) sits on top because only tests and benchmarks may use it. Not drawn in the diagram yet,
@@ -163,20 +176,7 @@ ENGINE_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
             }
         ),
     ),
-    (
-        "parts",
-        frozenset(
-            {
-                "kubejury.config",
-                "kubejury.files",
-                "kubejury.inference",
-                "kubejury.judging",
-                "kubejury.records",
-                "kubejury.stats",
-                "kubejury.runtimes",
-            }
-        ),
-    ),
+    ("parts", PARTS),
     (
         "vocabulary",
         frozenset(
@@ -198,9 +198,7 @@ ENGINE_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
 #: process loads no part of the engine's work. Package → the packages of its own row it must not import.
 SAME_ROW_FORBIDDEN: Mapping[str, frozenset[str]] = {
     "kubejury.stats": frozenset({"kubejury.config", "kubejury.files"}),
-    "kubejury.records": frozenset(
-        {"kubejury.config", "kubejury.files", "kubejury.inference", "kubejury.judging", "kubejury.runtimes"}
-    ),
+    "kubejury.records": PARTS - {"kubejury.records", "kubejury.stats"},
 }
 
 #: The operator's pure planner (docs/architecture.md: facts ─► actions ─► status, "pure, no clock,
