@@ -191,3 +191,23 @@ def test_counts_in_the_series_summary_agree_with_their_number() -> None:
     assert counted(1, "domain") == "1 domain"
     assert counted(2, "domain") == "2 domains"
     assert counted(0, "judgment") == "0 judgments"
+
+
+def test_a_typed_document_renders_exactly_as_its_json_does(document: dict[str, Any]) -> None:
+    from kubejury.records.report import ReportDocument
+
+    typed = ReportDocument.read(document)
+    assert render_markdown(typed) == render_markdown(document)
+    assert render_html(typed) == render_html(document)
+
+
+def test_a_document_with_a_field_of_the_wrong_type_is_refused_naming_the_field(
+    document: dict[str, Any],
+) -> None:
+    """Before the typed document a wrong type was shown as a dash; now it is an error naming its path."""
+    from kubejury.records.report import ReportError
+
+    doc = copy.deepcopy(document)
+    doc["series"]["t0"]["judges"]["krippendorff_alpha"] = "0.7"
+    with pytest.raises(ReportError, match=r"series\.t0\.judges\.krippendorff_alpha: "):
+        render_markdown(doc)

@@ -159,7 +159,7 @@ def problems(args: argparse.Namespace) -> list[InputError]:
 def run(args: argparse.Namespace) -> int:
     from kubejury.report import write_reports
     from kubejury.report.aggregate import aggregate
-    from kubejury.report.json_report import build_report, dumps
+    from kubejury.report.json_report import build_document, dumps
     from kubejury.report.models_file import ModelsFile, load_models_file
 
     found = problems(args)
@@ -191,6 +191,6 @@ def run(args: argparse.Namespace) -> int:
             for uri in written.values():
                 print(f"wrote {uri}")
     if args.format == "json":
-        sys.stdout.write(dumps(build_report(analysis)))
+        sys.stdout.write(dumps(build_document(analysis)))
         sys.stdout.flush()
     return 0
