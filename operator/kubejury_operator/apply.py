@@ -13,7 +13,6 @@ children and, with ``cleanupPolicy: Delete``, its stored results is here too.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 import kopf
 
 from kubejury.config import spec as specmod
+from kubejury.records.timestamps import now_time
 from kubejury_operator import manifests as mf
 from kubejury_operator import run_storage
 from kubejury_operator import status as st
@@ -37,11 +37,6 @@ from kubejury_operator.tenancy import TenantPolicy, run_policy_problems
 PREREQUISITE_KINDS = frozenset({"ConfigMap", "ServiceAccount"})
 # The kinds a run owns, deleted with it.
 CHILD_KINDS = ("Job", "Deployment", "Service", "ConfigMap", "ServiceAccount")
-
-
-def utc_now() -> str:
-    """Now, as Kubernetes timestamps are written."""
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 async def carry_out(
@@ -109,7 +104,7 @@ async def apply_plan(
     (:func:`~kubejury_operator.status.due_patch`). Each create and scale done is remembered in
     ``expectations`` until the caches show it."""
     namespace, _name = key = run_key(obj)
-    now = utc_now()
+    now = now_time()
     writer = StatusWriter(api, key, previous, since_written)
     failures: list[st.ApplyFailure] = []
     first = [a for a in decided.actions if a.kind in PREREQUISITE_KINDS]

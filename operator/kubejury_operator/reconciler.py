@@ -19,9 +19,10 @@ from typing import Any
 import kopf
 
 from kubejury.config import spec as specmod
+from kubejury.records.timestamps import now_time
 from kubejury_operator import metrics
 from kubejury_operator import status as st
-from kubejury_operator.apply import apply_plan, utc_now
+from kubejury_operator.apply import apply_plan
 from kubejury_operator.cluster_run import ClusterRun, cluster_run
 from kubejury_operator.memory import RunKey, RunMemory, run_key
 from kubejury_operator.observe import StorageReader, observe_cluster, observe_storage
@@ -68,7 +69,7 @@ async def reconcile(
         runtime, obj, evalrun, caches
     )
     observed = await _observe(runtime, memory, caches, evalrun, run, key, previous, logger)
-    decided = plan(run, observed, previous, utc_now())
+    decided = plan(run, observed, previous, now_time())
     now = time.monotonic()
     since = memory.since_status_written(now)
     if await apply_plan(api, obj, decided, previous, logger, memory.expectations, since):
@@ -94,7 +95,7 @@ async def _valid_spec(
     if evalrun is not None and not beyond:
         return evalrun
     generation = int((obj.get("metadata") or {}).get("generation") or 1)
-    invalid = plan_invalid_spec([str(p) for p in [*problems, *beyond]], generation, previous, utc_now())
+    invalid = plan_invalid_spec([str(p) for p in [*problems, *beyond]], generation, previous, now_time())
     if invalid is None:
         return None
     await apply_plan(runtime.gateway(), obj, invalid, previous, logger)
