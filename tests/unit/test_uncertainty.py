@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
+from factories import score_cube
 from kubejury.errors import ConfigError
 from kubejury.stats.cube import ScoreCube
 from kubejury.stats.scoring import ScoringConfig, cell_index, score_series
@@ -23,31 +26,21 @@ def synthetic_cube(
     """Models with known quality gaps: model k's scores are a base draw plus offsets[k]."""
     rng = np.random.default_rng(seed)
     domains, levels = ("law", "med", "tax"), (1, 2, 3)
-    qd, ql, ids = [], [], []
-    for li in range(len(levels)):
-        for di in range(len(domains)):
-            for k in range(per_cell):
-                qd.append(di)
-                ql.append(li)
-                ids.append(f"{domains[di]}-{levels[li]}-{k:03d}")
-    n_q = len(ids)
+    questions = [
+        (f"{domain}-{level}-{k:03d}", domain, level)
+        for level in levels
+        for domain in domains
+        for k in range(per_cell)
+    ]
+    n_q = len(questions)
     offsets = offsets if offsets is not None else [0.0, -0.01, -1.5, -3.0][:n_models]
     base = rng.normal(7.0, 1.0, size=(1, n_q, 1))
     noise = rng.normal(0.0, 0.6, size=(n_models, n_q, 3))
     scores = np.clip(base + noise + np.array(offsets)[:, None, None], 0, 10)
     scores[0, 5, :] = np.nan  # an unscored question
     scores[n_models - 1, 7, 1] = np.nan  # a missing judge
-    return ScoreCube(
-        series="default",
-        models=tuple(f"m{k}" for k in range(n_models)),
-        judges=("a", "b", "c"),
-        question_ids=tuple(ids),
-        domains=domains,
-        levels=levels,
-        question_domain=np.array(qd, dtype=np.int64),
-        question_level=np.array(ql, dtype=np.int64),
-        scores=scores,
-        has_record=np.ones((n_models, n_q), dtype=bool),
+    return score_cube(
+        scores, models=[f"m{k}" for k in range(n_models)], judges=("a", "b", "c"), questions=questions
     )
 
 
@@ -119,7 +112,7 @@ def test_paired_probabilities_and_leading_group() -> None:
 
 def test_constant_scores_give_degenerate_intervals() -> None:
     cube = synthetic_cube(n_models=1, offsets=[0.0])
-    full = ScoreCube(**{**cube.__dict__, "scores": np.full(cube.scores.shape, 10.0)})
+    full = replace(cube, scores=np.full(cube.scores.shape, 10.0))
     u = bootstrap_series(full, ScoringConfig(bootstrap_samples=50))
     np.testing.assert_allclose(u.weighted_ci, [[10.0, 10.0]])
     np.testing.assert_allclose(u.degradation_ci, [[0.0, 0.0]])
@@ -156,14 +149,7 @@ def test_pairing_separates_a_small_but_consistent_gap() -> None:
     # paired bootstrap sees b lose in every replicate.
     cube = synthetic_cube(n_models=1, offsets=[0.0])
     scores = np.concatenate([cube.scores, cube.scores - 0.1], axis=0)
-    paired = ScoreCube(
-        **{
-            **cube.__dict__,
-            "models": ("a", "b"),
-            "scores": scores,
-            "has_record": np.ones((2, cube.n_questions), bool),
-        }
-    )
+    paired = replace(cube, models=("a", "b"), scores=scores, has_record=np.ones((2, cube.n_questions), bool))
     u = bootstrap_series(paired, CONFIG)
     assert u.prob_better[0, 1] == 1.0
     assert u.leading_group == ("a",)
@@ -175,7 +161,7 @@ def test_series_differences_get_paired_intervals() -> None:
     from kubejury.stats.series_compare import compare_series
 
     base = synthetic_cube(n_models=3)
-    hot = ScoreCube(**{**base.__dict__, "series": "hot", "scores": base.scores - 0.2})
+    hot = replace(base, series="hot", scores=base.scores - 0.2)
     scores = {c.series: score_series(c, CONFIG) for c in (base, hot)}
     runs = {name: bootstrap_series(c, CONFIG, scores[name]) for name, c in (("default", base), ("hot", hot))}
     table = compare_series(scores, "default", runs)
@@ -189,23 +175,14 @@ def test_series_differences_get_paired_intervals() -> None:
 
 
 def one_cell_cube(values: list[float], extra: list[tuple[int, int, float]] | None = None) -> ScoreCube:
-    """One model, one judge; ``values`` in domain 0 level 0, plus (domain, level, score) questions."""
+    """One model, one judge; ``values`` in domain 0 level 0, plus (domain, level, score) questions.
+
+    Domain index i is named ``d<i>`` and level index i is level i + 1; the cube holds the ones used."""
     rows = [(0, 0, v) for v in values] + list(extra or [])
     rows.sort(key=lambda r: (r[1], r[0]))
-    n_domains = 1 + max(r[0] for r in rows)
-    n_levels = 1 + max(r[1] for r in rows)
-    return ScoreCube(
-        series="default",
-        models=("m",),
-        judges=("j",),
-        question_ids=tuple(f"q{k}" for k in range(len(rows))),
-        domains=tuple(f"d{i}" for i in range(n_domains)),
-        levels=tuple(range(1, n_levels + 1)),
-        question_domain=np.array([r[0] for r in rows], dtype=np.int64),
-        question_level=np.array([r[1] for r in rows], dtype=np.int64),
-        scores=np.array([r[2] for r in rows], dtype=np.float64)[None, :, None],
-        has_record=np.ones((1, len(rows)), dtype=bool),
-    )
+    questions = [(f"q{k}", f"d{domain}", level + 1) for k, (domain, level, _) in enumerate(rows)]
+    scores = np.array([r[2] for r in rows], dtype=np.float64)[None, :, None]
+    return score_cube(scores, models=("m",), judges=("j",), questions=questions)
 
 
 def test_replicates_carry_the_unbiased_variance_of_a_cell_mean() -> None:
