@@ -59,7 +59,7 @@ def watch_label_selectors() -> dict[tuple[str, str, str], str]:
     return selectors
 
 
-RunKey = tuple[str, str]  # (namespace, kubejury.io/run label value)
+RunLabelKey = tuple[str, str]  # (namespace, kubejury.io/run label value): a child's index key
 
 
 def _plain(value: Any) -> Any:
@@ -113,7 +113,7 @@ def observed_part(body: Mapping[str, Any]) -> dict[str, Any]:
     return part
 
 
-def child_entry(body: Mapping[str, Any]) -> dict[RunKey, dict[str, Any]] | None:
+def child_entry(body: Mapping[str, Any]) -> dict[RunLabelKey, dict[str, Any]] | None:
     """The index entry of one child: keyed by (namespace, run label); ``None`` for objects that
     belong to no run. Only what the observers read is kept (:func:`observed_part`)."""
     meta = body.get("metadata") or {}
@@ -124,7 +124,7 @@ def child_entry(body: Mapping[str, Any]) -> dict[RunKey, dict[str, Any]] | None:
     return {(str(meta.get("namespace") or ""), str(run)): observed_part(body)}
 
 
-def pod_entry(body: Mapping[str, Any]) -> dict[RunKey, dict[str, Any]] | None:
+def pod_entry(body: Mapping[str, Any]) -> dict[RunLabelKey, dict[str, Any]] | None:
     """A model server's Pod as :func:`child_entry` indexes it; ``None`` for any other Pod (a Job's:
     nothing reads them, and the watch's selector keeps them away already)."""
     labels = (body.get("metadata") or {}).get("labels") or {}
