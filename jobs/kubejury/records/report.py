@@ -693,7 +693,7 @@ def schema_text() -> str:
 def main(argv: list[str] | None = None) -> int:
     """``python -m kubejury.records.report --schema [--write]``: print or rewrite report.schema.json."""
     parser = argparse.ArgumentParser(
-        prog="python -m kubejury.records.report", description=__doc__.splitlines()[0]
+        prog="python -m kubejury.records.report", description="print or write report.json's JSON Schema"
     )
     parser.add_argument("--schema", action="store_true", required=True, help="the JSON Schema of report.json")
     parser.add_argument(
