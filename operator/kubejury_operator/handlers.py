@@ -37,10 +37,9 @@ from kubejury_operator import apply, kopf_setup, metrics, placing, reconciler, w
 from kubejury_operator import manifests as mf
 from kubejury_operator.gateway import ApiCredentials
 from kubejury_operator.memory import run_key
-from kubejury_operator.reconciler import plain
 from kubejury_operator.runtime import OperatorRuntime as OperatorRuntime  # test_tenancy imports it here
 from kubejury_operator.tenancy import TenantPolicy
-from kubejury_operator.watched import Caches
+from kubejury_operator.watched import Caches, plain
 from kubejury_operator.work_queue import DEFAULT_RECONCILE_INTERVAL
 
 # moved to apply, kopf_setup, placing and reconciler; importers outside this change still use them

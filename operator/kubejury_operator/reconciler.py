@@ -31,16 +31,7 @@ from kubejury_operator.placing import compute_placements
 from kubejury_operator.reconcile import plan, plan_invalid_spec
 from kubejury_operator.runtime import OperatorRuntime
 from kubejury_operator.tenancy import run_policy_problems
-from kubejury_operator.watched import Caches
-
-
-def plain(value: Any) -> Any:
-    """kopf's body views → plain dicts and lists."""
-    if isinstance(value, Mapping):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [plain(v) for v in value]
-    return value
+from kubejury_operator.watched import Caches, plain
 
 
 async def reconcile(

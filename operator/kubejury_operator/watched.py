@@ -62,11 +62,12 @@ def watch_label_selectors() -> dict[tuple[str, str, str], str]:
 RunLabelKey = tuple[str, str]  # (namespace, kubejury.io/run label value): a child's index key
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
+    """kopf's body views → plain dicts and lists."""
     if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     return value
 
 
@@ -104,10 +105,10 @@ def observed_part(body: Mapping[str, Any]) -> dict[str, Any]:
     status = body.get("status") or {}
     part: dict[str, Any] = {
         "kind": body.get("kind"),
-        "metadata": {k: _plain(meta[k]) for k in KEPT_METADATA if k in meta},
-        "status": {k: _plain(status[k]) for k in KEPT_STATUS if k in status},
+        "metadata": {k: plain(meta[k]) for k in KEPT_METADATA if k in meta},
+        "status": {k: plain(status[k]) for k in KEPT_STATUS if k in status},
     }
-    kept_spec = {k: _plain(spec[k]) for k in KEPT_SPEC if k in spec}
+    kept_spec = {k: plain(spec[k]) for k in KEPT_SPEC if k in spec}
     if kept_spec:
         part["spec"] = kept_spec
     return part
@@ -140,9 +141,9 @@ def node_entry(body: Mapping[str, Any]) -> dict[None, dict[str, Any]]:
     return {
         None: {
             "kind": "Node",
-            "metadata": {k: _plain(meta[k]) for k in ("name", "labels") if k in meta},
-            "spec": {k: _plain(spec[k]) for k in ("taints", "unschedulable") if k in spec},
-            "status": {k: _plain(status[k]) for k in ("allocatable",) if k in status},
+            "metadata": {k: plain(meta[k]) for k in ("name", "labels") if k in meta},
+            "spec": {k: plain(spec[k]) for k in ("taints", "unschedulable") if k in spec},
+            "status": {k: plain(status[k]) for k in ("allocatable",) if k in status},
         }
     }
 
