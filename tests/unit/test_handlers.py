@@ -369,3 +369,25 @@ async def test_a_steady_stream_of_child_events_never_queues_more_than_one_reconc
     stream_end = 0.03 * 39
     assert started[-1] - begin <= stream_end + 0.2 + 0.02 + 0.1
     assert len(started) <= 1.2 / 0.22 + 2
+
+
+async def test_the_timer_handler_reconciles_through_the_runs_queue_with_the_caches_it_was_given(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """kopf's keyword arguments become the caches; a second tick within half an interval of the
+    first reconcile's end reconciles nothing."""
+    seen: list[Any] = []
+
+    async def recording(runtime: Any, body: Any, logger: Any, caches: Any = None) -> str:
+        seen.append(caches)
+        return "Generating"
+
+    monkeypatch.setattr(reconciler, "reconcile", recording)
+    indexes: dict[str, Any] = {name: {} for name in [*watched.CHILD_INDEXES.values(), watched.NODE_INDEX]}
+    runtime = OperatorRuntime(settings=WorkloadSettings(), interval=15.0)
+    memo = SimpleNamespace(kubejury=runtime)
+    body = as_kopf_body(build_evalrun("r", namespace="evals"))
+    for _tick in range(2):
+        await handlers.reconcile_timer(body=body, memo=memo, logger=logging.getLogger("t"), **indexes)
+    assert len(seen) == 1 and isinstance(seen[0], watched.Caches)
+    assert runtime.memory(("evals", "r")).queue.last_ended is not None
