@@ -17,7 +17,6 @@ import asyncio
 import collections
 import json
 import random
-import shutil
 import signal
 import time
 import urllib.request
@@ -36,23 +35,21 @@ from e2e_kube import (
     answer_keys,
     conditions,
     describe_namespace,
-    ensure_namespace,
     gpu_evalrun,
     gpu_request,
     judgment_keys,
     operator_requests,
     parse_time,
-    run_containers,
     run_roots,
     status_of,
     wait_for,
 )
+from e2e_runs import FINAL, prepare, run_to_the_end
 from e2e_stub_openai import StubOpenAI
 from kubeapi import ApiError, KubeApi
 from kubelet_runner import ANSWER_SECONDS_ANNOTATION
 from operator_up import (
     OperatorState,
-    ensure_results_claim,
     kill_operator,
     start_operator,
     up,
@@ -65,10 +62,6 @@ from kubejury_operator import manifests as mf
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster]
 
-RUN_TIMEOUT_S = 420.0
-FINAL = ("Succeeded", "Failed")
-
-
 # ----------------------------------------------------------------------------------- helpers
 
 
@@ -77,54 +70,6 @@ async def hosted_judge() -> AsyncIterator[StubOpenAI]:
     """A hosted OpenAI-compatible judge (runtime openai): a stub on 127.0.0.1, no Service."""
     async with StubOpenAI(QUALITY) as server:
         yield server
-
-
-async def prepare(
-    api: KubeApi, state: OperatorState, namespace: str, run: str | None = None, *, hosted_key: bool = True
-) -> None:
-    """A namespace with the results claim, the benchmark on it and the hosted judge's key; no
-    EvalRun ``run`` nor stored results of it left from an earlier session on a reused cluster."""
-    await ensure_namespace(api, namespace)
-    if run is not None:
-        if await api.delete("evalruns", namespace, run):
-            await wait_for(lambda: _absent(api, namespace, run), 120, f"the old EvalRun {run} to go")
-        for directory in run_containers(state.results_dir, namespace, run):
-            shutil.rmtree(directory, ignore_errors=True)
-    await ensure_results_claim(api, namespace, state.results_dir)
-    shutil.copy(
-        REPO / "examples" / "benchmark-ru-sample.jsonl", state.results_dir / "benchmark-ru-sample.jsonl"
-    )
-    if hosted_key:
-        secret = {
-            "metadata": {"name": "hosted-key", "namespace": namespace},
-            "stringData": {"token": "sk-test"},
-        }
-        await api.apply("secrets", namespace, secret)
-
-
-async def _absent(api: KubeApi, namespace: str, run: str) -> bool:
-    return await api.get("evalruns", namespace, run) is None
-
-
-async def run_to_the_end(
-    api: KubeApi, state: OperatorState, namespace: str, name: str, timeout: float = RUN_TIMEOUT_S
-) -> dict[str, Any]:
-    started = time.time()
-
-    async def final() -> dict[str, Any] | None:
-        status = await status_of(api, namespace, name)
-        return status if status.get("phase") in FINAL and status.get("summary", True) is not None else None
-
-    try:
-        status: dict[str, Any] = await wait_for(
-            final,
-            timeout,
-            f"EvalRun {namespace}/{name} to finish",
-            lambda: describe_namespace(api, namespace, state.operator_log),
-        )
-    finally:
-        API_LOAD.runs.append(RunWindow(namespace, name, started, time.time()))
-    return status
 
 
 async def nodes_by_name(api: KubeApi) -> dict[str, dict[str, Any]]:
