@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import io
 import time
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from kubejury.records.timestamps import KUBERNETES_TIME_FORMAT
 from kubejury.stages.progress import ProgressTracker, RichProgressView
 
 
@@ -53,6 +55,15 @@ def test_counts_and_record_fields() -> None:
     }
     tracker.finish("failed", "server gone")
     assert tracker.record()["state"] == "failed" and tracker.record()["message"] == "server gone"
+
+
+def test_a_trackers_times_are_kubernetes_times_in_utc_to_the_second() -> None:
+    before = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+    record = ProgressTracker("generate", "primary", "qwen", total=1).record()
+    after = datetime.datetime.now(datetime.UTC)
+    for key in ("started_at", "updated_at"):
+        stamped = datetime.datetime.strptime(record[key], KUBERNETES_TIME_FORMAT).replace(tzinfo=datetime.UTC)
+        assert before <= stamped <= after, key
 
 
 def test_rate_counts_only_this_attempt() -> None:

@@ -27,10 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kubejury.records.timestamps import format_time, now_time, parse_time
-from kubejury.records.timestamps import (
-    seconds_between as seconds_between,
-)  # moved to timestamps; importers outside this change still use it
+from kubejury.records.timestamps import format_time, parse_time, seconds_between
 
 SECONDS_PER_HOUR = 3600.0
 # The aggregation Job's environment variable holding the run's GpuUsage JSON (set by the operator).
@@ -39,12 +36,6 @@ GPU_USAGE_ENV = "KUBEJURY_GPU_USAGE"
 
 class GpuUsageError(ValueError):
     """A GPU usage document that is not one (names the field)."""
-
-
-# moved to kubejury.records.timestamps.now_time; importers outside this change still use it
-def usage_now() -> str:
-    """The current time in the record's format (:func:`kubejury.records.timestamps.now_time`)."""
-    return now_time()
 
 
 def from_environment(environ: Mapping[str, str]) -> GpuUsage | None:

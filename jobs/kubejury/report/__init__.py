@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kubejury.files.storage import LocalStorage, Storage
-from kubejury.records.gpu_usage import GpuUsage, report_section, usage_now
+from kubejury.records.gpu_usage import GpuUsage, report_section
+from kubejury.records.timestamps import now_time
 from kubejury.report.json_report import SCHEMA_VERSION, build_report, clean, dumps
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ def gpu_usage_section(document: dict[str, Any], usage: GpuUsage, now: str) -> di
     primary series (intervals still open are counted up to ``now``, the report's time)."""
     primary = (document.get("series") or {}).get(document.get("primary_series")) or {}
     weighted = {name: entry.get("weighted") for name, entry in (primary.get("models") or {}).items()}
-    return report_section(usage, now or usage_now(), weighted, source="EvalRun status.gpu")
+    return report_section(usage, now or now_time(), weighted, source="EvalRun status.gpu")
 
 
 def write_reports(

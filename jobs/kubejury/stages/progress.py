@@ -14,14 +14,10 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from kubejury.records.progress import ProgressRecord, ProgressState, StageCounts
-
-
-def _now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+from kubejury.records.timestamps import now_time
 
 
 class ProgressView(Protocol):
@@ -66,7 +62,7 @@ class ProgressTracker:
         self.counts = StageCounts(total=total, done=resumed, resumed=resumed, parse_failures=parse_failures)
         self.state: ProgressState = "running"
         self.message = ""
-        self.started_at = _now_iso()
+        self.started_at = now_time()
         self.fingerprint = ""  # the stage's fingerprint digest, when it has one
         self.view = view
         self._t0 = time.monotonic()
@@ -109,7 +105,7 @@ class ProgressTracker:
             state=self.state,
             message=self.message,
             started_at=self.started_at,
-            updated_at=_now_iso(),
+            updated_at=now_time(),
             fingerprint=self.fingerprint,
         )
 

@@ -21,8 +21,9 @@ import sys
 import time
 from typing import Any
 
-from kubejury.records.gpu_usage import GpuUsage, ServerGpuUsage, seconds_between
+from kubejury.records.gpu_usage import GpuUsage, ServerGpuUsage
 from kubejury.records.progress import ProgressRecord, ProgressState
+from kubejury.records.timestamps import seconds_between
 from kubejury_operator import metrics
 
 NAMESPACE, NAME = "team-law", "law-run"
