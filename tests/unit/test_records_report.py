@@ -223,3 +223,31 @@ def test_inputs_name_one_source_where_one_is_meant_and_one_or_more_where_several
             ReportDocument.read(broken)
         with pytest.raises(jsonschema.ValidationError):
             _validate(broken)
+
+
+NEVER_IN_A_REPORT: dict[str, tuple[tuple[str | int, ...], Any]] = {
+    "a negative answer count": (("series", "t0", "models", "alpha-27b", "n_scored"), -1),
+    "an interval of three numbers": (
+        ("series", "t0", "models", "alpha-27b", "weighted_ci95"),
+        [1.0, 2.0, 3.0],
+    ),
+    "a probability above one": (("series", "t0", "prob_better", "alpha-27b", "gamma-9b"), 1.5),
+    "a rank of zero": (("series", "t0", "models", "alpha-27b", "rank"), 0),
+    "a level zero": (("benchmark", "levels"), [0, 1]),
+    "a confidence of one": (("config", "confidence"), 1.0),
+    "a time without its zone": (("generated_at",), "2026-01-01T00:00:00"),
+    "a version 2 layout": (("schema_version",), 2),
+    "no series at all": (("series",), {}),
+    "a ranking naming a model twice": (("series", "t0", "ranking"), ["alpha-27b", "alpha-27b"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NEVER_IN_A_REPORT))
+def test_the_schema_rejects_what_report_json_never_holds(stored: dict[str, Any], case: str) -> None:
+    path, value = NEVER_IN_A_REPORT[case]
+    node: Any = stored
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    with pytest.raises(jsonschema.ValidationError):
+        _validate(stored)
