@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from kubejury.records.report import (
     AgreementStats,
@@ -87,14 +87,21 @@ def para(*parts: Inline) -> Paragraph:
     return Paragraph(tuple(parts))
 
 
-def _text(value: Any) -> Inline:
+Cell = Inline | int | float | None
+"""What a table cell is given: text, emphasis, a count (shown as is) or nothing (an en dash)."""
+
+
+def _text(value: Cell) -> Inline:
     if isinstance(value, Strong):
         return value
     return "–" if value is None else str(value)
 
 
 def table(
-    header: Sequence[str], rows: Iterable[Sequence[Any]], align: str | None = None, caption: str | None = None
+    header: Sequence[str],
+    rows: Iterable[Sequence[Cell]],
+    align: str | None = None,
+    caption: str | None = None,
 ) -> Table:
     body = tuple(tuple(_text(c) for c in row) for row in rows)
     return Table(tuple(header), body, align or "l" * len(header), caption)
@@ -113,7 +120,7 @@ def _ranking(view: SeriesView) -> list[Block]:
     level_heads = [f"L{lv}" for lv in view.levels]
     header = ["#", "Model", "Size", "Quant.", *level_heads, "W", "W 95% CI", "D", "D 95% CI", "σ", "Tier"]
     header += ["scored", "unscored"]
-    rows = [
+    rows: list[list[Cell]] = [
         [
             r.rank,
             r.model,
@@ -310,7 +317,7 @@ def _tiers(view: SeriesView, config: ScoringSection) -> Table:
     rules = config.tiers
     order = [rule.tier for rule in rules]
     order += [t for t in dict.fromkeys(r.tier for r in view.rows if r.tier) if t not in order]
-    rows = []
+    rows: list[list[Cell]] = []
     for tier in order:
         members = [r for r in view.rows if r.tier == tier]
         rule = next((rl for rl in rules if rl.tier == tier), TierRule(tier=tier))
@@ -557,7 +564,7 @@ def _experts(section: ExpertsSection) -> list[Block]:
     if skipped is not None:
         return [*skipped, counts]
 
-    def row(scope: str, stats: AgreementStats) -> list[Any]:
+    def row(scope: str, stats: AgreementStats) -> list[Cell]:
         return [
             scope,
             stats.n,
