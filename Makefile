@@ -35,7 +35,7 @@ CHROMIUM := /usr/bin/chromium
 PROMETHEUS := /usr/bin/prometheus
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: all venv demo test check lint typecheck pytest unit helm llama-wheel bench clean crds helm-docs chart-docs chromium prometheus
+.PHONY: all venv demo test check lint typecheck pytest unit helm llama-wheel bench clean crds report-schema helm-docs chart-docs chromium prometheus
 
 all: test
 
@@ -123,6 +123,10 @@ test: lint typecheck pytest
 
 crds: $(STAMP)
 	$(BIN)/python -m kubejury_operator.crd --write
+
+# report.schema.json is generated from kubejury.records.report.ReportDocument (a test compares them).
+report-schema: $(STAMP)
+	$(BIN)/python -m kubejury.records.report --schema --write
 
 # Side-by-side measurements; each writes its figures to benchmarks/results/.
 bench: $(STAMP)

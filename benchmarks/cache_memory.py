@@ -120,7 +120,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=100)
     args = parser.parse_args()
     objects = run_children(args.runs)
-    whole = measure(objects, watched._plain)
+    whole = measure(objects, watched.plain)
     trimmed = measure(objects, watched.observed_part)
     kinds: dict[str, int] = {}
     for o in objects:
