@@ -28,6 +28,7 @@ from kubejury.errors import InputError
 from kubejury.files.storage import RunLayout, S3Credentials, S3Timeouts, Storage, StorageError, open_storage
 from kubejury.records.progress import ProgressRecord
 from kubejury.records.report import ReportDocument, ReportError
+from kubejury.records.run_status import RunSummary
 from kubejury_operator.manifests import RunRef
 from kubejury_operator.observed import ProgressKey, collect_progress, progress_key
 from kubejury_operator.status import summary_from_report
@@ -175,11 +176,11 @@ def _summary(store: Storage, layout: RunLayout) -> dict[str, Any] | None:
         document = ReportDocument.read({key: value for key, value in report.items() if key != "provenance"})
     except ReportError as exc:
         return _unread_summary(report_uri, str(exc))
-    return summary_from_report(document.to_json(), report_uri)
+    return summary_from_report(document, report_uri)
 
 
 def _unread_summary(report_uri: str, note: str) -> dict[str, Any]:
-    return {"primarySeries": None, "reportUri": report_uri, "ranking": [], "note": note}
+    return RunSummary(primary_series=None, report_uri=report_uri, note=note).to_json()
 
 
 def read_progress_and_summary(

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from kubejury.records.gpu_usage import GpuUsage
 from kubejury.records.placement import Placement
+from kubejury.records.report import ReportDocument
 from kubejury.records.run_status import TERMINAL_PHASES as TERMINAL_PHASES
 from kubejury.records.run_status import RankingRow, RunCondition, RunStatus, RunSummary, StageCounts
 from kubejury.redact import redact_tree
@@ -307,10 +308,11 @@ def events(view: StatusInputs, conds: Mapping[str, RunCondition], previous: RunS
 # ------------------------------------------------------------------------------------- summary
 
 
-def summary_from_report(report: Mapping[str, Any], report_uri: str | None) -> dict[str, Any]:
+def summary_from_report(report: ReportDocument | Mapping[str, Any], report_uri: str | None) -> dict[str, Any]:
     """The aggregated summary that goes into ``status.summary``: ranking with W, D, σ and CI per
     model, domain leaders and tiers of the primary series, and the report URI. Never per-answer
-    data; at most :data:`MAX_SUMMARY_MODELS` ranking rows."""
+    data; at most :data:`MAX_SUMMARY_MODELS` ranking rows. A mapping is read as a
+    :class:`ReportDocument` first."""
     from kubejury.report.view import read_report
 
     view = read_report(report)
