@@ -26,11 +26,12 @@ import numpy as np
 import numpy.typing as npt
 import yaml
 
-from kubejury.placement.decision import Placement
+from kubejury.records.placement import Placement
 from kubejury.stats.cube import ScoreCube
-from kubejury_operator import manifests as mf
+from kubejury_operator import vocabulary as vocab
 from kubejury_operator.cluster_run import ClusterRun
 from kubejury_operator.observed import DeploymentState, JobState
+from kubejury_operator.settings import WorkloadSettings
 from kubejury_operator.tenancy import TenantPolicy
 from kubejury_operator.validation import admission_message, validate_evalrun
 
@@ -331,7 +332,7 @@ H100_PLACEMENT = Placement(
     reason="Hopper: FP8 fits on 1 GPU",
     gpu_product="NVIDIA-H100-80GB-HBM3",
 )
-RUN_REF = mf.RunRef(name="r", namespace="ns", uid="uid-1")
+RUN_REF = vocab.RunRef(name="r", namespace="ns", uid="uid-1")
 RUN_SERIES = ("primary", "t08")
 JOB_DONE = JobState(succeeded=True)
 JOB_RUNNING = JobState()
@@ -345,11 +346,11 @@ def endpoint(
     placement: Placement | None = H100_PLACEMENT,
     runtime: str = "vllm",
     key: str | None = None,
-) -> mf.Endpoint:
+) -> vocab.Endpoint:
     """A model (``role="model"``) or judge served in the cluster, or hosted when ``runtime="openai"``."""
     hosted = runtime == "openai"
-    return mf.Endpoint(
-        key=key or mf.endpoint_key(role, name),
+    return vocab.Endpoint(
+        key=key or vocab.endpoint_key(role, name),
         name=name,
         source="https://api.example.com/v1" if hosted else f"hf://org/{name}",
         served_model=name,
@@ -359,7 +360,7 @@ def endpoint(
 
 
 def build_cluster_run(
-    models: Iterable[mf.Endpoint] = (), judges: Iterable[mf.Endpoint] = (), max_models: int = 2
+    models: Iterable[vocab.Endpoint] = (), judges: Iterable[vocab.Endpoint] = (), max_models: int = 2
 ) -> ClusterRun:
     """Run ``r``'s ClusterRun: models ``a``, ``b``, ``c`` and judge ``j`` unless given."""
     return ClusterRun(
@@ -370,14 +371,14 @@ def build_cluster_run(
         judges=tuple(judges) or (endpoint("judge", "j"),),
         series=RUN_SERIES,
         max_concurrent_models=max_models,
-        settings=mf.WorkloadSettings(),
-        storage=mf.JobStorage(uri="s3://b/runs"),
+        settings=WorkloadSettings(),
+        storage=vocab.JobStorage(uri="s3://b/runs"),
     )
 
 
 def workload_of(key: str) -> str:
     """The Deployment (and Service) name of run ``r``'s server for endpoint ``key``."""
-    return mf.workload_name("r", key)
+    return vocab.workload_name("r", key)
 
 
 def ready_servers(*keys: str) -> dict[str, DeploymentState]:
@@ -389,7 +390,7 @@ def generation_jobs(
     models: Iterable[str], state: JobState, series: Iterable[str] = RUN_SERIES
 ) -> dict[str, JobState]:
     """Observed generation Jobs of run ``r``, one per model and series, all in ``state``."""
-    return {mf.generation_job_name("r", m, s): state for m in models for s in series}
+    return {vocab.generation_job_name("r", m, s): state for m in models for s in series}
 
 
 def judge_jobs(
@@ -401,7 +402,7 @@ def judge_jobs(
 ) -> dict[str, JobState]:
     """Observed judge Jobs of run ``r`` (round ``round_``), each having judged ``complete`` models."""
     return {
-        mf.judge_job_name("r", j, s, round_): replace(state, models_complete=complete)
+        vocab.judge_job_name("r", j, s, round_): replace(state, models_complete=complete)
         for j in judges
         for s in series
     }

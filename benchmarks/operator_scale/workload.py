@@ -18,6 +18,9 @@ from typing import Any
 
 import yaml
 
+from kubejury_operator import settings as opsettings
+from kubejury_operator import vocabulary as vocab
+
 REPO = Path(__file__).resolve().parents[2]
 STUDY = REPO / "examples" / "evalrun-study.yaml"
 RESULTS_URI = "file:///var/lib/kubejury/results"  # the chart's results mount (operator_up.RESULTS_MOUNT)
@@ -94,7 +97,6 @@ def server_deployments(body: Mapping[str, Any], nodes: list[dict[str, Any]]) -> 
     from kubejury.config.spec import parse_evalrun
     from kubejury.placement.gpu_nodes import parse_node_list
     from kubejury.placement.planner import plan_placements
-    from kubejury_operator import manifests as mf
     from kubejury_operator.cluster_run import cluster_run
     from kubejury_operator.facts import in_cluster_servers
     from kubejury_operator.observed import Observed
@@ -102,8 +104,8 @@ def server_deployments(body: Mapping[str, Any], nodes: list[dict[str, Any]]) -> 
 
     evalrun = parse_evalrun(dict(body))
     placements = plan_placements(evalrun.spec, parse_node_list(nodes))
-    run = cluster_run(body, evalrun, placements, mf.WorkloadSettings())
+    run = cluster_run(body, evalrun, placements, opsettings.WorkloadSettings())
     first = plan(run, Observed(), {}, "2026-12-01T00:00:00Z")
     wave = [a.name for a in first.actions if a.verb == "create" and a.kind == "Deployment"]
-    every = [mf.workload_name(run.ref.name, key) for key in in_cluster_servers(run)]
+    every = [vocab.workload_name(run.ref.name, key) for key in in_cluster_servers(run)]
     return wave, every

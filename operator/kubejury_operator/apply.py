@@ -21,9 +21,9 @@ import kopf
 
 from kubejury.config import spec as specmod
 from kubejury.records.timestamps import now_time
-from kubejury_operator import manifests as mf
 from kubejury_operator import run_storage
 from kubejury_operator import status as st
+from kubejury_operator import vocabulary as vocab
 from kubejury_operator.expectations import Expectations
 from kubejury_operator.gateway import GatewayError
 from kubejury_operator.kube_api import KubeApi
@@ -132,7 +132,7 @@ async def post_events(api: KubeApi, obj: Mapping[str, Any], decided: Plan, logge
 
 def run_labels(name: str) -> dict[str, str]:
     """The labels every child of run ``name`` carries."""
-    return {mf.LABEL_RUN: mf.label_value(name), mf.LABEL_MANAGED_BY: mf.MANAGED_BY}
+    return {vocab.LABEL_RUN: vocab.label_value(name), vocab.LABEL_MANAGED_BY: vocab.MANAGED_BY}
 
 
 async def delete_children(api: KubeApi, obj: Mapping[str, Any]) -> None:
@@ -161,7 +161,7 @@ async def delete_stored_results(
     if run_policy_problems(evalrun, namespace, policy):
         logger.warning("storage of %s/%s is outside what the chart allows; nothing deleted", namespace, name)
         return
-    ref = mf.RunRef(name=name, namespace=namespace, uid=str(meta.get("uid") or ""))
+    ref = vocab.RunRef(name=name, namespace=namespace, uid=str(meta.get("uid") or ""))
     try:
         secret = await storage_secret(api, namespace, evalrun)
         deleted = await asyncio.to_thread(

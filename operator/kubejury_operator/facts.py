@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kubejury_operator import manifests as mf
+from kubejury_operator import vocabulary as vocab
 from kubejury_operator.cluster_run import ClusterRun
-from kubejury_operator.manifests import Endpoint
 from kubejury_operator.observed import JobState, Observed
+from kubejury_operator.vocabulary import Endpoint
 
 Pair = tuple[str, str]  # (model or judge name, series)
 
@@ -73,7 +73,7 @@ def judge_rounds(run: ClusterRun, observed: Observed, judge: Endpoint, series: s
     """The judging rounds of (judge, series) that exist, in order."""
     found: list[JobState] = []
     for n in range(1, len(run.models) + 2):
-        state = observed.jobs.get(mf.judge_job_name(run.ref.name, judge.name, series, n))
+        state = observed.jobs.get(vocab.judge_job_name(run.ref.name, judge.name, series, n))
         if state is None:
             break
         found.append(state)
@@ -85,7 +85,7 @@ def _generated(run: ClusterRun, observed: Observed) -> frozenset[Pair]:
     done: set[Pair] = set()
     for model in run.models:
         for series in run.series:
-            job = observed.jobs.get(mf.generation_job_name(run.ref.name, model.name, series))
+            job = observed.jobs.get(vocab.generation_job_name(run.ref.name, model.name, series))
             record = observed.progress.get(("generate", series, model.name))
             if (job is not None and job.succeeded) or (record is not None and record.complete):
                 done.add((model.name, series))
@@ -112,13 +112,13 @@ def _stage_reasons(run: ClusterRun, observed: Observed) -> dict[str, str]:
         for model in run.models:
             reason = _failed_reason(observed, ("generate", series, model.name))
             if reason:
-                reasons[mf.generation_job_name(run.ref.name, model.name, series)] = reason
+                reasons[vocab.generation_job_name(run.ref.name, model.name, series)] = reason
         for judge in run.judges:
             reason = _failed_reason(observed, ("judge", series, judge.name))
             round_ = 1
-            while reason and mf.judge_job_name(run.ref.name, judge.name, series, round_) in observed.jobs:
+            while reason and vocab.judge_job_name(run.ref.name, judge.name, series, round_) in observed.jobs:
                 # every judging round of (judge, series) writes the same progress record
-                reasons[mf.judge_job_name(run.ref.name, judge.name, series, round_)] = reason
+                reasons[vocab.judge_job_name(run.ref.name, judge.name, series, round_)] = reason
                 round_ += 1
     return reasons
 
@@ -160,7 +160,7 @@ def observe_facts(run: ClusterRun, observed: Observed, previous_phase: str) -> F
         judged=_judged(run, observed),
         generation_jobs=len(run.models) * len(run.series),
         judging_jobs=len(run.judges) * len(run.series),
-        aggregation=observed.jobs.get(mf.aggregation_job_name(run.ref.name)),
+        aggregation=observed.jobs.get(vocab.aggregation_job_name(run.ref.name)),
         failures=_failures(run, observed),
         unschedulable=unschedulable,
         waiting_for_node=bool(unschedulable) and previous_phase == "Pending" and not observed.deployments,

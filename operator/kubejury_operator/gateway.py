@@ -30,7 +30,7 @@ import aiohttp
 
 from kubejury.records.timestamps import format_time
 from kubejury.redact import redact, redact_tree
-from kubejury_operator.manifests import API_GROUP, API_VERSION, MANAGED_BY
+from kubejury_operator.vocabulary import API_GROUP, API_VERSION, MANAGED_BY
 
 # How long a Secret that exists is reused before it is read again (see KubeGateway._secret): a
 # waiting or running EvalRun then costs about one Secret read per 5 minutes, not one per reconcile.

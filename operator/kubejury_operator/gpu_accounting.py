@@ -23,10 +23,10 @@ from collections.abc import Mapping
 
 from kubejury.records.gpu_usage import GpuUsage, ServerGpuUsage, merge_intervals
 from kubejury.records.timestamps import seconds_between
-from kubejury_operator import manifests as mf
+from kubejury_operator import vocabulary as vocab
 from kubejury_operator.cluster_run import ClusterRun
-from kubejury_operator.manifests import Endpoint
 from kubejury_operator.observed import Observed
+from kubejury_operator.vocabulary import Endpoint
 
 
 def lead_seconds(previous: GpuUsage, observed: Observed) -> float:
@@ -75,7 +75,7 @@ def _server(
     """One server's usage: its held interval opened or closed, its Jobs' intervals merged."""
     key, placement = endpoint.key, endpoint.placement
     gpus = placement.tensor_parallel_size if placement is not None else 0
-    label = mf.label_value(key)  # how Pods and Jobs carry the key
+    label = vocab.label_value(key)  # how Pods and Jobs carry the key
     ready = observed.servers_ready_since.get(label)
     wanted = desired.get(key, 0) > 0
 

@@ -33,23 +33,17 @@ from typing import Any
 
 import kopf
 
-from kubejury_operator import apply, kopf_setup, metrics, placing, reconciler, watched
-from kubejury_operator import manifests as mf
+from kubejury_operator import apply, kopf_setup, metrics, reconciler, watched
+from kubejury_operator import settings as opsettings
+from kubejury_operator import vocabulary as vocab
 from kubejury_operator.gateway import ApiCredentials
 from kubejury_operator.memory import run_key
-from kubejury_operator.runtime import OperatorRuntime as OperatorRuntime  # test_tenancy imports it here
+from kubejury_operator.runtime import OperatorRuntime
 from kubejury_operator.tenancy import TenantPolicy
 from kubejury_operator.watched import Caches, plain
 from kubejury_operator.work_queue import DEFAULT_RECONCILE_INTERVAL
 
-# moved to apply, kopf_setup, placing and reconciler; importers outside this change still use them
-FINALIZER = kopf_setup.FINALIZER
-configure_admission = kopf_setup.configure_admission
-compute_placements = placing.compute_placements
-reconcile = reconciler.reconcile
-_apply = apply.apply_plan
-
-GROUP, VERSION, PLURAL = mf.API_GROUP, mf.API_VERSION, "evalruns"
+GROUP, VERSION, PLURAL = vocab.API_GROUP, vocab.API_VERSION, "evalruns"
 
 
 def _runtime(memo: object) -> OperatorRuntime:
@@ -71,7 +65,9 @@ def configure(
 ) -> None:
     """kopf's settings and the process-wide runtime, from the environment ``register`` was given."""
     memo.kubejury = OperatorRuntime(
-        settings=mf.WorkloadSettings.from_env(env), policy=TenantPolicy.from_env(env), interval=interval
+        settings=opsettings.WorkloadSettings.from_env(env),
+        policy=TenantPolicy.from_env(env),
+        interval=interval,
     )
     kopf_setup.configure_settings(settings, env)
     logger.info("kubejury operator configured; reconcile interval %ss", interval)

@@ -44,50 +44,29 @@ from kubejury.files.storage import STORAGE_MOUNT_ENV
 from kubejury.records.gpu_usage import GPU_USAGE_ENV, GpuUsage
 from kubejury.records.placement import Placement
 from kubejury.runtimes import LLAMACPP, OLLAMA, VLLM, runtime_of
-from kubejury_operator.settings import ModelCacheSettings, ServerSettings, StorageSettings
-
-# moved to kubejury_operator.settings and .vocabulary (the builders use some of them too); importers
-# outside this change still use them
-from kubejury_operator.settings import WorkloadSettings as WorkloadSettings
-from kubejury_operator.vocabulary import ANNOTATION_MODELS_COMPLETE as ANNOTATION_MODELS_COMPLETE
-from kubejury_operator.vocabulary import ANNOTATION_ROUND as ANNOTATION_ROUND
-from kubejury_operator.vocabulary import API_GROUP as API_GROUP
-from kubejury_operator.vocabulary import API_VERSION as API_VERSION
-from kubejury_operator.vocabulary import DNS_LABEL_LIMIT as DNS_LABEL_LIMIT
-from kubejury_operator.vocabulary import EVALRUN_API_VERSION as EVALRUN_API_VERSION
-from kubejury_operator.vocabulary import EVALRUN_KIND as EVALRUN_KIND
-from kubejury_operator.vocabulary import JOB_NAME_LIMIT as JOB_NAME_LIMIT
-from kubejury_operator.vocabulary import LABEL_COMPONENT as LABEL_COMPONENT
-from kubejury_operator.vocabulary import LABEL_ENDPOINT as LABEL_ENDPOINT
-from kubejury_operator.vocabulary import LABEL_MANAGED_BY as LABEL_MANAGED_BY
-from kubejury_operator.vocabulary import LABEL_PART_OF as LABEL_PART_OF
-from kubejury_operator.vocabulary import LABEL_RUN as LABEL_RUN
-from kubejury_operator.vocabulary import LABEL_SERIES as LABEL_SERIES
-from kubejury_operator.vocabulary import LABEL_USES_SERVER as LABEL_USES_SERVER
-from kubejury_operator.vocabulary import LABEL_VALUE_LIMIT as LABEL_VALUE_LIMIT
-from kubejury_operator.vocabulary import MANAGED_BY as MANAGED_BY
-from kubejury_operator.vocabulary import MAX_JOB_INDEX as MAX_JOB_INDEX
-from kubejury_operator.vocabulary import NAME_DIGEST_LENGTH as NAME_DIGEST_LENGTH
-from kubejury_operator.vocabulary import SERVING_PORT as SERVING_PORT
-from kubejury_operator.vocabulary import WORKLOAD_NAME_LIMIT as WORKLOAD_NAME_LIMIT
-from kubejury_operator.vocabulary import Endpoint as Endpoint
-from kubejury_operator.vocabulary import JobStorage as JobStorage
-from kubejury_operator.vocabulary import Manifest as Manifest
-from kubejury_operator.vocabulary import RunRef as RunRef
-from kubejury_operator.vocabulary import aggregation_job_name as aggregation_job_name
-from kubejury_operator.vocabulary import dns_label as dns_label
-from kubejury_operator.vocabulary import endpoint_key as endpoint_key
-from kubejury_operator.vocabulary import endpoint_url as endpoint_url
-from kubejury_operator.vocabulary import generation_job_name as generation_job_name
-from kubejury_operator.vocabulary import job_service_account_name as job_service_account_name
-from kubejury_operator.vocabulary import joined_label as joined_label
-from kubejury_operator.vocabulary import judge_job_name as judge_job_name
-from kubejury_operator.vocabulary import label_value as label_value
-from kubejury_operator.vocabulary import labels as labels
-from kubejury_operator.vocabulary import name_digest as name_digest
-from kubejury_operator.vocabulary import service_url as service_url
-from kubejury_operator.vocabulary import spec_configmap_name as spec_configmap_name
-from kubejury_operator.vocabulary import workload_name as workload_name
+from kubejury_operator.settings import ModelCacheSettings, ServerSettings, StorageSettings, WorkloadSettings
+from kubejury_operator.vocabulary import (
+    ANNOTATION_MODELS_COMPLETE,
+    ANNOTATION_ROUND,
+    EVALRUN_API_VERSION,
+    EVALRUN_KIND,
+    LABEL_COMPONENT,
+    LABEL_ENDPOINT,
+    LABEL_RUN,
+    SERVING_PORT,
+    Endpoint,
+    JobStorage,
+    Manifest,
+    RunRef,
+    aggregation_job_name,
+    endpoint_url,
+    generation_job_name,
+    job_service_account_name,
+    judge_job_name,
+    labels,
+    spec_configmap_name,
+    workload_name,
+)
 
 SPEC_MOUNT_DIR = "/etc/kubejury"
 SPEC_FILE = "evalrun.yaml"

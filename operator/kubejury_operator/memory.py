@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubejury.config import spec as specmod
-from kubejury_operator import manifests as mf
+from kubejury_operator import settings as opsettings
 from kubejury_operator.cluster_run import ClusterRun, cluster_run
 from kubejury_operator.expectations import Expectations
 from kubejury_operator.placing import pinned_placements
@@ -76,7 +76,7 @@ class RunMemory:
         obj: Mapping[str, Any],
         evalrun: specmod.EvalRun,
         previous: Mapping[str, Any],
-        settings: mf.WorkloadSettings,
+        settings: opsettings.WorkloadSettings,
     ) -> ClusterRun | None:
         """The planner's view of the run (:func:`cluster_run`) with the placement pinned in its
         status; ``None`` while none is pinned. Built again only when the spec or the pinned

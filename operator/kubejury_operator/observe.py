@@ -19,8 +19,8 @@ from typing import Any
 import kopf
 
 from kubejury.config import spec as specmod
-from kubejury_operator import manifests as mf
 from kubejury_operator import run_storage, watched
+from kubejury_operator import vocabulary as vocab
 from kubejury_operator.cluster_run import ClusterRun
 from kubejury_operator.kube_api import KubeApi
 from kubejury_operator.observed import (
@@ -70,7 +70,7 @@ async def observe_cluster(
 ) -> Observed:
     """The run's children, missing Secrets and unschedulable server Pods (progress comes later),
     the children read from the watch-fed caches."""
-    run_label = mf.label_value(name)
+    run_label = vocab.label_value(name)
     children = {kind: caches.children_of(kind, namespace, run_label) for kind in watched.CHILD_INDEXES}
     return Observed(
         deployments={d["metadata"]["name"]: deployment_state(d) for d in children["Deployment"]},
@@ -117,7 +117,7 @@ async def observe_storage(
     reused = reader.cache.fresh(key, observed, now)
     if reused is not None:
         return dataclasses.replace(observed, progress=reused[0], summary=reused[1])
-    aggregation = observed.jobs.get(mf.aggregation_job_name(run.ref.name))
+    aggregation = observed.jobs.get(vocab.aggregation_job_name(run.ref.name))
     secret = await storage_secret(reader.api, run.ref.namespace, evalrun)
     try:
         progress, summary = await asyncio.to_thread(

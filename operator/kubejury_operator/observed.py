@@ -19,7 +19,7 @@ from kubejury.records.progress import (
     merge_shards,
     parse_progress_file_name,
 )
-from kubejury_operator import manifests as mf
+from kubejury_operator import vocabulary as vocab
 
 ProgressKey = tuple[str, str, str]  # (stage "generate"|"judge", series, model or judge name)
 PLANNED_STAGES = frozenset({"generate", "judge"})  # the stages whose progress the planner reads
@@ -115,10 +115,10 @@ def job_state(obj: Mapping[str, Any]) -> JobState:
     meta = obj.get("metadata") or {}
     annotations = meta.get("annotations") or {}
     try:
-        models_complete = int(annotations.get(mf.ANNOTATION_MODELS_COMPLETE, 0))
+        models_complete = int(annotations.get(vocab.ANNOTATION_MODELS_COMPLETE, 0))
     except (TypeError, ValueError):
         models_complete = 0
-    server = (meta.get("labels") or {}).get(mf.LABEL_USES_SERVER)
+    server = (meta.get("labels") or {}).get(vocab.LABEL_USES_SERVER)
     return JobState(
         succeeded=succeeded and not failed,
         failed=failed,
@@ -136,7 +136,7 @@ def pod_scheduling_problems(pods: Sequence[Mapping[str, Any]]) -> dict[str, str]
     problems: dict[str, str] = {}
     for pod in pods:
         labels = (pod.get("metadata") or {}).get("labels") or {}
-        key = labels.get(mf.LABEL_ENDPOINT) if labels.get(mf.LABEL_COMPONENT) == "server" else None
+        key = labels.get(vocab.LABEL_ENDPOINT) if labels.get(vocab.LABEL_COMPONENT) == "server" else None
         status = pod.get("status") or {}
         if not key or status.get("phase") != "Pending":
             continue
@@ -156,7 +156,7 @@ def _ready_server_pods(pods: Sequence[Mapping[str, Any]]) -> Iterator[tuple[str,
     for pod in pods:
         meta = pod.get("metadata") or {}
         labels = meta.get("labels") or {}
-        key = labels.get(mf.LABEL_ENDPOINT) if labels.get(mf.LABEL_COMPONENT) == "server" else None
+        key = labels.get(vocab.LABEL_ENDPOINT) if labels.get(vocab.LABEL_COMPONENT) == "server" else None
         if not key or meta.get("deletionTimestamp"):
             continue
         for c in (pod.get("status") or {}).get("conditions") or []:

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kubejury.config import spec as specmod
-from kubejury.placement.decision import Placement
+from kubejury.records.placement import Placement
 
 
 def compute_placements(

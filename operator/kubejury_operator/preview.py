@@ -3,7 +3,7 @@
 Why this module exists: users review what an operator will do to their cluster the way they review
 ``helm template``, and tests assert on rendered objects rather than on builder internals. Nothing
 here builds an object itself: the EvalRun is parsed and placed as the handlers do
-(:func:`~kubejury_operator.handlers.compute_placements`, :func:`~kubejury_operator.cluster_run.cluster_run`),
+(:func:`~kubejury_operator.placing.compute_placements`, :func:`~kubejury_operator.cluster_run.cluster_run`),
 and the objects are the ``create`` actions of the operator's own planner
 (:func:`~kubejury_operator.reconcile.plan`), replayed pass after pass on a simulated cluster where
 every created server becomes ready and every created Job succeeds. The stream is therefore every
@@ -177,7 +177,7 @@ def render(
     without ``KUBEJURY_ALLOWED_*`` is an operator installed without the chart). ``None``: the
     operator's defaults under the allow-lists of a default install of the chart. A run admission
     would refuse raises :class:`InputError` with admission's message, and nothing is rendered."""
-    from kubejury_operator.handlers import compute_placements
+    from kubejury_operator.placing import compute_placements
 
     policy, _ = _read_settings(_policy_env(settings_env), settings_source)
     _, workload = _read_settings(settings_env or {}, settings_source)

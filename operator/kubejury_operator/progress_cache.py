@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubejury.records.progress import ProgressRecord
-from kubejury_operator.manifests import aggregation_job_name
 from kubejury_operator.observed import Observed, ProgressKey
+from kubejury_operator.vocabulary import aggregation_job_name
 
 PROGRESS_MAX_AGE_SECONDS = 5.0
 

@@ -48,11 +48,12 @@ from kubejury.records.gpu_usage import GpuUsage
 from kubejury.records.run_status import RunStatus, RunSummary
 from kubejury_operator import manifests as mf
 from kubejury_operator import status as st
+from kubejury_operator import vocabulary as vocab
 from kubejury_operator.cluster_run import ClusterRun
 from kubejury_operator.facts import Facts, judge_rounds, observe_facts
 from kubejury_operator.gpu_accounting import account, lead_seconds
-from kubejury_operator.manifests import Endpoint, Manifest
 from kubejury_operator.observed import Observed
+from kubejury_operator.vocabulary import Endpoint, Manifest
 
 PHASES = st.PHASES
 TERMINAL_PHASES = st.TERMINAL_PHASES
@@ -174,7 +175,7 @@ def server_ready(run: ClusterRun, observed: Observed, desired: Mapping[str, int]
     """An endpoint can take requests: an external one always; a server when wanted and ready."""
     if not endpoint.in_cluster:
         return True
-    dep = observed.deployments.get(mf.workload_name(run.ref.name, endpoint.key))
+    dep = observed.deployments.get(vocab.workload_name(run.ref.name, endpoint.key))
     return bool(dep and dep.ready) and desired.get(endpoint.key, 0) > 0
 
 
@@ -185,12 +186,12 @@ def _shared_objects(run: ClusterRun, observed: Observed) -> list[Action]:
     """The spec ConfigMap and (unless the chart names one) the Jobs' ServiceAccount."""
     actions: list[Action] = []
     name = run.ref.name
-    if ("ConfigMap", mf.spec_configmap_name(name)) not in observed.present:
+    if ("ConfigMap", vocab.spec_configmap_name(name)) not in observed.present:
         cm = mf.spec_configmap(run.ref, run.body)
         actions.append(Action("create", "ConfigMap", cm["metadata"]["name"], cm))
     if (
         run.settings.job_service_account is None
-        and ("ServiceAccount", mf.job_service_account_name(name)) not in observed.present
+        and ("ServiceAccount", vocab.job_service_account_name(name)) not in observed.present
     ):
         sa = mf.job_service_account(run.ref)
         actions.append(Action("create", "ServiceAccount", sa["metadata"]["name"], sa))
@@ -204,12 +205,12 @@ def _server_actions(
     A server of the run under a name the planner no longer uses (an operator before issue 29
     named them without a hash) is scaled to zero, so it never holds GPUs for nothing."""
     actions: list[Action] = []
-    known = {mf.workload_name(run.ref.name, key) for key in facts.servers}
+    known = {vocab.workload_name(run.ref.name, key) for key in facts.servers}
     for dep_name, dep in sorted(observed.deployments.items()):
         if dep_name not in known and dep.replicas > 0:
             actions.append(Action("scale", "Deployment", dep_name, replicas=0))
     for key, endpoint in facts.servers.items():
-        dep_name = mf.workload_name(run.ref.name, key)
+        dep_name = vocab.workload_name(run.ref.name, key)
         want = desired.get(key, 0)
         current = observed.deployments.get(dep_name)
         if current is None and want > 0:
@@ -231,7 +232,7 @@ def _generation_jobs(
         if not server_ready(run, observed, desired, model):
             continue
         for series in run.series:
-            job_name = mf.generation_job_name(run.ref.name, model.name, series)
+            job_name = vocab.generation_job_name(run.ref.name, model.name, series)
             if (model.name, series) in facts.generated or job_name in observed.jobs:
                 continue
             manifest = mf.generation_job(
@@ -290,7 +291,7 @@ def plan_actions(
     actions += _generation_jobs(run, observed, facts, desired)
     actions += _judge_jobs(run, observed, facts, desired)
     if facts.judging_complete and facts.aggregation is None:
-        agg_name = mf.aggregation_job_name(run.ref.name)
+        agg_name = vocab.aggregation_job_name(run.ref.name)
         actions.append(
             Action(
                 "create",
@@ -318,7 +319,7 @@ def decide_phase(run: ClusterRun, observed: Observed, facts: Facts, acting: bool
     if facts.blocked:
         return "Pending"
     if facts.generated or any(
-        mf.generation_job_name(run.ref.name, m.name, s) in observed.jobs
+        vocab.generation_job_name(run.ref.name, m.name, s) in observed.jobs
         for m in run.models
         for s in run.series
     ):

@@ -29,10 +29,10 @@ from kubejury.files.storage import RunLayout, S3Credentials, S3Timeouts, Storage
 from kubejury.records.progress import ProgressRecord
 from kubejury.records.report import ReportDocument, ReportError
 from kubejury.records.run_status import RunSummary
-from kubejury_operator.manifests import RunRef
 from kubejury_operator.observed import ProgressKey, collect_progress, progress_key
 from kubejury_operator.status import summary_from_report
 from kubejury_operator.tenancy import endpoint_listed, run_storage_uri
+from kubejury_operator.vocabulary import RunRef
 
 SecretData = Mapping[str, str]  # a Secret's data, decoded
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import kopf
 
-from kubejury_operator import manifests as mf
+from kubejury_operator import settings as opsettings
 from kubejury_operator.gateway import ApiCredentials, KubeGateway
 from kubejury_operator.kube_api import KubeApi
 from kubejury_operator.memory import RunKey, RunMemory
@@ -32,7 +32,7 @@ class OperatorRuntime:
     """Settings, credentials, the API client and each run's memory. What it keeps per run only
     saves work and never decides a plan: a restart loses none of a run."""
 
-    settings: mf.WorkloadSettings
+    settings: opsettings.WorkloadSettings
     credentials: ApiCredentials | None = None
     policy: TenantPolicy = field(default_factory=TenantPolicy)  # the chart's allow-lists
     closed: bool = False

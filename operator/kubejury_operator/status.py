@@ -24,7 +24,7 @@ from kubejury.records.report import ReportDocument
 from kubejury.records.run_status import TERMINAL_PHASES as TERMINAL_PHASES
 from kubejury.records.run_status import RankingRow, RunCondition, RunStatus, RunSummary, StageCounts
 from kubejury.redact import redact_tree
-from kubejury_operator import manifests as mf
+from kubejury_operator import vocabulary as vocab
 from kubejury_operator.cluster_run import ClusterRun
 from kubejury_operator.facts import Facts
 from kubejury_operator.observed import DeploymentState, Observed
@@ -130,7 +130,9 @@ def _provisioned(view: StatusInputs) -> tuple[bool, str, str]:
         facts.servers[k].name
         for k, want in view.desired.items()
         if want > 0
-        and not (observed.deployments.get(mf.workload_name(view.run.ref.name, k)) or DeploymentState(0)).ready
+        and not (
+            observed.deployments.get(vocab.workload_name(view.run.ref.name, k)) or DeploymentState(0)
+        ).ready
     )
     if waiting:
         return False, "ServersStarting", "Waiting for model servers: " + ", ".join(waiting)
@@ -186,7 +188,7 @@ def _stage_counts(view: StatusInputs, stage: str) -> StageCounts:
     """Items and Jobs done of ``generation`` or ``judging``, and the items done/total of each model
     or judge over all series (at most :data:`MAX_SUMMARY_MODELS`)."""
     record_stage, who_kind = _STAGE_SOURCES[stage]
-    endpoints: Sequence[mf.Endpoint] = view.run.models if who_kind == "models" else view.run.judges
+    endpoints: Sequence[vocab.Endpoint] = view.run.models if who_kind == "models" else view.run.judges
     jobs_done = len(view.facts.generated) if who_kind == "models" else len(view.facts.judged)
     items = total = 0
     by_name: dict[str, tuple[int, int]] = {}

@@ -15,7 +15,7 @@ from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubejury_operator import manifests as mf
+from kubejury_operator import vocabulary as vocab
 from kubejury_operator.observed import deployment_state, job_state
 
 # kind -> the id of its kopf index (the keyword kopf passes it to handlers under)
@@ -38,10 +38,10 @@ RESOURCES: dict[str, tuple[str, str, str]] = {
     "ServiceAccount": ("", "v1", "serviceaccounts"),
     "Node": ("", "v1", "nodes"),
 }
-CHILD_LABELS = {mf.LABEL_MANAGED_BY: mf.MANAGED_BY}  # only the operator's own objects are watched
+CHILD_LABELS = {vocab.LABEL_MANAGED_BY: vocab.MANAGED_BY}  # only the operator's own objects are watched
 # Of the Pods, only model servers' are read (GPU time held, servers waiting for a node); a Job's
 # Pods — most of a busy cluster's Pod events — are never sent to the operator.
-POD_LABELS = {**CHILD_LABELS, mf.LABEL_COMPONENT: "server"}
+POD_LABELS = {**CHILD_LABELS, vocab.LABEL_COMPONENT: "server"}
 
 
 def label_selector(labels: Mapping[str, str]) -> str:
@@ -119,8 +119,8 @@ def child_entry(body: Mapping[str, Any]) -> dict[RunLabelKey, dict[str, Any]] | 
     belong to no run. Only what the observers read is kept (:func:`observed_part`)."""
     meta = body.get("metadata") or {}
     labels = meta.get("labels") or {}
-    run = labels.get(mf.LABEL_RUN)
-    if labels.get(mf.LABEL_MANAGED_BY) != mf.MANAGED_BY or not run:
+    run = labels.get(vocab.LABEL_RUN)
+    if labels.get(vocab.LABEL_MANAGED_BY) != vocab.MANAGED_BY or not run:
         return None
     return {(str(meta.get("namespace") or ""), str(run)): observed_part(body)}
 
@@ -129,7 +129,7 @@ def pod_entry(body: Mapping[str, Any]) -> dict[RunLabelKey, dict[str, Any]] | No
     """A model server's Pod as :func:`child_entry` indexes it; ``None`` for any other Pod (a Job's:
     nothing reads them, and the watch's selector keeps them away already)."""
     labels = (body.get("metadata") or {}).get("labels") or {}
-    return child_entry(body) if labels.get(mf.LABEL_COMPONENT) == "server" else None
+    return child_entry(body) if labels.get(vocab.LABEL_COMPONENT) == "server" else None
 
 
 def node_entry(body: Mapping[str, Any]) -> dict[None, dict[str, Any]]:
@@ -202,7 +202,7 @@ def owner_run(body: Mapping[str, Any]) -> tuple[str, str] | None:
     """(namespace, name) of the EvalRun that owns a child, from its controller owner reference."""
     meta = body.get("metadata") or {}
     for ref in meta.get("ownerReferences") or []:
-        if ref.get("kind") == "EvalRun" and str(ref.get("apiVersion", "")).startswith(f"{mf.API_GROUP}/"):
+        if ref.get("kind") == "EvalRun" and str(ref.get("apiVersion", "")).startswith(f"{vocab.API_GROUP}/"):
             return str(meta.get("namespace") or ""), str(ref.get("name"))
     return None
 

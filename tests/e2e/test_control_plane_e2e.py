@@ -58,7 +58,7 @@ from operator_up import (
 
 from devcluster import Cluster
 from kubejury.records.gpu_usage import GpuUsage
-from kubejury_operator import manifests as mf
+from kubejury_operator import vocabulary as vocab
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster]
 
@@ -78,7 +78,7 @@ async def nodes_by_name(api: KubeApi) -> dict[str, dict[str, Any]]:
 
 def endpoint_name(pod: dict[str, Any]) -> str:
     """The model or judge a model-server pod serves (label kubejury.io/endpoint: m-<name> / j-<name>)."""
-    return str(pod["metadata"]["labels"][mf.LABEL_ENDPOINT]).split("-", 1)[1]
+    return str(pod["metadata"]["labels"][vocab.LABEL_ENDPOINT]).split("-", 1)[1]
 
 
 def assert_placed_as_planned(
@@ -156,10 +156,10 @@ async def test_the_cpu_example_completes_with_model_servers_on_cpu_nodes_and_pri
 
     jobs = {j["metadata"]["name"]: j for j in await api.list("jobs", namespace)}
     for model in ("qwen2.5-0.5b", "qwen2.5-1.5b"):
-        assert job_succeeded(jobs[mf.generation_job_name(name, model, "primary")])
+        assert job_succeeded(jobs[vocab.generation_job_name(name, model, "primary")])
     judge_jobs = [j for n, j in jobs.items() if n.startswith(f"kj-{name}-judge-")]
     assert judge_jobs and all(job_succeeded(j) for j in judge_jobs)
-    assert job_succeeded(jobs[mf.aggregation_job_name(name)])
+    assert job_succeeded(jobs[vocab.aggregation_job_name(name)])
     assert status["summary"]["leader"] == "qwen2.5-1.5b"  # the stubs answer it better
 
     table = kube_cluster.kubectl("get", "er", "-n", namespace)
@@ -193,17 +193,17 @@ async def test_a_gpu_run_places_servers_on_the_planned_gpus_with_indexed_generat
     assert_placed_as_planned(recorder.model_server_pods(), await nodes_by_name(api), placement)
     jobs = {j["metadata"]["name"]: j for j in await api.list("jobs", namespace)}
     for model in ("alpha", "beta"):
-        job = jobs[mf.generation_job_name(name, model, "primary")]
+        job = jobs[vocab.generation_job_name(name, model, "primary")]
         assert job["spec"]["completionMode"] == "Indexed" and job["spec"]["completions"] == 2
         assert job["status"].get("succeeded") == 2 and job_succeeded(job)
     indexes = {
         p["metadata"]["annotations"].get("batch.kubernetes.io/job-completion-index")
         for p in recorder.job_pods()
-        if p["metadata"]["labels"].get("job-name") == mf.generation_job_name(name, "alpha", "primary")
+        if p["metadata"]["labels"].get("job-name") == vocab.generation_job_name(name, "alpha", "primary")
     }
     assert indexes == {"0", "1"}
     assert any(n.startswith(f"kj-{name}-judge-hosted-") for n in jobs) and job_succeeded(
-        jobs[mf.aggregation_job_name(name)]
+        jobs[vocab.aggregation_job_name(name)]
     )
     assert hosted_judge.requests["hosted-judge"] > 0
     summary = status["summary"]
@@ -394,7 +394,7 @@ async def test_the_operator_sigkilled_5_times_mid_run_still_yields_one_answer_an
     )
     deployments = await api.list("deployments", namespace)
     expected = {
-        mf.workload_name(name, mf.endpoint_key(role, who))
+        vocab.workload_name(name, vocab.endpoint_key(role, who))
         for role, who in (("model", "alpha"), ("model", "beta"), ("judge", "judge-a"))
     }
     assert {d["metadata"]["name"] for d in deployments} == expected  # no stray or duplicate server

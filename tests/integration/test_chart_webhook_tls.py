@@ -28,7 +28,7 @@ import kopf
 import pytest
 import yaml
 
-from kubejury_operator.handlers import configure_admission
+from kubejury_operator.kopf_setup import configure_admission
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "kubejury"

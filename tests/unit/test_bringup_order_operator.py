@@ -12,10 +12,11 @@ from typing import Any
 
 from factories import build_evalrun, model_entry
 from kubejury.config.spec import parse_evalrun
-from kubejury.placement.decision import Placement
 from kubejury.placement.gpu_nodes import parse_node_list
 from kubejury.placement.planner import plan_placements
-from kubejury_operator import manifests as mf
+from kubejury.records.placement import Placement
+from kubejury_operator import settings as opsettings
+from kubejury_operator import vocabulary as vocab
 from kubejury_operator.cluster_run import ClusterRun, cluster_run
 from kubejury_operator.observed import Observed
 from kubejury_operator.reconcile import plan
@@ -35,7 +36,7 @@ def run_of(body: dict[str, Any], pinned: bool = False) -> ClusterRun:
     placements = plan_placements(evalrun.spec, parse_node_list(json.loads(NODES.read_text(encoding="utf-8"))))
     if pinned:  # as read back from status.placement on later passes
         placements = {n: Placement.from_json(p.to_json(), name=n) for n, p in placements.items()}
-    return cluster_run(body, evalrun, placements, mf.WorkloadSettings())
+    return cluster_run(body, evalrun, placements, opsettings.WorkloadSettings())
 
 
 def deployments_created(run: ClusterRun) -> set[str]:
@@ -50,7 +51,10 @@ def test_the_longest_model_takes_a_slot_first() -> None:
     large = model_entry("large", parameters="70B", quantization="bf16")
     run = run_of(build_evalrun(models=models(large), judges=[HOSTED_JUDGE], maxConcurrentModels=2))
     assert run.bringup_order[0] == "large"
-    assert deployments_created(run) == {mf.workload_name("r", "m-large"), mf.workload_name("r", "m-small-0")}
+    assert deployments_created(run) == {
+        vocab.workload_name("r", "m-large"),
+        vocab.workload_name("r", "m-small-0"),
+    }
 
 
 def test_the_order_is_the_same_from_placements_read_back_from_status() -> None:

@@ -662,8 +662,8 @@ def test_the_operator_understands_what_the_chart_passes(
     import kopf
 
     from kubejury_operator import __main__ as entry
-    from kubejury_operator.handlers import configure_admission
-    from kubejury_operator.manifests import WorkloadSettings
+    from kubejury_operator.kopf_setup import configure_admission
+    from kubejury_operator.settings import WorkloadSettings
 
     data = settings_data(all_on_objects)
     for key, text in data.items():

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from kubejury_operator import manifests as mf
+from kubejury_operator import settings as opsettings
+from kubejury_operator import vocabulary as vocab
 from kubejury_operator.expectations import EXPECTATION_TTL_SECONDS, Expectations
 from kubejury_operator.observed import DeploymentState, JobState, Observed
 
-REF = mf.RunRef("r", "evals", "uid-1")
-JOB = mf.aggregation_job(REF, mf.WorkloadSettings(), mf.JobStorage(uri="s3://b/runs"))
+REF = vocab.RunRef("r", "evals", "uid-1")
+JOB = mf.aggregation_job(REF, opsettings.WorkloadSettings(), vocab.JobStorage(uri="s3://b/runs"))
 JOB_NAME = JOB["metadata"]["name"]
 
 

@@ -20,7 +20,7 @@ from factories import (
     ready_servers,
 )
 from kubejury.records.gpu_usage import GPU_USAGE_ENV, GpuUsage
-from kubejury_operator import manifests as mf
+from kubejury_operator import vocabulary as vocab
 from kubejury_operator.observed import (
     JobState,
     Observed,
@@ -63,7 +63,7 @@ def test_held_time_runs_from_the_ready_pod_to_the_scale_down_times_the_gpus() ->
     finished = JobState(succeeded=True, server="m-a", started_at=T1, finished_at=T2)
     generated = replace(up, jobs=generation_jobs(["a"], finished, ONE_SERIES))
     down = plan(run, generated, first.status, T3)
-    assert ("Deployment", mf.workload_name("r", "m-a"), 0) in {
+    assert ("Deployment", vocab.workload_name("r", "m-a"), 0) in {
         (a.kind, a.name, a.replicas) for a in down.actions
     }
     a = server(down.status["gpu"], "a")
@@ -98,10 +98,10 @@ def test_jobs_on_one_server_at_once_count_once_and_finished_time_is_never_lowere
         series=RUN_SERIES,
     )
     both = {
-        mf.generation_job_name("r", "a", RUN_SERIES[0]): JobState(
+        vocab.generation_job_name("r", "a", RUN_SERIES[0]): JobState(
             succeeded=True, server="m-a", started_at=T0, finished_at=T2
         ),
-        mf.generation_job_name("r", "a", RUN_SERIES[1]): JobState(server="m-a", started_at=T1),
+        vocab.generation_job_name("r", "a", RUN_SERIES[1]): JobState(server="m-a", started_at=T1),
     }
     observed = Observed(
         deployments=ready_servers("m-a"),
@@ -147,7 +147,7 @@ def test_the_aggregation_job_carries_the_runs_final_gpu_usage() -> None:
     )
     previous = {"gpu": {"servers": {"a": {"role": "model", "gpus": 4, "heldGpuSeconds": 320.0}}}}
     result = plan(run, observed, previous, T4)
-    agg = next(a for a in result.actions if a.kind == "Job" and a.name == mf.aggregation_job_name("r"))
+    agg = next(a for a in result.actions if a.kind == "Job" and a.name == vocab.aggregation_job_name("r"))
     assert agg.manifest is not None
     env = {
         e["name"]: e.get("value") for e in agg.manifest["spec"]["template"]["spec"]["containers"][0]["env"]
@@ -163,7 +163,7 @@ def test_the_aggregation_job_carries_the_runs_final_gpu_usage() -> None:
 
 def test_ready_since_comes_from_ready_server_pods_not_from_job_pods_or_terminating_ones() -> None:
     def pod(component: str, key: str, ready_at: str, deleting: bool = False) -> dict[str, Any]:
-        meta: dict[str, Any] = {"labels": {mf.LABEL_COMPONENT: component, mf.LABEL_ENDPOINT: key}}
+        meta: dict[str, Any] = {"labels": {vocab.LABEL_COMPONENT: component, vocab.LABEL_ENDPOINT: key}}
         if deleting:
             meta["deletionTimestamp"] = T4
         return {
@@ -181,7 +181,7 @@ def test_ready_since_comes_from_ready_server_pods_not_from_job_pods_or_terminati
 
 
 def test_job_state_reads_the_server_label_and_the_jobs_start_and_end() -> None:
-    labels = {mf.LABEL_USES_SERVER: "m-a"}
+    labels = {vocab.LABEL_USES_SERVER: "m-a"}
     complete = {
         "metadata": {"labels": labels},
         "status": {
@@ -253,7 +253,7 @@ def test_bring_up_time_is_pod_creation_to_ready_of_ready_server_pods() -> None:
         return {
             "metadata": {
                 "creationTimestamp": T0,
-                "labels": {mf.LABEL_COMPONENT: component, mf.LABEL_ENDPOINT: "m-a"},
+                "labels": {vocab.LABEL_COMPONENT: component, vocab.LABEL_ENDPOINT: "m-a"},
             },
             "status": {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": T2}]},
         }

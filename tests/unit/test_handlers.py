@@ -20,9 +20,9 @@ from kubejury.config.spec import parse_evalrun
 from kubejury_operator import handlers, reconciler, watched
 from kubejury_operator.apply import run_labels
 from kubejury_operator.gateway import ApiCredentials
-from kubejury_operator.manifests import WorkloadSettings
 from kubejury_operator.placing import compute_placements
 from kubejury_operator.runtime import OperatorRuntime
+from kubejury_operator.settings import WorkloadSettings
 from kubejury_operator.tenancy import TenantPolicy
 from kubejury_operator.testing import FakeKubeApi
 from kubejury_operator.work_queue import QueueTiming
@@ -51,9 +51,9 @@ def test_examples_plan_into_valid_objects(example: str, nodes: str) -> None:
     import yaml
 
     from kubejury_operator.cluster_run import cluster_run
-    from kubejury_operator.manifests import WorkloadSettings
     from kubejury_operator.observed import DeploymentState, Observed
     from kubejury_operator.reconcile import plan
+    from kubejury_operator.settings import WorkloadSettings
 
     body = yaml.safe_load((REPO / "examples" / example).read_text())
     body["metadata"]["uid"] = "u-1"
@@ -107,7 +107,7 @@ def test_cleanup_deletes_results_with_the_runs_own_storage_credentials(
     from moto import mock_aws
     from moto.core import set_initial_no_auth_action_count
 
-    from kubejury_operator.manifests import WorkloadSettings
+    from kubejury_operator.settings import WorkloadSettings
 
     for name in ("KUBEJURY_S3_ENDPOINT", "AWS_ENDPOINT_URL"):
         monkeypatch.delenv(name, raising=False)
@@ -158,7 +158,7 @@ def test_cleanup_deletes_only_the_runs_own_prefix_never_another_namespace_or_the
     """Issue 11, finding 1: a run named like a folder of the root, with cleanupPolicy Delete,
     removes <root>/<namespace>/<name>-<uid prefix>/ only — not a same-named run of another
     namespace, not an older run of the same name (another uid), not the root's other files."""
-    from kubejury_operator.manifests import WorkloadSettings
+    from kubejury_operator.settings import WorkloadSettings
 
     root = tmp_path / "root"
     own = root / "team-a" / "results-u-1aaaaa" / "results" / "primary" / "answers" / "m" / "part-0.jsonl"
@@ -185,7 +185,7 @@ def test_cleanup_deletes_only_the_runs_own_prefix_never_another_namespace_or_the
 
 
 def test_cleanup_outside_the_charts_storage_roots_deletes_nothing(tmp_path: Path) -> None:
-    from kubejury_operator.manifests import WorkloadSettings
+    from kubejury_operator.settings import WorkloadSettings
     from kubejury_operator.tenancy import TenantPolicy
 
     victim = tmp_path / "elsewhere" / "team-a" / "r-u-1" / "r" / "spec.json"
@@ -214,7 +214,7 @@ def test_cleanup_on_s3_without_the_runs_own_credentials_keeps_the_results(
 ) -> None:
     """The operator's chart-wide S3 credentials never delete: they may reach what the tenant cannot."""
     from kubejury_operator import run_storage
-    from kubejury_operator.manifests import RunRef
+    from kubejury_operator.vocabulary import RunRef
 
     evalrun = parse_evalrun(build_evalrun(storage={"uri": "s3://results/runs"}))
     with pytest.raises(run_storage.ResultsKept, match="credentialsSecretRef"):

@@ -15,12 +15,14 @@ import yaml
 from kubejury import runtimes
 from kubejury.records.placement import Placement
 from kubejury_operator import manifests as m
+from kubejury_operator import settings as opsettings
+from kubejury_operator import vocabulary as vocab
 
 OLDEST_K8S = "1.29"
 NEWEST_K8S = kubernetes_validate.latest_version()
-RUN = m.RunRef(name="study", namespace="evals", uid="0b7c7a4e-1111-2222-3333-444455556666")
-SETTINGS = m.WorkloadSettings(model_cache_pvc="model-cache", storage_secret="s3-creds")
-STORAGE = m.JobStorage(uri="s3://bucket/runs")
+RUN = vocab.RunRef(name="study", namespace="evals", uid="0b7c7a4e-1111-2222-3333-444455556666")
+SETTINGS = opsettings.WorkloadSettings(model_cache_pvc="model-cache", storage_secret="s3-creds")
+STORAGE = vocab.JobStorage(uri="s3://bucket/runs")
 
 
 def placed(**changes: Any) -> Placement:
@@ -34,7 +36,7 @@ def placed(**changes: Any) -> Placement:
     return Placement(**{**decided, **changes})
 
 
-VLLM = m.Endpoint(
+VLLM = vocab.Endpoint(
     key="m-qwen3-27b",
     name="qwen3-27b",
     source="hf://Qwen/Qwen3.5-27B",
@@ -44,7 +46,7 @@ VLLM = m.Endpoint(
     placement=placed(),
     max_model_len=16384,
 )
-GPT_OSS = m.Endpoint(
+GPT_OSS = vocab.Endpoint(
     key="m-gpt-oss-120b",
     name="gpt-oss-120b",
     source="pvc://weights/openai/gpt-oss-120b",
@@ -53,7 +55,7 @@ GPT_OSS = m.Endpoint(
     checkpoint="mxfp4",
     placement=placed(quantization="mxfp4", tensor_parallel_size=1),
 )
-LLAMACPP_GPU = m.Endpoint(
+LLAMACPP_GPU = vocab.Endpoint(
     key="m-qwq-32b-gguf",
     name="qwq-32b-gguf",
     source="hf://Qwen/QwQ-32B-GGUF",
@@ -67,7 +69,7 @@ LLAMACPP_GPU = m.Endpoint(
         node_selector={"nvidia.com/gpu.product": "NVIDIA-L4"},
     ),
 )
-LLAMACPP_CPU = m.Endpoint(
+LLAMACPP_CPU = vocab.Endpoint(
     key="j-gemma",
     name="gemma",
     source="pvc://models/gemma-3-270m-q4_k_m.gguf",
@@ -77,7 +79,7 @@ LLAMACPP_CPU = m.Endpoint(
     cpu="2",
     memory="2Gi",
 )
-OLLAMA = m.Endpoint(
+OLLAMA = vocab.Endpoint(
     key="m-llama",
     name="llama",
     source="ollama://llama3.1:8b",
@@ -90,7 +92,7 @@ OLLAMA = m.Endpoint(
         node_selector={"nvidia.com/gpu.product": "NVIDIA-A10"},
     ),
 )
-HOSTED = m.Endpoint(
+HOSTED = vocab.Endpoint(
     key="j-deepseek",
     name="deepseek",
     source="https://api.deepseek.com/v1",
@@ -101,8 +103,8 @@ HOSTED = m.Endpoint(
 IN_CLUSTER = [VLLM, GPT_OSS, LLAMACPP_GPU, LLAMACPP_CPU, OLLAMA]
 
 
-def all_manifests() -> list[m.Manifest]:
-    objects: list[m.Manifest] = [
+def all_manifests() -> list[vocab.Manifest]:
+    objects: list[vocab.Manifest] = [
         m.spec_configmap(RUN, {"spec": {"models": [{"name": "qwen3-27b"}], "series": [{"name": "primary"}]}}),
         m.job_service_account(RUN),
     ]
@@ -112,20 +114,24 @@ def all_manifests() -> list[m.Manifest]:
     objects.append(m.generation_job(RUN, VLLM, "primary", SETTINGS, STORAGE))
     objects.append(m.generation_job(RUN, GPT_OSS, "t08", SETTINGS, STORAGE, shards=4))
     objects.append(m.judge_job(RUN, HOSTED, "primary", SETTINGS, STORAGE))
-    objects.append(m.judge_job(RUN, LLAMACPP_CPU, "primary", SETTINGS, m.JobStorage(uri="file:///results")))
     objects.append(
-        m.aggregation_job(RUN, m.WorkloadSettings(results_pvc="results"), m.JobStorage("file:///data"))
+        m.judge_job(RUN, LLAMACPP_CPU, "primary", SETTINGS, vocab.JobStorage(uri="file:///results"))
+    )
+    objects.append(
+        m.aggregation_job(
+            RUN, opsettings.WorkloadSettings(results_pvc="results"), vocab.JobStorage("file:///data")
+        )
     )
     return objects
 
 
-def _id(obj: m.Manifest) -> str:
+def _id(obj: vocab.Manifest) -> str:
     return f"{obj['kind']}/{obj['metadata']['name']}"
 
 
 @pytest.mark.parametrize("version", [OLDEST_K8S, NEWEST_K8S])
 @pytest.mark.parametrize("obj", all_manifests(), ids=_id)
-def test_every_manifest_validates_against_kubernetes_schemas(obj: m.Manifest, version: str) -> None:
+def test_every_manifest_validates_against_kubernetes_schemas(obj: vocab.Manifest, version: str) -> None:
     kubernetes_validate.validate(obj, version, strict=True)
 
 
@@ -136,7 +142,7 @@ def test_schema_validation_can_fail() -> None:
         kubernetes_validate.validate(bad, NEWEST_K8S, strict=True)
 
 
-def _container(obj: m.Manifest) -> dict[str, Any]:
+def _container(obj: vocab.Manifest) -> dict[str, Any]:
     containers: list[dict[str, Any]] = obj["spec"]["template"]["spec"]["containers"]
     assert len(containers) == 1
     return containers[0]
@@ -176,7 +182,7 @@ def test_vllm_deployment_carries_planned_args_gpus_and_probes() -> None:
 
 
 def test_startup_budget_is_configurable() -> None:
-    settings = m.WorkloadSettings(startup_budget_seconds=3600)
+    settings = opsettings.WorkloadSettings(startup_budget_seconds=3600)
     probe = _container(m.model_deployment(RUN, VLLM, 1, settings))["startupProbe"]
     assert probe["failureThreshold"] * probe["periodSeconds"] == 3600
 
@@ -193,7 +199,7 @@ def test_native_checkpoint_format_needs_no_quantization_flag() -> None:
 
 
 def test_placement_quantization_flag_is_not_duplicated() -> None:
-    endpoint = m.Endpoint(**{**VLLM.__dict__, "placement": placed(vllm_args=("--quantization", "fp8"))})
+    endpoint = vocab.Endpoint(**{**VLLM.__dict__, "placement": placed(vllm_args=("--quantization", "fp8"))})
     args = _container(m.model_deployment(RUN, endpoint, 1, SETTINGS))["args"]
     assert args.count("--quantization") == 1
 
@@ -211,7 +217,7 @@ def test_gguf_runtimes() -> None:
     ollama = _container(m.model_deployment(RUN, OLLAMA, 1, SETTINGS))
     assert {"name": "KUBEJURY_OLLAMA_MODEL", "value": "llama3.1:8b"} in ollama["env"]
     assert {"name": "KUBEJURY_OLLAMA_SOURCE", "value": "llama3.1:8b"} in ollama["env"]
-    renamed = m.Endpoint(**{**OLLAMA.__dict__, "served_model": "llama"})
+    renamed = vocab.Endpoint(**{**OLLAMA.__dict__, "served_model": "llama"})
     env = _container(m.model_deployment(RUN, renamed, 1, SETTINGS))["env"]
     assert {"name": "KUBEJURY_OLLAMA_SOURCE", "value": "llama3.1:8b"} in env
     assert {"name": "KUBEJURY_OLLAMA_MODEL", "value": "llama"} in env
@@ -223,7 +229,7 @@ def test_every_in_cluster_runtime_has_a_serving_builder_and_no_external_one_has(
 
 
 def test_an_endpoint_placed_with_an_external_runtime_gets_no_workload() -> None:
-    external = m.Endpoint(**{**VLLM.__dict__, "runtime": "openai"})
+    external = vocab.Endpoint(**{**VLLM.__dict__, "runtime": "openai"})
     with pytest.raises(ValueError, match="runtime 'openai' has no in-cluster workload"):
         m.model_deployment(RUN, external, 1, SETTINGS)
 
@@ -231,7 +237,7 @@ def test_an_endpoint_placed_with_an_external_runtime_gets_no_workload() -> None:
 def test_openai_runtime_gets_no_workload() -> None:
     with pytest.raises(ValueError, match="openai"):
         m.model_deployment(RUN, HOSTED, 1, SETTINGS)
-    assert m.endpoint_url(RUN, HOSTED) == "https://api.deepseek.com/v1"
+    assert vocab.endpoint_url(RUN, HOSTED) == "https://api.deepseek.com/v1"
 
 
 def test_jobs_have_no_api_access_and_restricted_security() -> None:
@@ -265,7 +271,7 @@ def test_job_commands() -> None:
         "--model",
         "qwen3-27b",
         "--endpoint",
-        f"http://{m.workload_name('study', 'm-qwen3-27b')}.evals.svc:8000/v1",
+        f"http://{vocab.workload_name('study', 'm-qwen3-27b')}.evals.svc:8000/v1",
     ]
     # Only the storage Secret's S3 keys, one by one (issue 11, finding 2): never envFrom.
     assert "envFrom" not in gen
@@ -283,7 +289,7 @@ def test_job_commands() -> None:
 
 def test_a_job_storing_on_file_holds_no_storage_secret_and_only_its_own_api_key() -> None:
     """Issue 11, finding 2: Job pods hold only the secrets they use."""
-    on_file = m.JobStorage(uri="file:///var/lib/kubejury/results/evals/study-1")
+    on_file = vocab.JobStorage(uri="file:///var/lib/kubejury/results/evals/study-1")
     for job in (
         m.generation_job(RUN, VLLM, "primary", SETTINGS, on_file),
         m.aggregation_job(RUN, SETTINGS, on_file),
@@ -325,20 +331,20 @@ def test_spec_configmap_holds_the_spec_only() -> None:
 
 def test_names_are_deterministic_valid_and_distinct() -> None:
     long_model = "a-very-long-model-name-that-goes-on-and-on-forever-and-ever-v1"
-    a = m.generation_job_name("a-long-evalrun-name", long_model, "primary")
-    b = m.generation_job_name("a-long-evalrun-name", long_model, "secondary")
-    assert a == m.generation_job_name("a-long-evalrun-name", long_model, "primary")
+    a = vocab.generation_job_name("a-long-evalrun-name", long_model, "primary")
+    b = vocab.generation_job_name("a-long-evalrun-name", long_model, "secondary")
+    assert a == vocab.generation_job_name("a-long-evalrun-name", long_model, "primary")
     assert a != b
-    for name in (a, b, m.workload_name("Run_With.Caps", "m-Qwen/Qwen3")):
+    for name in (a, b, vocab.workload_name("Run_With.Caps", "m-Qwen/Qwen3")):
         assert len(name) <= 63
         assert name == name.lower()
         assert name[0].isalnum() and name[-1].isalnum()
-    assert len(m.workload_name("x" * 80, "m-y")) <= 52
-    assert m.generation_job_name("r", "m", "s").startswith("kj-r-gen-m-s-")
+    assert len(vocab.workload_name("x" * 80, "m-y")) <= 52
+    assert vocab.generation_job_name("r", "m", "s").startswith("kj-r-gen-m-s-")
 
 
 def test_settings_from_env() -> None:
-    s = m.WorkloadSettings.from_env(
+    s = opsettings.WorkloadSettings.from_env(
         {
             "KUBEJURY_JOB_IMAGE": "img:1",
             "KUBEJURY_MODEL_CACHE_PVC": "",
@@ -351,7 +357,7 @@ def test_settings_from_env() -> None:
 
 
 def test_settings_from_chart_json_env() -> None:
-    s = m.WorkloadSettings.from_env(
+    s = opsettings.WorkloadSettings.from_env(
         {
             "KUBEJURY_GPU_TOLERATIONS": '[{"key": "gpu-pool", "operator": "Exists", "effect": "NoSchedule"}]',
             "KUBEJURY_JOB_RESOURCES": '{"requests": {"cpu": "1"}}',
@@ -361,7 +367,7 @@ def test_settings_from_chart_json_env() -> None:
     pod = m.model_deployment(RUN, VLLM, 1, s)["spec"]["template"]["spec"]
     assert {"key": "gpu-pool", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
     with pytest.raises(ValueError, match="KUBEJURY_JOB_RESOURCES"):
-        m.WorkloadSettings.from_env({"KUBEJURY_JOB_RESOURCES": "[]"})
+        opsettings.WorkloadSettings.from_env({"KUBEJURY_JOB_RESOURCES": "[]"})
 
 
 # ------------------------------------------------------------------- tolerations: only GPU + chart
@@ -375,8 +381,8 @@ BROAD = placed(
 )
 
 
-def _pod_tolerations(placement: Placement, settings: m.WorkloadSettings) -> list[dict[str, Any]]:
-    endpoint = m.Endpoint(**{**VLLM.__dict__, "placement": placement})
+def _pod_tolerations(placement: Placement, settings: opsettings.WorkloadSettings) -> list[dict[str, Any]]:
+    endpoint = vocab.Endpoint(**{**VLLM.__dict__, "placement": placement})
     tolerations: list[dict[str, Any]] = m.model_deployment(RUN, endpoint, 1, settings)["spec"]["template"][
         "spec"
     ]["tolerations"]
@@ -391,7 +397,7 @@ def test_a_recorded_placement_cannot_make_the_pod_tolerate_a_taint_the_chart_doe
 
 def test_the_pod_tolerates_the_gpu_taint_and_the_chart_tolerations_only() -> None:
     team_b = {"key": "dedicated", "operator": "Equal", "value": "team-b", "effect": "NoSchedule"}
-    settings = m.WorkloadSettings(extra_tolerations=(team_b,))
+    settings = opsettings.WorkloadSettings(extra_tolerations=(team_b,))
     tolerations = _pod_tolerations(BROAD, settings)
     assert [t for t in tolerations if t["key"] != "nvidia.com/gpu"] == [team_b]
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in tolerations
@@ -399,4 +405,4 @@ def test_the_pod_tolerates_the_gpu_taint_and_the_chart_tolerations_only() -> Non
 
 def test_a_chart_gpu_toleration_that_is_no_object_is_refused_when_the_settings_are_read() -> None:
     with pytest.raises(ValueError, match=r"KUBEJURY_GPU_TOLERATIONS\[0\]"):
-        m.WorkloadSettings.from_env({"KUBEJURY_GPU_TOLERATIONS": '["dedicated"]'})
+        opsettings.WorkloadSettings.from_env({"KUBEJURY_GPU_TOLERATIONS": '["dedicated"]'})

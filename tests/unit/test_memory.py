@@ -7,10 +7,10 @@ from pathlib import Path
 
 from factories import build_evalrun
 from kubejury.config.spec import parse_evalrun
-from kubejury_operator.manifests import WorkloadSettings
 from kubejury_operator.memory import RunMemory, run_key
 from kubejury_operator.placing import compute_placements
 from kubejury_operator.runtime import OperatorRuntime
+from kubejury_operator.settings import WorkloadSettings
 from kubejury_operator.work_queue import QueueTiming
 
 REPO = Path(__file__).resolve().parents[2]

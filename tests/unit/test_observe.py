@@ -10,8 +10,8 @@ import pytest
 
 from factories import build_cluster_run, build_evalrun, model_entry
 from kubejury.config.spec import parse_evalrun
-from kubejury_operator import manifests as mf
 from kubejury_operator import observe, run_storage, watched
+from kubejury_operator import vocabulary as vocab
 from kubejury_operator.observed import JobState, Observed
 from kubejury_operator.progress_cache import ProgressCache
 from kubejury_operator.tenancy import TenantPolicy
@@ -38,7 +38,7 @@ def caches_with(*children: dict[str, Any]) -> Caches:
 
 
 def child(kind: str, name: str, component: str = "server", **status: Any) -> dict[str, Any]:
-    meta = {"name": name, "namespace": "evals", "labels": mf.labels("r", component)}
+    meta = {"name": name, "namespace": "evals", "labels": vocab.labels("r", component)}
     return {"kind": kind, "metadata": meta, "spec": {"replicas": 1}, "status": status}
 
 
@@ -95,7 +95,7 @@ async def test_progress_is_read_once_and_reused_while_fresh(monkeypatch: pytest.
     first = await observe.observe_storage(storage, evalrun, run, Observed(), {}, now=100.0)
     again = await observe.observe_storage(storage, evalrun, run, Observed(), {}, now=101.0)
     assert calls == [False] and first.summary is None and again.summary is None
-    aggregated = Observed(jobs={mf.aggregation_job_name(run.ref.name): JobState(succeeded=True)})
+    aggregated = Observed(jobs={vocab.aggregation_job_name(run.ref.name): JobState(succeeded=True)})
     done = await observe.observe_storage(storage, evalrun, run, aggregated, {}, now=101.5)
     assert calls == [False, True] and done.summary == {"score": 1.0}  # read at once, with the report
 

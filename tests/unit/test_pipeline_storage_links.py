@@ -14,6 +14,8 @@ import pytest
 from kubejury.config.spec import StorageSpec
 from kubejury.files.storage import STORAGE_MOUNT_ENV, StorageError
 from kubejury.pipeline import open_run_storage
+from kubejury_operator import settings as opsettings
+from kubejury_operator import vocabulary as vocab
 
 
 def planted(tmp_path: Path) -> tuple[Path, Path, Path]:
@@ -52,9 +54,9 @@ def test_a_mount_that_does_not_hold_the_uri_changes_nothing(
 def test_the_operator_names_the_mount_in_every_file_jobs_environment() -> None:
     from kubejury_operator import manifests as mf
 
-    run = mf.RunRef(name="r", namespace="team-a", uid="0123abcd-1")
-    storage = mf.JobStorage(uri="file:///results/team-a/r-0123abcd", root="file:///results")
-    manifest = mf.aggregation_job(run, mf.WorkloadSettings(results_pvc="results"), storage)
+    run = vocab.RunRef(name="r", namespace="team-a", uid="0123abcd-1")
+    storage = vocab.JobStorage(uri="file:///results/team-a/r-0123abcd", root="file:///results")
+    manifest = mf.aggregation_job(run, opsettings.WorkloadSettings(results_pvc="results"), storage)
     (container,) = manifest["spec"]["template"]["spec"]["containers"]
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env[STORAGE_MOUNT_ENV] == "/results"

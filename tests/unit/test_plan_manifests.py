@@ -34,6 +34,8 @@ from factories import (
 from kubejury.cli import main
 from kubejury_operator import chart_defaults, images
 from kubejury_operator import manifests as mf
+from kubejury_operator import settings as opsettings
+from kubejury_operator import vocabulary as vocab
 from kubejury_operator.observed import pod_scheduling_problems
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -143,12 +145,12 @@ def test_every_server_of_the_study_and_its_jobs_appear(study: list[Manifest]) ->
     deployed = [m for m in spec["models"] if m.get("runtime", "vllm") != "openai"]
     deployments = {d["metadata"]["name"] for d in of_kind(study, "Deployment")}
     for model in deployed:
-        assert mf.workload_name("study", mf.endpoint_key("model", model["name"])) in deployments
+        assert vocab.workload_name("study", vocab.endpoint_key("model", model["name"])) in deployments
     generation = [
-        j for j in of_kind(study, "Job") if j["metadata"]["labels"][mf.LABEL_COMPONENT] == "generate"
+        j for j in of_kind(study, "Job") if j["metadata"]["labels"][vocab.LABEL_COMPONENT] == "generate"
     ]
     assert len(generation) == len(deployed) * len(spec["series"])
-    assert of_kind(study, "Job")[-1]["metadata"]["name"] == mf.aggregation_job_name("study")
+    assert of_kind(study, "Job")[-1]["metadata"]["name"] == vocab.aggregation_job_name("study")
 
 
 def test_the_first_objects_are_what_the_first_reconcile_creates(study: list[Manifest]) -> None:
@@ -316,7 +318,7 @@ def test_ollama_servers_get_the_models_context_length(study: list[Manifest]) -> 
         dep = next(
             d
             for d in of_kind(study, "Deployment")
-            if d["metadata"]["name"] == mf.workload_name("study", mf.endpoint_key("model", name))
+            if d["metadata"]["name"] == vocab.workload_name("study", vocab.endpoint_key("model", name))
         )
         env = env_of(dep)
         assert env["OLLAMA_CONTEXT_LENGTH"] == str(model["maxModelLen"])
@@ -361,7 +363,7 @@ def test_s3_settings_reach_every_job_and_s3_weight_servers(
         assert env.get("KUBEJURY_S3_ENDPOINT") == "http://minio.minio:9000", job["metadata"]["name"]
         assert env.get("AWS_REGION") == "eu-central-1"
     servers = {d["metadata"]["name"]: container(d) for d in of_kind(objects, "Deployment")}
-    s3_server = servers[mf.workload_name("r", "m-from-s3")]
+    s3_server = servers[vocab.workload_name("r", "m-from-s3")]
     s3_env = {e["name"]: e.get("value") for e in s3_server["env"]}
     assert s3_env["AWS_ENDPOINT_URL"] == "http://minio.minio:9000"
     assert s3_env["AWS_REGION"] == "eu-central-1"
@@ -373,7 +375,7 @@ def test_s3_settings_reach_every_job_and_s3_weight_servers(
     }
     assert s3_refs == {k: "kubejury-s3" for k in mf.STORAGE_SECRET_ENV if k != "AWS_ENDPOINT_URL"}
     assert "--load-format" in s3_server["args"]
-    hf_server = servers[mf.workload_name("r", "m-from-hf")]
+    hf_server = servers[vocab.workload_name("r", "m-from-hf")]
     assert not [
         e for e in hf_server["env"] if "valueFrom" in e and "kubejury-s3" in str(e)
     ]  # only S3 weights
@@ -429,7 +431,7 @@ def test_model_servers_are_never_best_effort_and_count_their_shared_memory(study
         for volume in shm:
             assert mf.memory_bytes(requests["memory"]) >= mf.memory_bytes(
                 volume["sizeLimit"]
-            ) + mf.memory_bytes(mf.WorkloadSettings().server_memory_request)
+            ) + mf.memory_bytes(opsettings.WorkloadSettings().server_memory_request)
 
 
 def test_a_models_memory_is_its_request_and_limit_plus_shared_memory(
@@ -461,7 +463,7 @@ def _selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
 def test_no_service_selects_a_job_pod(study: list[Manifest]) -> None:
     jobs = of_kind(study, "Job")
     for job in jobs:
-        assert mf.LABEL_ENDPOINT not in job["spec"]["template"]["metadata"]["labels"]
+        assert vocab.LABEL_ENDPOINT not in job["spec"]["template"]["metadata"]["labels"]
     for service in of_kind(study, "Service"):
         selector = service["spec"]["selector"]
         assert not any(_selects(selector, j["spec"]["template"]["metadata"]["labels"]) for j in jobs)
@@ -474,7 +476,9 @@ def test_no_service_selects_a_job_pod(study: list[Manifest]) -> None:
 
 
 def test_a_pending_job_pod_is_not_a_server_waiting_for_a_node(study: list[Manifest]) -> None:
-    job = next(j for j in of_kind(study, "Job") if j["metadata"]["labels"][mf.LABEL_COMPONENT] == "generate")
+    job = next(
+        j for j in of_kind(study, "Job") if j["metadata"]["labels"][vocab.LABEL_COMPONENT] == "generate"
+    )
     server = of_kind(study, "Deployment")[0]
     unschedulable = {
         "phase": "Pending",
@@ -493,7 +497,7 @@ def test_a_pending_job_pod_is_not_a_server_waiting_for_a_node(study: list[Manife
         "status": unschedulable,
     }
     assert pod_scheduling_problems([job_pod]) == {}
-    key = server["spec"]["template"]["metadata"]["labels"][mf.LABEL_ENDPOINT]
+    key = server["spec"]["template"]["metadata"]["labels"][vocab.LABEL_ENDPOINT]
     assert set(pod_scheduling_problems([job_pod, server_pod])) == {key}
 
 

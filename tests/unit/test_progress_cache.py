@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from kubejury.records.progress import ProgressRecord
-from kubejury_operator.manifests import aggregation_job_name
 from kubejury_operator.observed import JobState, Observed
 from kubejury_operator.progress_cache import PROGRESS_MAX_AGE_SECONDS, ProgressCache
+from kubejury_operator.vocabulary import aggregation_job_name
 
 RUN = ("evals", "r")
 RECORD = ProgressRecord(stage="generate", series="primary", name="a", done=3, total=10)

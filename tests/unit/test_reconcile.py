@@ -24,9 +24,10 @@ from factories import (
     ready_servers,
     workload_of,
 )
-from kubejury.placement.decision import Placement
+from kubejury.records.placement import Placement
 from kubejury.records.progress import ProgressRecord
-from kubejury_operator import manifests as mf
+from kubejury_operator import settings as opsettings
+from kubejury_operator import vocabulary as vocab
 from kubejury_operator.cluster_run import cluster_run
 from kubejury_operator.observed import DeploymentState, JobState, Observed
 from kubejury_operator.reconcile import Action, Plan, plan
@@ -159,10 +160,10 @@ def test_generation_starts_per_series_when_the_server_is_ready() -> None:
     )
     p = plan(build_cluster_run(), observed, {"phase": "Provisioning"}, NOW)
     assert creates(p, "Job") == {
-        mf.generation_job_name("r", "a", "primary"),
-        mf.generation_job_name("r", "a", "t08"),
+        vocab.generation_job_name("r", "a", "primary"),
+        vocab.generation_job_name("r", "a", "t08"),
     }
-    job = next(a for a in p.actions if a.name == mf.generation_job_name("r", "a", "primary"))
+    job = next(a for a in p.actions if a.name == vocab.generation_job_name("r", "a", "primary"))
     assert job.manifest is not None
     args = job.manifest["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[args.index("--endpoint") + 1] == f"http://{workload_of('m-a')}.ns.svc:8000/v1"
@@ -182,8 +183,8 @@ def test_finished_model_is_scaled_to_zero_and_the_next_one_starts_and_judging_is
     assert creates(p, "Deployment") == {workload_of("m-c")}
     # a's answers exist: the judge starts on both series while b is still generating
     assert creates(p, "Job") == {
-        mf.judge_job_name("r", "j", "primary", 1),
-        mf.judge_job_name("r", "j", "t08", 1),
+        vocab.judge_job_name("r", "j", "primary", 1),
+        vocab.judge_job_name("r", "j", "t08", 1),
     }
     assert p.phase == "Generating"
 
@@ -251,7 +252,7 @@ def test_failure_scales_down_and_names_the_job() -> None:
     p = plan(build_cluster_run(), observed, {"phase": "Generating"}, NOW)
     assert p.phase == "Failed"
     assert set(scales(p).values()) == {0}
-    assert mf.generation_job_name("r", "a", "primary") in condition(p, "Failed")["message"]
+    assert vocab.generation_job_name("r", "a", "primary") in condition(p, "Failed")["message"]
     assert p.events[0].type == "Warning"
     assert creates(p, "Job") == set()
 
@@ -275,7 +276,7 @@ def test_failed_job_condition_carries_the_stage_s_own_reason() -> None:
     )
     p = plan(build_cluster_run(), observed, {"phase": "Generating"}, NOW)
     message = condition(p, "Failed")["message"]
-    assert mf.generation_job_name("r", "a", "primary") in message
+    assert vocab.generation_job_name("r", "a", "primary") in message
     assert stage_reason in message
     assert "unrelated" not in message
 
@@ -295,7 +296,7 @@ def test_failed_judge_round_condition_carries_the_judging_stage_s_reason() -> No
     )
     p = plan(build_cluster_run(), observed, {"phase": "Judging"}, NOW)
     message = condition(p, "Failed")["message"]
-    assert mf.judge_job_name("r", "j", "primary", 1) in message
+    assert vocab.judge_job_name("r", "j", "primary", 1) in message
     assert reason in message
 
 
@@ -362,7 +363,7 @@ def test_judge_same_as_a_model_shares_its_server_and_keeps_it() -> None:
     )
     p = plan(run, observed, {"phase": "Generating"}, NOW)
     assert workload_of("m-a") not in scales(p)  # still judging
-    assert mf.judge_job_name("r", "ja", "primary", 1) in creates(p, "Job")
+    assert vocab.judge_job_name("r", "ja", "primary", 1) in creates(p, "Job")
 
 
 def test_openai_judge_needs_no_server() -> None:
@@ -374,7 +375,7 @@ def test_openai_judge_needs_no_server() -> None:
         jobs=generation_jobs(["a"], JOB_DONE),
         present=present_for("m-a", "m-b"),
     )
-    assert mf.judge_job_name("r", "hosted", "primary", 1) in creates(plan(run, observed, {}, NOW), "Job")
+    assert vocab.judge_job_name("r", "hosted", "primary", 1) in creates(plan(run, observed, {}, NOW), "Job")
 
 
 def test_existing_children_are_not_recreated() -> None:
@@ -426,7 +427,7 @@ def test_sharded_generation_job() -> None:
     job = next(
         a
         for a in plan(run, observed, {}, NOW).actions
-        if a.name == mf.generation_job_name("r", "a", "primary")
+        if a.name == vocab.generation_job_name("r", "a", "primary")
     )
     assert isinstance(job, Action) and job.manifest is not None
     assert job.manifest["spec"]["completionMode"] == "Indexed"
@@ -515,9 +516,9 @@ def test_run_inputs_from_a_real_spec() -> None:
         body,
         evalrun,
         {"qwen": H100_PLACEMENT, "gemma": H100_PLACEMENT, "qwen-judge": H100_PLACEMENT},
-        mf.WorkloadSettings(),
+        opsettings.WorkloadSettings(),
     )
-    assert run.ref == mf.RunRef("study", "evals", "u-1")
+    assert run.ref == vocab.RunRef("study", "evals", "u-1")
     assert run.generation == 3
     assert [m.key for m in run.models] == ["m-qwen", "m-gemma"]
     assert [j.key for j in run.judges] == ["m-qwen", "j-deepseek"]  # sameAs shares the server
@@ -528,8 +529,8 @@ def test_run_inputs_from_a_real_spec() -> None:
     p = plan(run, Observed(), {}, NOW)
     # qwen is kept up as a judge (not counted), gemma fills the one-model budget
     assert creates(p, "Deployment") == {
-        mf.workload_name("study", "m-qwen"),
-        mf.workload_name("study", "m-gemma"),
+        vocab.workload_name("study", "m-qwen"),
+        vocab.workload_name("study", "m-gemma"),
     }
 
 
@@ -543,8 +544,11 @@ def test_judging_rounds_follow_generation() -> None:
     )
     p = plan(build_cluster_run(), observed, {"phase": "Generating"}, NOW)
     second = {a.name: a for a in p.actions if a.kind == "Job"}
-    assert set(second) == {mf.judge_job_name("r", "j", "primary", 2), mf.judge_job_name("r", "j", "t08", 2)}
-    manifest = second[mf.judge_job_name("r", "j", "primary", 2)].manifest
+    assert set(second) == {
+        vocab.judge_job_name("r", "j", "primary", 2),
+        vocab.judge_job_name("r", "j", "t08", 2),
+    }
+    manifest = second[vocab.judge_job_name("r", "j", "primary", 2)].manifest
     assert manifest is not None
     assert manifest["metadata"]["annotations"] == {
         "kubejury.io/round": "2",
@@ -563,8 +567,8 @@ def test_judging_rounds_follow_generation() -> None:
     finished = {**running, **judge_jobs("j", JOB_DONE, round_=2, complete=2)}
     p = plan(build_cluster_run(), replace(observed, jobs=finished), {"phase": "Judging"}, NOW)
     assert {a.name for a in p.actions if a.kind == "Job"} == {
-        mf.judge_job_name("r", "j", "primary", 3),
-        mf.judge_job_name("r", "j", "t08", 3),
+        vocab.judge_job_name("r", "j", "primary", 3),
+        vocab.judge_job_name("r", "j", "t08", 3),
     }
     assert condition(p, "JudgingComplete")["status"] == "False"
     final = {**finished, **judge_jobs("j", JOB_DONE, round_=3, complete=3)}
@@ -653,7 +657,7 @@ def test_local_only_sources_are_unschedulable_in_a_cluster() -> None:
     )
     evalrun = parse_evalrun(body)
     cpu = Placement(runtime="llamacpp", quantization="q4_k_m", tensor_parallel_size=0)
-    run = cluster_run(body, evalrun, {"tiny": cpu}, mf.WorkloadSettings())
+    run = cluster_run(body, evalrun, {"tiny": cpu}, opsettings.WorkloadSettings())
     p = plan(run, Observed(), {}, NOW)
     assert p.phase == "Pending" and p.actions == ()
     assert "local mode" in condition(p, "Unschedulable")["message"]
@@ -713,9 +717,10 @@ def test_a_judges_server_is_up_only_while_it_has_a_round_running_or_due() -> Non
     a_done = replace(generating, jobs={**generating.jobs, **generation_jobs(["a"], JOB_DONE)})
     due = plan(run, a_done, {"phase": "Generating"}, NOW)
     assert scales(due) == {workload_of("m-a"): 0}  # a is done; the judge stays up: a round is due
-    assert {mf.judge_job_name("r", "j", "primary", 1), mf.judge_job_name("r", "j", "t08", 1)} <= creates(
-        due, "Job"
-    )
+    assert {
+        vocab.judge_job_name("r", "j", "primary", 1),
+        vocab.judge_job_name("r", "j", "t08", 1),
+    } <= creates(due, "Job")
     judged = replace(a_done, jobs={**a_done.jobs, **judge_jobs(["j"], JOB_DONE, complete=1)})
     assert scales(plan(run, judged, {"phase": "Generating"}, NOW)) == {
         workload_of("j-j"): 0,
@@ -771,8 +776,8 @@ def test_a_reconcile_whose_caches_lag_behind_its_own_writes_sends_none_of_them_a
         creates(first, "Deployment") == creates(first, "Service") == {workload_of("m-c"), workload_of("j-j")}
     )
     assert creates(first, "Job") == {
-        mf.generation_job_name("r", "b", "primary"),
-        mf.generation_job_name("r", "b", "t08"),
+        vocab.generation_job_name("r", "b", "primary"),
+        vocab.generation_job_name("r", "b", "t08"),
     }
     expectations = Expectations()
     for action in first.actions:

@@ -15,8 +15,8 @@ import pytest
 from factories import build_evalrun
 from kubejury_operator import reconciler, run_storage, watched
 from kubejury_operator.gateway import ApiCredentials
-from kubejury_operator.manifests import WorkloadSettings
 from kubejury_operator.runtime import OperatorRuntime
+from kubejury_operator.settings import WorkloadSettings
 from kubejury_operator.testing import FakeKubeApi
 from kubejury_operator.watched import Caches
 

@@ -14,6 +14,7 @@ from kubejury.config.spec import parse_evalrun
 from kubejury.placement.planner import parse_node_list, plan_placements
 from kubejury.records.placement import Placement
 from kubejury_operator import manifests as mf
+from kubejury_operator import settings as opsettings
 from kubejury_operator.cluster_run import cluster_run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,7 +37,7 @@ def test_recorded_placement_reads_back_into_the_same_servers(example: str, nodes
     recorded = json.loads(json.dumps({n: p.to_json() for n, p in decided.items()}))  # through etcd
     read_back = {n: Placement.from_json(entry, name=n) for n, entry in recorded.items()}
     assert {n: p.to_json() for n, p in read_back.items()} == recorded
-    settings = mf.WorkloadSettings()
+    settings = opsettings.WorkloadSettings()
     first = cluster_run(body, evalrun, decided, settings)
     later = cluster_run(body, evalrun, read_back, settings)
     for before, after in zip(first.models + first.judges, later.models + later.judges, strict=True):

@@ -169,7 +169,7 @@ def _summary_of(tmp_path: Path, document: dict[str, Any]) -> dict[str, Any] | No
     from kubejury.config.spec import parse_evalrun
     from kubejury.files.storage import LocalStorage
     from kubejury_operator import run_storage
-    from kubejury_operator.manifests import RunRef
+    from kubejury_operator.vocabulary import RunRef
 
     LocalStorage(tmp_path / "evals" / "r-01234567").write_bytes(
         "r/report/report.json", json.dumps(document).encode()

@@ -18,7 +18,7 @@ from factories import build_evalrun
 from kubejury.config.spec import EvalRun, parse_evalrun
 from kubejury.files.storage import LocalStorage, StorageError
 from kubejury_operator import run_storage
-from kubejury_operator.manifests import RunRef
+from kubejury_operator.vocabulary import RunRef
 from loopback_http import LoopbackHTTP
 
 CHART_KEY = "AKIACHARTWIDEKEY0000"

@@ -6,8 +6,8 @@ import kopf
 import pytest
 
 from kubejury_operator.gateway import ApiCredentials, KubeGateway
-from kubejury_operator.manifests import WorkloadSettings
 from kubejury_operator.runtime import OperatorRuntime
+from kubejury_operator.settings import WorkloadSettings
 from kubejury_operator.testing import FakeKubeApi
 
 LOOPBACK = ApiCredentials(server="https://127.0.0.1:1")  # never reached: no request is made

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from kubejury.config.spec import ModelSpec
-from kubejury.placement.decision import Placement
 from kubejury.placement.server_model import (
     VLLM_MAX_SEQUENCES,
     VLLM_MAX_SEQUENCES_LARGE,
@@ -13,6 +12,7 @@ from kubejury.placement.server_model import (
     server_facts,
     startup_seconds,
 )
+from kubejury.records.placement import Placement
 
 
 @pytest.mark.parametrize(

@@ -15,8 +15,10 @@ from kubejury.config.spec_rules import (
     normalize_quantization,
     spec_problems,
 )
-from kubejury.placement.decision import Placement
+from kubejury.records.placement import Placement
 from kubejury_operator import manifests
+from kubejury_operator import settings as opsettings
+from kubejury_operator import vocabulary as vocab
 
 
 def test_vocabularies() -> None:
@@ -102,7 +104,7 @@ def test_a_name_ending_like_a_shard_file_in_any_case_is_refused() -> None:
 def _server_mounts(runtime: str, source: str, gpus: int) -> list[dict[str, Any]]:
     """The volume mounts of the model server Deployment the operator builds for one model."""
     placement = Placement(runtime=runtime, quantization="auto", tensor_parallel_size=gpus)
-    endpoint = manifests.Endpoint(
+    endpoint = vocab.Endpoint(
         key=f"m-{runtime}",
         name=runtime,
         source=source,
@@ -110,8 +112,8 @@ def _server_mounts(runtime: str, source: str, gpus: int) -> list[dict[str, Any]]
         runtime=runtime,
         placement=placement,
     )
-    run = manifests.RunRef(name="r", namespace="evals", uid="u-1")
-    deployment = manifests.model_deployment(run, endpoint, 1, manifests.WorkloadSettings())
+    run = vocab.RunRef(name="r", namespace="evals", uid="u-1")
+    deployment = manifests.model_deployment(run, endpoint, 1, opsettings.WorkloadSettings())
     mounts: list[dict[str, Any]] = deployment["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
     return mounts
 

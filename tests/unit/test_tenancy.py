@@ -14,7 +14,9 @@ from kubejury.config.spec import parse_evalrun
 from kubejury_operator import handlers
 from kubejury_operator.cluster_run import cluster_run
 from kubejury_operator.gateway import ApiCredentials
-from kubejury_operator.manifests import WorkloadSettings
+from kubejury_operator.reconciler import reconcile
+from kubejury_operator.runtime import OperatorRuntime
+from kubejury_operator.settings import WorkloadSettings
 from kubejury_operator.tenancy import TenantPolicy, policy_problems, run_storage_uri
 from kubejury_operator.testing import FakeKubeApi
 from kubejury_operator.validation import validate_evalrun
@@ -129,14 +131,14 @@ def test_reconcile_marks_a_run_beyond_the_policy_invalid_even_without_the_webhoo
     body = build_evalrun(jobs={"image": "evil.example/x:1"})
     body["metadata"]["uid"] = "u-1"
     api = FakeKubeApi(body)
-    runtime = handlers.OperatorRuntime(
+    runtime = OperatorRuntime(
         settings=WorkloadSettings(),
         credentials=SIMULATED_API,
         policy=TenantPolicy(job_images=()),
     )
     runtime._gateway = api
     with pytest.raises(kopf.PermanentError, match=r"security\.allowedJobImages"):
-        asyncio.run(handlers.reconcile(runtime, body, SimpleNamespace(info=print, warning=print)))
+        asyncio.run(reconcile(runtime, body, SimpleNamespace(info=print, warning=print)))
     writes = [
         call.verb for call in api.calls if call.verb in ("patch_status", "post_event", "create", "scale")
     ]
@@ -154,7 +156,7 @@ def test_the_webhook_answers_the_same_whether_a_referenced_secret_exists_or_not(
     cannot read Secrets learns nothing about them from admission."""
     exists = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "exists", "namespace": "evals"}}
     api = FakeKubeApi({**exists, "stringData": {"api-key": "sk-test"}})
-    runtime = handlers.OperatorRuntime(settings=WorkloadSettings(), credentials=SIMULATED_API)
+    runtime = OperatorRuntime(settings=WorkloadSettings(), credentials=SIMULATED_API)
     runtime._gateway = api
     outcomes = []
     for secret in ("exists", "does-not-exist"):

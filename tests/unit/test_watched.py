@@ -5,26 +5,28 @@ from __future__ import annotations
 from typing import Any
 
 from kubejury_operator import manifests as mf
+from kubejury_operator import settings as opsettings
+from kubejury_operator import vocabulary as vocab
 from kubejury_operator import watched
 
 
 def test_a_child_is_indexed_under_its_namespace_and_run_label() -> None:
     job = {
-        "metadata": {"name": "kj-r-aggregate", "namespace": "evals", "labels": mf.labels("r", "aggregate")}
+        "metadata": {"name": "kj-r-aggregate", "namespace": "evals", "labels": vocab.labels("r", "aggregate")}
     }
     assert watched.child_entry(job) == {("evals", "r"): {"kind": None, "status": {}, **job}}
 
 
 def test_objects_of_other_managers_or_without_a_run_are_not_indexed() -> None:
-    foreign = {"metadata": {"name": "x", "namespace": "evals", "labels": {mf.LABEL_RUN: "r"}}}
+    foreign = {"metadata": {"name": "x", "namespace": "evals", "labels": {vocab.LABEL_RUN: "r"}}}
     runless = {
-        "metadata": {"name": "y", "namespace": "evals", "labels": {mf.LABEL_MANAGED_BY: mf.MANAGED_BY}}
+        "metadata": {"name": "y", "namespace": "evals", "labels": {vocab.LABEL_MANAGED_BY: vocab.MANAGED_BY}}
     }
     assert watched.child_entry(foreign) is None and watched.child_entry(runless) is None
 
 
 def test_caches_answer_like_a_list_and_are_absent_without_every_index() -> None:
-    pod = {"metadata": {"name": "p", "namespace": "evals", "labels": mf.labels("r", "server")}}
+    pod = {"metadata": {"name": "p", "namespace": "evals", "labels": vocab.labels("r", "server")}}
     indexes: dict[str, dict[Any, list[dict[str, Any]]]] = {
         name: {} for name in watched.CHILD_INDEXES.values()
     }
@@ -39,7 +41,12 @@ def test_caches_answer_like_a_list_and_are_absent_without_every_index() -> None:
 
 
 def test_a_childs_run_is_its_evalrun_owner_and_a_run_being_deleted_is_not_reconciled() -> None:
-    owner = {"apiVersion": f"{mf.API_GROUP}/{mf.API_VERSION}", "kind": "EvalRun", "name": "r", "uid": "u"}
+    owner = {
+        "apiVersion": f"{vocab.API_GROUP}/{vocab.API_VERSION}",
+        "kind": "EvalRun",
+        "name": "r",
+        "uid": "u",
+    }
     job = {"metadata": {"name": "j", "namespace": "evals", "ownerReferences": [owner]}}
     assert watched.owner_run(job) == ("evals", "r")
     assert watched.owner_run({"metadata": {"name": "j", "namespace": "evals"}}) is None
@@ -53,7 +60,7 @@ def test_a_childs_run_is_its_evalrun_owner_and_a_run_being_deleted_is_not_reconc
 
 def test_the_cache_keeps_what_the_observers_read_and_nothing_else() -> None:
     """Observed from the trimmed entry exactly as from the whole object; templates are dropped."""
-    from kubejury.placement.decision import Placement
+    from kubejury.records.placement import Placement
     from kubejury_operator.observed import (
         deployment_state,
         job_state,
@@ -62,18 +69,18 @@ def test_the_cache_keeps_what_the_observers_read_and_nothing_else() -> None:
         servers_ready_since,
     )
 
-    ref = mf.RunRef("r", "evals", "uid-1")
+    ref = vocab.RunRef("r", "evals", "uid-1")
     placement = Placement(runtime="vllm", quantization="fp8", tensor_parallel_size=1, gpu_product="NVIDIA-L4")
-    endpoint = mf.Endpoint(
+    endpoint = vocab.Endpoint(
         key="m-a", name="a", source="hf://o/a", served_model="a", runtime="vllm", placement=placement
     )
-    deployment = mf.model_deployment(ref, endpoint, 1, mf.WorkloadSettings())
+    deployment = mf.model_deployment(ref, endpoint, 1, opsettings.WorkloadSettings())
     deployment["status"] = {
         "readyReplicas": 1,
         "conditions": [{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}],
     }
-    job = mf.aggregation_job(ref, mf.WorkloadSettings(), mf.JobStorage(uri="s3://b/runs"))
-    job["metadata"]["labels"][mf.LABEL_USES_SERVER] = "m-a"
+    job = mf.aggregation_job(ref, opsettings.WorkloadSettings(), vocab.JobStorage(uri="s3://b/runs"))
+    job["metadata"]["labels"][vocab.LABEL_USES_SERVER] = "m-a"
     job["status"] = {
         "startTime": "2026-12-01T10:00:00Z",
         "completionTime": "2026-12-01T10:01:00Z",
@@ -108,18 +115,18 @@ def test_the_cache_keeps_what_the_observers_read_and_nothing_else() -> None:
 def test_only_model_servers_pods_are_watched_and_indexed() -> None:
     server = {
         "kind": "Pod",
-        "metadata": {"name": "p", "namespace": "evals", "labels": mf.labels("r", "server")},
+        "metadata": {"name": "p", "namespace": "evals", "labels": vocab.labels("r", "server")},
     }
     job_pod = {
         "kind": "Pod",
-        "metadata": {"name": "q", "namespace": "evals", "labels": mf.labels("r", "generate")},
+        "metadata": {"name": "q", "namespace": "evals", "labels": vocab.labels("r", "generate")},
     }
     assert watched.pod_entry(server) == watched.child_entry(server) and watched.pod_entry(job_pod) is None
     selectors = watched.watch_label_selectors()
     assert selectors[("", "v1", "pods")] == (
-        f"{mf.LABEL_MANAGED_BY}={mf.MANAGED_BY},{mf.LABEL_COMPONENT}=server"
+        f"{vocab.LABEL_MANAGED_BY}={vocab.MANAGED_BY},{vocab.LABEL_COMPONENT}=server"
     )
-    assert selectors[("batch", "v1", "jobs")] == f"{mf.LABEL_MANAGED_BY}={mf.MANAGED_BY}"
+    assert selectors[("batch", "v1", "jobs")] == f"{vocab.LABEL_MANAGED_BY}={vocab.MANAGED_BY}"
     assert set(selectors) == {watched.RESOURCES[kind] for kind in watched.CHILD_INDEXES}
 
 

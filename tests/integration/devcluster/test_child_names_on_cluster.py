@@ -19,7 +19,7 @@ import yaml
 from devcluster import Cluster
 from devcluster.cluster import ClusterError
 from factories import build_evalrun_yaml, model_entry
-from kubejury_operator import manifests as mf
+from kubejury_operator import vocabulary as vocab
 from kubejury_operator.preview import render
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
@@ -85,5 +85,5 @@ def test_the_api_server_accepts_every_child_of_a_long_named_run_including_indexe
 
 def test_two_long_run_names_sharing_63_characters_get_different_run_labels() -> None:
     first, second = "p" * 63 + "-first", "p" * 63 + "-second"
-    assert mf.label_value(first) != mf.label_value(second)
-    assert mf.labels(first, "server")[mf.LABEL_RUN] != mf.labels(second, "server")[mf.LABEL_RUN]
+    assert vocab.label_value(first) != vocab.label_value(second)
+    assert vocab.labels(first, "server")[vocab.LABEL_RUN] != vocab.labels(second, "server")[vocab.LABEL_RUN]

@@ -27,7 +27,7 @@ import pytest
 from devcluster import Cluster
 from devcluster.cluster import ClusterError
 from factories import build_evalrun
-from kubejury_operator import handlers
+from kubejury_operator import apply
 from kubejury_operator import status as st
 from kubejury_operator.gateway import ApiCredentials, KubeGateway
 from kubejury_operator.reconcile import Action, Plan
@@ -127,7 +127,7 @@ async def test_a_quota_refusal_lands_in_a_condition_naming_the_job_and_the_statu
         events=(),
     )
     async with KubeGateway(credentials) as gw:
-        await handlers._apply(gw, run, decided, {}, logging.getLogger("test"))
+        await apply.apply_plan(gw, run, decided, {}, logging.getLogger("test"))
 
     status = cluster.get_json("evalrun", "run", "-n", namespace)["status"]
     assert status["phase"] == "Provisioning"
@@ -163,8 +163,8 @@ async def test_an_unchanged_status_with_empty_fields_is_not_patched_again(
     }
     decided = Plan(actions=(), status=pending, events=())
     async with CountingGateway(credentials) as gw:
-        await handlers._apply(gw, run, decided, {}, logging.getLogger("test"))
+        await apply.apply_plan(gw, run, decided, {}, logging.getLogger("test"))
         for _ in range(3):  # later reconciles read the status back from the API
             stored = cluster.get_json("evalrun", "run", "-n", namespace)
-            await handlers._apply(gw, stored, decided, stored["status"], logging.getLogger("test"))
+            await apply.apply_plan(gw, stored, decided, stored["status"], logging.getLogger("test"))
         assert gw.status_patches == 1

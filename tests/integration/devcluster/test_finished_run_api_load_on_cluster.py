@@ -25,7 +25,7 @@ import pytest
 
 from devcluster import Cluster
 from factories import build_evalrun
-from kubejury_operator import handlers
+from kubejury_operator import handlers, kopf_setup
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
@@ -104,7 +104,7 @@ def wait_for(what: str, check: Any, timeout: float = 60.0) -> Any:
 
 def kopf_took_on(run: dict[str, Any]) -> bool:
     meta = run["metadata"]
-    return handlers.FINALIZER in (
+    return kopf_setup.FINALIZER in (
         meta.get("finalizers") or []
     ) and "kubejury.io/last-handled-configuration" in (meta.get("annotations") or {})
 

@@ -21,7 +21,7 @@ import yaml
 
 from devcluster import Cluster
 from factories import build_evalrun_yaml, model_entry
-from kubejury_operator import manifests as mf
+from kubejury_operator import vocabulary as vocab
 from kubejury_operator.observed import pod_scheduling_problems
 from kubejury_operator.preview import render
 
@@ -71,13 +71,17 @@ def test_services_select_servers_only_and_a_waiting_job_pod_is_not_a_waiting_ser
     objects = render(str(run_file), kube_cluster.get_json("nodes"), settings, namespace)
     wanted = [o for o in objects if o["kind"] in ("ConfigMap", "ServiceAccount", "Deployment", "Service")]
     wanted += [
-        o for o in objects if o["kind"] == "Job" and o["metadata"]["labels"][mf.LABEL_COMPONENT] == "generate"
+        o
+        for o in objects
+        if o["kind"] == "Job" and o["metadata"]["labels"][vocab.LABEL_COMPONENT] == "generate"
     ]
     for obj in wanted:
         obj["metadata"].pop("ownerReferences")  # no EvalRun here: the garbage collector would delete them
     kube_cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump_all(wanted))
 
-    run_selector = f"{mf.LABEL_RUN}=labels,{mf.LABEL_MANAGED_BY}={mf.MANAGED_BY}"  # what the operator lists
+    run_selector = (
+        f"{vocab.LABEL_RUN}=labels,{vocab.LABEL_MANAGED_BY}={vocab.MANAGED_BY}"  # what the operator lists
+    )
 
     def pods() -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = kube_cluster.get_json("pods", "-n", namespace, "-l", run_selector)[
@@ -87,7 +91,7 @@ def test_services_select_servers_only_and_a_waiting_job_pod_is_not_a_waiting_ser
 
     def settled() -> list[dict[str, Any]] | None:
         found = pods()
-        by_component = {p["metadata"]["labels"][mf.LABEL_COMPONENT]: p for p in found}
+        by_component = {p["metadata"]["labels"][vocab.LABEL_COMPONENT]: p for p in found}
         server, job = by_component.get("server"), by_component.get("generate")
         if server and job and server["status"].get("phase") == "Running" and _unschedulable(job):
             return found
@@ -99,4 +103,4 @@ def test_services_select_servers_only_and_a_waiting_job_pod_is_not_a_waiting_ser
     (service,) = [o for o in wanted if o["kind"] == "Service"]
     selector = ",".join(f"{k}={v}" for k, v in service["spec"]["selector"].items())
     selected = kube_cluster.get_json("pods", "-n", namespace, "-l", selector)["items"]
-    assert [p["metadata"]["labels"][mf.LABEL_COMPONENT] for p in selected] == ["server"]
+    assert [p["metadata"]["labels"][vocab.LABEL_COMPONENT] for p in selected] == ["server"]

@@ -27,7 +27,7 @@ import yaml
 
 from devcluster import Cluster
 from factories import build_evalrun
-from kubejury.placement.decision import Placement
+from kubejury.records.placement import Placement
 from kubejury_operator import handlers
 from kubejury_operator.gateway import ApiCredentials, KubeGateway
 
