@@ -171,8 +171,8 @@ operator-down:
 	@if [ -x $(BIN)/python ]; then $(BIN)/python tests/e2e/operator_up.py down --state $(CLUSTER_STATE); fi
 
 # --- Operator scale benchmark (issue 13; docs/benchmarks.md): its own dev cluster of 500 KWOK nodes,
-# the chart installed by helm, the operator with KUBEJURY_OBSERVATION=list (the design before issue 13)
-# and then the default (watch) at 10, 30 and 100 EvalRuns; Job pods are simulated by a fast kubelet.
+# the chart installed by helm, the operator (watch design) at 10, 30 and 100 EvalRuns beside the list
+# design's recorded rounds (removed in issue 22; --baseline); Job pods are simulated by a fast kubelet.
 # Writes benchmarks/results/operator_scale.md and .json. BENCH_OPERATOR_ARGS, e.g. "--runs 3 --nodes 50".
 BENCH_OPERATOR_ARGS ?=
 .PHONY: bench-operator

@@ -150,7 +150,6 @@ PARTS = frozenset(
         "kubejury.judging",
         "kubejury.records",
         "kubejury.stats",
-        "kubejury.runtimes",
     }
 )
 
@@ -158,7 +157,7 @@ PARTS = frozenset(
 #: its own row and the rows below it, never a row above. ``testing`` (test doubles that are real
 #: servers) sits on top because only tests and benchmarks may use it. Not drawn in the diagram yet,
 #: placed by what they are and what imports them: ``provenance`` (pipeline's record of what a run
-#: used: work), ``runtimes`` (the runtime registry config and inference read: parts),
+#: used: work), ``runtimes`` (the serving runtimes' names and facts, importing only ``errors``: vocabulary),
 #: ``safe_input`` (YAML/JSON readers below config and files: vocabulary) and the package root
 #: ``kubejury`` (``__version__``: vocabulary).
 ENGINE_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
@@ -187,6 +186,7 @@ ENGINE_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "kubejury.jsonable",
                 "kubejury.redact",
                 "kubejury.safe_input",
+                "kubejury.runtimes",
             }
         ),
     ),
