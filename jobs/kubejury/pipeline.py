@@ -24,16 +24,11 @@ from kubejury.files.benchmark import Benchmark, Format, parse_benchmark
 from kubejury.files.storage import STORAGE_MOUNT_ENV, RunLayout, Storage, open_storage, read_uri
 from kubejury.inference.client import ClientSettings, EndpointPool
 from kubejury.records.fingerprint import StageFingerprint
+from kubejury.records.results import AnswerRecord, JudgmentRecord
 from kubejury.runtimes import runtime_of
-from kubejury.stages import (
-    ProgressView,
-    StageOptions,
-    StageSummary,
-    read_answers,
-    read_judgments,
-    run_generation,
-    run_judging,
-)
+from kubejury.stages import ProgressView, StageOptions, StageSummary, run_generation, run_judging
+from kubejury.stages.generate import read_answers
+from kubejury.stages.judge import read_judgments
 
 ENDPOINT_ENV = "KUBEJURY_ENDPOINT"
 T = TypeVar("T")
@@ -372,11 +367,11 @@ async def judge(
     return [summary for lane in results for summary in lane]
 
 
-def stored_records(inputs: LoadedRun) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def stored_records(inputs: LoadedRun) -> tuple[list[AnswerRecord], list[JudgmentRecord]]:
     """All answers and judgments of the run (one record per key), across series, models and judges."""
     spec = inputs.evalrun.spec
-    answers: list[dict[str, Any]] = []
-    judgments: list[dict[str, Any]] = []
+    answers: list[AnswerRecord] = []
+    judgments: list[JudgmentRecord] = []
     order = inputs.question_ids
     for s in spec.series:
         for m in spec.models:
@@ -384,10 +379,6 @@ def stored_records(inputs: LoadedRun) -> tuple[list[dict[str, Any]], list[dict[s
         for j in spec.judges:
             judgments.extend(read_judgments(inputs.storage, inputs.layout, s.name, j.name))
     return answers, judgments
-
-
-_JUDGMENT_KEYS = ("question_id", "model", "series", "judge", "score", "rationale", "error")
-_ANSWER_KEYS = ("question_id", "model", "series", "answer", "finish_reason", "usage", "latency_s", "error")
 
 
 def aggregate_run(inputs: LoadedRun, *, work_dir: Path | None = None) -> tuple[Any, dict[str, str]]:
@@ -445,9 +436,7 @@ def _aggregate(inputs: LoadedRun, work_dir: Path | None) -> tuple[Any, dict[str,
     from kubejury.provenance import report_provenance, stale_records
     from kubejury.records.gpu_usage import from_environment as gpu_usage_from_environment
 
-    stale = stale_records(inputs.fingerprints, answers, "generate", "model") + stale_records(
-        inputs.fingerprints, judgments, "judge", "judge"
-    )
+    stale = stale_records(inputs.fingerprints, [*answers, *judgments])
     if stale:
         raise SpecChanged(
             f"run {inputs.layout.run!r}: stored records of {', '.join(stale)} were made under a different "
@@ -459,12 +448,8 @@ def _aggregate(inputs: LoadedRun, work_dir: Path | None) -> tuple[Any, dict[str,
     with tempfile.TemporaryDirectory(prefix="kubejury-aggregate-", dir=work_dir) as scratch:
         judgments_file = Path(scratch) / "judgments.jsonl"
         answers_file = Path(scratch) / "answers.jsonl"
-        judgments_file.write_bytes(
-            b"".join(orjson.dumps({k: r.get(k) for k in _JUDGMENT_KEYS}) + b"\n" for r in judgments)
-        )
-        answers_file.write_bytes(
-            b"".join(orjson.dumps({k: r.get(k) for k in _ANSWER_KEYS}) + b"\n" for r in answers)
-        )
+        judgments_file.write_bytes(b"".join(orjson.dumps(r.to_json()) + b"\n" for r in judgments))
+        answers_file.write_bytes(b"".join(orjson.dumps(r.to_json()) + b"\n" for r in answers))
         analysis = aggregate(
             inputs.benchmark,
             str(judgments_file),

@@ -22,6 +22,7 @@ from kubejury.config.spec import EvalRun, JudgeSpec, Judging, ModelSpec, Series
 from kubejury.files.benchmark import Benchmark
 from kubejury.judging.judge_prompt import DEFAULT_TEMPLATES
 from kubejury.records.fingerprint import StageFingerprint
+from kubejury.records.results import AnswerRecord, JudgmentRecord, TokenUsage
 
 
 def sha256_text(text: str) -> str:
@@ -125,7 +126,7 @@ def find(fingerprints: Sequence[StageFingerprint], stage: str, series: str, name
 def report_provenance(
     fingerprints: Sequence[StageFingerprint],
     evalrun: EvalRun,
-    answers: Sequence[Mapping[str, Any]],
+    answers: Sequence[AnswerRecord],
 ) -> dict[str, Any]:
     """The ``provenance`` section of report.json: how each number can be traced to what made it.
 
@@ -136,56 +137,81 @@ def report_provenance(
     from kubejury import __version__
 
     spec = evalrun.spec
-    truncated: dict[str, dict[str, int]] = {s.name: {m.name: 0 for m in spec.models} for s in spec.series}
-    versions: dict[str, set[str]] = {}
-    rows = []
-    for record in answers:
-        series, model = str(record.get("series")), str(record.get("model"))
-        if isinstance(record.get("server_version"), str):
-            versions.setdefault(model, set()).add(record["server_version"])
-        raw_usage = record.get("usage")
-        usage: Mapping[str, Any] = raw_usage if isinstance(raw_usage, Mapping) else {}
-        if record.get("finish_reason") == "length":
-            truncated.setdefault(series, {}).setdefault(model, 0)
-            truncated[series][model] += 1
-        rows.append(
-            {
-                "series": series,
-                "model": model,
-                "question_id": str(record.get("question_id")),
-                "finish_reason": record.get("finish_reason"),
-                "prompt_tokens": usage.get("prompt_tokens"),
-                "completion_tokens": usage.get("completion_tokens"),
-                "fingerprint": record.get("fingerprint"),
-            }
-        )
     return {
         "kubejury_version": __version__,
         "fingerprints": {f"{fp.stage}/{fp.series}/{fp.name}": fp.digest for fp in fingerprints},
         "judge_prompt_template_sha256": sha256_text(judge_template(spec.judging, spec.benchmark.language)),
-        "servers": {
-            e.name: {
-                "runtime": e.runtime,
-                "served_name": e.request_model,
-                "source": e.source,
-                "reported_versions": sorted(versions.get(e.name, ())),
-            }
-            for e in spec.all_endpoints()
-        },
-        "truncated": truncated,
-        "answers": rows,
+        "servers": _servers(evalrun, _reported_versions(answers)),
+        "truncated": _truncated(evalrun, answers),
+        "answers": [_answer_row(record) for record in answers],
+    }
+
+
+def _reported_versions(answers: Sequence[AnswerRecord]) -> dict[str, set[str]]:
+    """Model name → every server version its answers reported."""
+    versions: dict[str, set[str]] = {}
+    for record in answers:
+        if record.server_version is not None:
+            versions.setdefault(record.model, set()).add(record.server_version)
+    return versions
+
+
+def _servers(evalrun: EvalRun, versions: Mapping[str, set[str]]) -> dict[str, dict[str, Any]]:
+    return {
+        e.name: {
+            "runtime": e.runtime,
+            "served_name": e.request_model,
+            "source": e.source,
+            "reported_versions": sorted(versions.get(e.name, ())),
+        }
+        for e in evalrun.spec.all_endpoints()
+    }
+
+
+def _truncated(evalrun: EvalRun, answers: Sequence[AnswerRecord]) -> dict[str, dict[str, int]]:
+    """Series → model → answers cut at the token limit (every model of the spec, zero included)."""
+    spec = evalrun.spec
+    truncated = {s.name: {m.name: 0 for m in spec.models} for s in spec.series}
+    for record in answers:
+        if record.finish_reason == "length":
+            per_model = truncated.setdefault(record.series, {})
+            per_model[record.model] = per_model.get(record.model, 0) + 1
+    return truncated
+
+
+def _answer_row(record: AnswerRecord) -> dict[str, Any]:
+    usage = record.usage or TokenUsage()
+    return {
+        "series": record.series,
+        "model": record.model,
+        "question_id": record.question_id,
+        "finish_reason": record.finish_reason,
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "fingerprint": record.fingerprint,
     }
 
 
 def stale_records(
-    fingerprints: Sequence[StageFingerprint], records: Sequence[Mapping[str, Any]], stage: str, key: str
+    fingerprints: Sequence[StageFingerprint], records: Sequence[AnswerRecord | JudgmentRecord]
 ) -> list[str]:
-    """Stages (``stage series/name``) whose records carry a fingerprint other than this spec's."""
-    expected = {(fp.series, fp.name): fp.digest for fp in fingerprints if fp.stage == stage}
+    """Stages (``stage series/name``) whose records carry a fingerprint other than this spec's.
+
+    An answer is checked against its model's generation fingerprint, a judgment against its judge's
+    judging fingerprint; a record without a fingerprint, or of a stage the spec does not have, is
+    not stale."""
+    expected = {(fp.stage, fp.series, fp.name): fp.digest for fp in fingerprints}
     stale = set()
     for record in records:
-        digest = record.get("fingerprint")
-        who = (str(record.get("series")), str(record.get(key)))
-        if digest is not None and who in expected and digest != expected[who]:
-            stale.add(f"{stage} {who[1]}/{who[0]}")
+        stage, name = _made_by(record)
+        digest = expected.get((stage, record.series, name))
+        if record.fingerprint is not None and digest is not None and record.fingerprint != digest:
+            stale.add(f"{stage} {name}/{record.series}")
     return sorted(stale)
+
+
+def _made_by(record: AnswerRecord | JudgmentRecord) -> tuple[str, str]:
+    """The stage that made ``record`` and its model's or judge's name."""
+    if isinstance(record, JudgmentRecord):
+        return "judge", record.judge
+    return "generate", record.model

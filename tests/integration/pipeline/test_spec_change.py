@@ -104,7 +104,7 @@ async def test_a_new_version_is_written_beside_the_old_one_and_both_specs_are_ke
         old = pipeline.stored_records(first)[0]
         new = pipeline.stored_records(second)[0]
         assert len(old) == len(new) == 3
-        assert {a["fingerprint"] for a in old}.isdisjoint({a["fingerprint"] for a in new})
+        assert {a.fingerprint for a in old}.isdisjoint({a.fingerprint for a in new})
         assert [r["temperature"] for r in server.requests] == [0.0] * 3 + [0.5] * 3
         history = list((tmp_path / "out" / "demo" / "spec-history").iterdir())
         assert len(history) == 1 and (tmp_path / "out" / "demo.v2" / "spec-history").is_dir()
