@@ -67,7 +67,8 @@ def child_kubejury(url: str, n: int, concurrency: int) -> dict[str, Any]:
     from kubejury.files.benchmark import Question
     from kubejury.files.storage import LocalStorage, RunLayout
     from kubejury.inference.client import ChatClient, ClientSettings
-    from kubejury.stages import StageOptions, read_answers, run_async, run_generation
+    from kubejury.stages import StageOptions, run_async, run_generation
+    from kubejury.stages.generate import read_answers
 
     questions = [Question(f"q{i:05d}", "law", 1 + i % 3, f"{QUESTION} ({i})", "Три года.") for i in range(n)]
     model = ModelSpec(name="stub", runtime="vllm", source=url, served_model="stub-model")
@@ -101,7 +102,7 @@ def child_kubejury(url: str, n: int, concurrency: int) -> dict[str, Any]:
 
         out = run_async(main())
         answers = read_answers(storage, layout, "primary", "stub")
-        out["stored"] = sum(1 for a in answers if a["error"] is None and a["answer"])
+        out["stored"] = sum(1 for a in answers if a.error is None and a.answer)
     return out
 
 

@@ -14,7 +14,8 @@ from kubejury.files.benchmark import Question
 from kubejury.files.storage import LocalStorage, RunLayout
 from kubejury.inference.client import ChatClient, ClientSettings, build_body
 from kubejury.redact import MASK, redact, redact_known, redact_tree
-from kubejury.stages import read_answers, run_generation
+from kubejury.stages import run_generation
+from kubejury.stages.generate import read_answers
 from kubejury.testing.fault_server import free_port
 
 FAST = ClientSettings(max_attempts=1, backoff_initial_s=0.001, backoff_max_s=0.002, request_timeout_s=5)
@@ -119,8 +120,8 @@ async def test_a_key_echoed_in_a_successful_answer_is_stored_redacted(
             client=client,
         )
     [record] = read_answers(storage, layout, "s", "m")
-    assert record["answer"] == f"Три года. Debug: Bearer {MASK}"
-    assert record["server_version"] == f"build {MASK}"
+    assert record.answer == f"Три года. Debug: Bearer {MASK}"
+    assert record.server_version == f"build {MASK}"
     assert key not in str(list(storage.read_jsonl(layout.answers_prefix("s", "m"))))
 
 

@@ -6,8 +6,7 @@ same coroutines, so there is one code path to test and to benchmark:
 - :func:`run_generation` — one model, one series, every question → answers shards.
 - :func:`run_judging` — one judge, one series, every anonymized answer → judgments shards.
 - :func:`~kubejury.stages.generate.read_answers` / :func:`~kubejury.stages.judge.read_judgments` —
-  one typed record per key, whatever retries left behind (the names exported here still give the
-  JSON form, for the readers not yet moved).
+  one typed record per key, whatever retries left behind (imported from their modules).
 - :func:`run_async` — run a coroutine on uvloop (less CPU per request).
 
 Both stages resume (already stored records are skipped), write immutable shards through
@@ -17,15 +16,10 @@ Both stages resume (already stored records are skipped), write immutable shards 
 
 from __future__ import annotations
 
-from kubejury.stages.generate import read_answers_json, run_generation
-from kubejury.stages.judge import parse_failure_count, read_judgments_json, run_judging
+from kubejury.stages.generate import run_generation
+from kubejury.stages.judge import parse_failure_count, run_judging
 from kubejury.stages.progress import ProgressTracker, ProgressView, RichProgressView
 from kubejury.stages.runner import EndpointUnavailable, StageFailed, StageOptions, StageSummary, run_async
-
-# moved to kubejury.stages.generate.read_answers (typed AnswerRecord); importers outside this change still use it
-read_answers = read_answers_json
-# moved to kubejury.stages.judge.read_judgments (typed JudgmentRecord); importers outside this change still use it
-read_judgments = read_judgments_json
 
 __all__ = [
     "EndpointUnavailable",
@@ -36,8 +30,6 @@ __all__ = [
     "StageOptions",
     "StageSummary",
     "parse_failure_count",
-    "read_answers",
-    "read_judgments",
     "run_async",
     "run_generation",
     "run_judging",

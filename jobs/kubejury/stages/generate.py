@@ -206,11 +206,3 @@ def read_answers(
     if order is None:
         return list(records.values())
     return [records[qid] for qid in order if qid in records]
-
-
-def read_answers_json(
-    storage: Storage, layout: RunLayout, series: str, model: str, order: Sequence[str] | None = None
-) -> list[dict[str, Any]]:
-    """:func:`read_answers` in the stored JSON form, for readers not yet moved to
-    :class:`AnswerRecord` (``pipeline.stored_records``, the integration tests): the lead moves them."""
-    return [record.to_json() for record in read_answers(storage, layout, series, model, order)]

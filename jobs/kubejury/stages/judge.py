@@ -22,7 +22,7 @@ import asyncio
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from kubejury.files.storage import RunLayout, Storage
 from kubejury.inference.client import ChatClient, ChatResult, build_body, json_schema_format
@@ -252,12 +252,6 @@ def read_judgments(storage: Storage, layout: RunLayout, series: str, judge: str)
     """One judgment per (question, model) — the latest final one — for every consumer of judgments."""
     stored = read_records(storage, layout.judgments_prefix(series, judge), JudgmentRecord.from_json)
     return list(latest_by_key(stored, _key).values())
-
-
-def read_judgments_json(storage: Storage, layout: RunLayout, series: str, judge: str) -> list[dict[str, Any]]:
-    """:func:`read_judgments` in the stored JSON form, for readers not yet moved to
-    :class:`JudgmentRecord` (``pipeline.stored_records``, the integration tests): the lead moves them."""
-    return [record.to_json() for record in read_judgments(storage, layout, series, judge)]
 
 
 def parse_failure_count(records: Sequence[JudgmentRecord]) -> int:

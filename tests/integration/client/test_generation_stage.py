@@ -12,7 +12,8 @@ from kubejury.config.spec import ModelSpec, Series
 from kubejury.files.benchmark import Question
 from kubejury.files.storage import LocalStorage, RunLayout
 from kubejury.inference.client import ChatClient, ClientSettings
-from kubejury.stages import EndpointUnavailable, StageOptions, read_answers, run_generation
+from kubejury.stages import EndpointUnavailable, StageOptions, run_generation
+from kubejury.stages.generate import read_answers
 from kubejury.testing.fault_server import FaultServer
 
 pytestmark = pytest.mark.integration
@@ -35,11 +36,12 @@ async def test_every_question_answered_once_in_order(
     raw = list(storage.read_jsonl(layout.answers_prefix("primary", "qwen-test")))
     assert len(raw) == 40 and len(shards) >= 1
     answers = read_answers(storage, layout, "primary", "qwen-test", order=[q.id for q in questions])
-    assert [a["question_id"] for a in answers] == [q.id for q in questions]
+    assert [a.question_id for a in answers] == [q.id for q in questions]
     for q, a in zip(questions, answers, strict=True):
-        assert a["answer"] == f"Ответ на: {q.question}"
-        assert a["model"] == "qwen-test" and a["series"] == "primary"
-        assert a["usage"]["completion_tokens"] > 0 and a["latency_s"] >= 0 and a["error"] is None
+        assert a.answer == f"Ответ на: {q.question}"
+        assert a.model == "qwen-test" and a.series == "primary"
+        assert a.usage is not None and a.usage.completion_tokens is not None and a.usage.completion_tokens > 0
+        assert a.latency_s is not None and a.latency_s >= 0 and a.error is None
     # requests carried the served model id and the vLLM spelling of the series' sampling
     first = server.requests[0]
     assert first["model"] == "Qwen/Qwen3-8B"
@@ -64,7 +66,8 @@ async def test_transient_faults_do_not_lose_answers(
     assert summary.complete and summary.errors == 0
     answers = read_answers(storage, layout, "primary", "qwen-test")
     assert len(answers) == 40
-    assert sum(a["attempts"] for a in answers) == 40 + 14
+    assert all(a.attempts is not None for a in answers)
+    assert sum(a.attempts or 0 for a in answers) == 40 + 14
     assert len(server.requests) == 54
 
 
@@ -175,9 +178,9 @@ async def test_request_errors_are_recorded_then_retried_on_rerun(
         storage=storage, layout=layout, model=model, series=series, questions=questions, client=client
     )
     assert summary.errors == 1 and summary.complete
-    failed = [a for a in read_answers(storage, layout, "primary", "qwen-test") if a["error"]]
-    assert [a["question_id"] for a in failed] == ["q007"]
-    assert failed[0]["answer"] is None and failed[0]["error_kind"] == "rejected"
+    failed = [a for a in read_answers(storage, layout, "primary", "qwen-test") if a.error]
+    assert [a.question_id for a in failed] == ["q007"]
+    assert failed[0].answer is None and failed[0].error_kind == "rejected"
 
     server.decide = None
     summary = await run_generation(
@@ -185,7 +188,7 @@ async def test_request_errors_are_recorded_then_retried_on_rerun(
     )
     assert summary.resumed == 39 and summary.written == 1
     answers = read_answers(storage, layout, "primary", "qwen-test")
-    assert len(answers) == 40 and all(a["error"] is None for a in answers)
+    assert len(answers) == 40 and all(a.error is None for a in answers)
 
 
 async def test_system_prompt_and_llamacpp_spelling(
@@ -268,4 +271,4 @@ async def test_process_killed_mid_run_then_rerun_completes_exactly_once(
     raw = list(storage.read_jsonl(prefix))
     assert Counter(r["question_id"] for r in raw) == Counter(q.id for q in questions)
     answers = read_answers(storage, layout, "primary", "qwen-test", order=[q.id for q in questions])
-    assert [a["answer"] for a in answers] == [f"Ответ на: {q.question}" for q in questions]
+    assert [a.answer for a in answers] == [f"Ответ на: {q.question}" for q in questions]

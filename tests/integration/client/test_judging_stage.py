@@ -12,7 +12,8 @@ from kubejury.config.spec import JudgeSpec, Judging
 from kubejury.files.benchmark import Question
 from kubejury.files.storage import LocalStorage, RunLayout
 from kubejury.inference.client import ChatClient, ClientSettings
-from kubejury.stages import EndpointUnavailable, StageOptions, read_judgments, run_judging
+from kubejury.stages import EndpointUnavailable, StageOptions, run_judging
+from kubejury.stages.judge import read_judgments
 from kubejury.testing.fault_server import FaultServer
 
 pytestmark = pytest.mark.integration
@@ -79,8 +80,8 @@ async def test_judges_every_anonymized_answer_once(
     assert summary.complete and summary.total == 19 and summary.skipped == 1 and summary.parse_failures == 0
     judgments = read_judgments(storage, layout, "primary", "judge-a")
     assert len(judgments) == 19
-    assert {j["score"] for j in judgments} == {7.0}
-    assert ("q002", "gemma-3-27b") not in {(j["question_id"], j["model"]) for j in judgments}
+    assert {j.score for j in judgments} == {7.0}
+    assert ("q002", "gemma-3-27b") not in {(j.question_id, j.model) for j in judgments}
     # what the judge saw: no model names, self-identification neutralised, the reference, structured output requested
     for body in server.requests:
         text = user_text(body)
@@ -100,7 +101,7 @@ async def test_judges_every_anonymized_answer_once(
     assert asked != sorted(asked)
     mapping = storage.read_json(layout.anonymization_key("primary"))
     assert sorted(mapping["ids"].values()) == sorted(MODELS)
-    assert {j["answer_id"] for j in judgments} == set(mapping["ids"])
+    assert {j.answer_id for j in judgments} == set(mapping["ids"])
 
 
 async def test_same_seed_same_order(
@@ -178,16 +179,14 @@ async def test_reask_once_then_null_with_error_never_zero(
             client=client,
         )
         assert len(server.requests) == asked_first and again.written == 0
-    by_key = {
-        (j["question_id"], j["model"]): j for j in read_judgments(storage, layout, "primary", "judge-a")
-    }
+    by_key = {(j.question_id, j.model): j for j in read_judgments(storage, layout, "primary", "judge-a")}
     for model in MODELS:
         fixed = by_key[("q003", model)]
-        assert fixed["score"] == 7.0 and fixed["asks"] == 2 and fixed["error"] is None
+        assert fixed.score == 7.0 and fixed.asks == 2 and fixed.error is None
         failed = by_key[("q004", model)]
-        assert failed["score"] is None and failed["error_kind"] == "parse" and failed["asks"] == 2
-        assert "no [[N]]" in failed["error"]
-        assert by_key[("q000", model)]["score"] == 9.0
+        assert failed.score is None and failed.error_kind == "parse" and failed.asks == 2
+        assert failed.error is not None and "no [[N]]" in failed.error
+        assert by_key[("q000", model)].score == 9.0
     assert summary.parse_failures == 2
     progress = storage.read_json(layout.progress_key("primary", "judge", "judge-a"))
     assert progress["parse_failures"] == 2 and progress["state"] == "succeeded"
@@ -217,7 +216,7 @@ async def test_refused_structured_output_falls_back_to_verdict_parsing(
             )
             assert client.dropped_fields == {"response_format"}
     assert summary.parse_failures == 0
-    assert {j["score"] for j in read_judgments(storage, layout, "primary", "judge-a")} == {8.0}
+    assert {j.score for j in read_judgments(storage, layout, "primary", "judge-a")} == {8.0}
 
 
 async def test_judge_dying_mid_run_then_rerun_completes_exactly_once(

@@ -29,7 +29,8 @@ from kubejury.config.spec import JudgeSpec, Judging
 from kubejury.files.benchmark import Question, load_benchmark
 from kubejury.files.storage import LocalStorage, RunLayout
 from kubejury.inference.client import ClientSettings, EndpointPool
-from kubejury.stages import read_judgments, run_judging
+from kubejury.stages import run_judging
+from kubejury.stages.judge import read_judgments
 
 REPO = Path(__file__).resolve().parents[3]
 QUESTION_IDS = ("finance-1-01", "devops-2-01", "law-1-02", "energy-1-02")
@@ -130,8 +131,8 @@ async def judge_cases(
     order = {q.id: i for i, q in enumerate(qs)}
     results: dict[str, CaseResult] = {}
     for case in CASES:
-        mine = sorted((r for r in records if r["model"] == case), key=lambda r: order[r["question_id"]])
-        results[case] = CaseResult(case, tuple(r["score"] for r in mine))
+        mine = sorted((r for r in records if r.model == case), key=lambda r: order[r.question_id])
+        results[case] = CaseResult(case, tuple(r.score for r in mine))
     return results
 
 
