@@ -27,6 +27,7 @@ import numpy.typing as npt
 import yaml
 
 from kubejury.records.placement import Placement
+from kubejury.runtimes import recorded_runtime
 from kubejury.stats.cube import ScoreCube
 from kubejury_operator import vocabulary as vocab
 from kubejury_operator.cluster_run import ClusterRun
@@ -43,14 +44,22 @@ Entry = dict[str, Any]  # one model or judge, spelt as in the CRD
 
 def model_entry(name: str, source: str | None = None, **fields: Any) -> Entry:
     """A model or judge entry; ``source`` defaults to ``hf://org/<name>`` unless the runtime is
-    one that needs none (llamacpp's embedded model)."""
+    one that needs none (llamacpp's embedded model, an external endpoint)."""
     entry: Entry = {"name": name}
     if source is not None:
         entry["source"] = source
-    elif fields.get("runtime") not in ("llamacpp", "openai"):
+    elif _names_a_source(fields.get("runtime")):
         entry["source"] = f"hf://org/{name}"
     entry.update(fields)
     return entry
+
+
+def _names_a_source(runtime: object) -> bool:
+    """Whether an entry of ``runtime`` is given a default source: not when the runtime serves its
+    embedded model without one, nor when it calls an external endpoint. No runtime (the default) and
+    a name the registry does not know (a validation test's) get one."""
+    known = recorded_runtime(runtime) if isinstance(runtime, str) else None
+    return known is None or not (known.default_source_embedded or known.external)
 
 
 DEFAULT_MODELS: tuple[Entry, ...] = (model_entry("qwen", "hf://Qwen/Qwen3.5-27B", parameters="27B"),)

@@ -22,8 +22,10 @@ from typing import Any
 
 from kubejury.config.spec import API_GROUP, API_VERSION
 from kubejury.errors import KubejuryError
+from kubejury.records.placement import Placement
 from kubejury.records.run_status import RunStatus
 from kubejury.records.timestamps import now_time
+from kubejury.runtimes import recorded_runtime
 
 PLURAL = "evalruns"
 
@@ -56,6 +58,17 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
 
 def _number(value: float | None, digits: int = 3) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
+
+
+def _where(p: Placement) -> str:
+    """Where a placed server runs, as the table shows it: its GPUs, the CPU or an external endpoint.
+
+    A runtime the registry does not know (a hand-edited or older status) is shown as a server the
+    operator runs, as every name but ``openai`` always was."""
+    if p.gpu_product:
+        return f"{p.tensor_parallel_size}× {p.gpu_product}"
+    runtime = recorded_runtime(p.runtime)
+    return "CPU" if runtime is None or runtime.in_cluster else "external"
 
 
 def _percent(done: int, total: int) -> str:
@@ -121,11 +134,7 @@ def render(evalrun: Mapping[str, Any]) -> str:
             role = (
                 "+".join(r for r, names in (("model", models), ("judge", judges)) if p.name in names) or "—"
             )
-            where = (
-                f"{p.tensor_parallel_size}× {p.gpu_product}"
-                if p.gpu_product
-                else ("CPU" if p.runtime != "openai" else "external")
-            )
+            where = _where(p)
             fits = "yes" if p.schedulable else "NO"
             rows.append((p.name, role, p.runtime, p.quantization or "—", where, fits, p.reason or ""))
         lines += _table(("name", "role", "runtime", "quant", "where", "fits", "why"), rows)
