@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from kubejury import pipeline
 from kubejury.config.spec import ModelSpec
 from kubejury.errors import ConfigError, InputError
+from kubejury.records.results import AnswerRecord, JudgmentRecord
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -96,3 +97,35 @@ def test_shards_partition_the_questions() -> None:
     assert pipeline.shard_questions(questions, None) == questions
     with pytest.raises(ConfigError, match="shard index 3"):
         pipeline.shard_questions(questions, (3, 3))
+
+
+def _quickstart(tmp_path: Path) -> pipeline.LoadedRun:
+    shutil.copy(REPO / "examples" / "quickstart.yaml", tmp_path / "quickstart.yaml")
+    shutil.copy(REPO / "examples" / "benchmark-ru-sample.jsonl", tmp_path / "benchmark-ru-sample.jsonl")
+    return pipeline.load_inputs(str(tmp_path / "quickstart.yaml"), out=str(tmp_path / "out"))
+
+
+def test_stored_records_are_typed_one_per_key_in_benchmark_order_whatever_retries_left(
+    tmp_path: Path,
+) -> None:
+    inputs = _quickstart(tmp_path)
+    spec = inputs.evalrun.spec
+    series, model, judge = spec.series[0].name, spec.models[0].name, spec.judges[0].name
+    first, second = inputs.question_ids[:2]
+    answers_at = inputs.layout.answers_prefix(series, model)
+    failed = AnswerRecord(
+        question_id=second, model=model, series=series, error="timeout", error_kind="timeout"
+    )
+    inputs.storage.write_shard(answers_at, [failed.to_json()])
+    answered = [
+        AnswerRecord(question_id=qid, model=model, series=series, answer=f"answer {qid}")
+        for qid in (second, first)
+    ]
+    inputs.storage.write_shard(answers_at, [a.to_json() for a in answered])
+    verdict = JudgmentRecord(question_id=first, model=model, series=series, judge=judge, score=6.0)
+    inputs.storage.write_shard(inputs.layout.judgments_prefix(series, judge), [verdict.to_json()])
+
+    answers, judgments = pipeline.stored_records(inputs)
+
+    assert answers == [answered[1], answered[0]]  # the rerun's answer replaced the failed one
+    assert judgments == [verdict]
