@@ -197,8 +197,8 @@ def test_shuffle_is_seeded() -> None:
 def test_mapping_document_maps_ids_back() -> None:
     ids = opaque_ids(RUN_MODELS, seed=1)
     doc = mapping_document(ids, 1, "primary")
-    assert doc["ids"] == {v: k for k, v in ids.items()}
-    assert doc["seed"] == 1 and doc["series"] == "primary"
+    assert doc.ids == {v: k for k, v in ids.items()}
+    assert doc.seed == 1 and doc.series == "primary"
 
 
 def test_long_sentences_are_bounded() -> None:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from kubejury.judging.detection_text import DetectionText, hidden_spans, merge_spans
+from kubejury.records.anonymization import AnonymizationMap
 
 T = TypeVar("T")
 
@@ -469,10 +470,8 @@ def shuffled(items: Sequence[T], seed: int) -> list[T]:
     return out
 
 
-def mapping_document(mapping: dict[str, str], seed: int, series: str) -> dict[str, object]:
+def mapping_document(mapping: dict[str, str], seed: int, series: str) -> AnonymizationMap:
     """What is stored (separately from what judges see) to map ids back to models."""
-    return {
-        "series": series,
-        "seed": seed,
-        "ids": {ident: model for model, ident in sorted(mapping.items())},
-    }
+    return AnonymizationMap(
+        series=series, seed=seed, ids={ident: model for model, ident in sorted(mapping.items())}
+    )

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -29,8 +29,9 @@ from kubejury.inference.client import ChatClient, ChatResult, build_body, json_s
 from kubejury.inference.sampling import SamplingParams, request_fields
 from kubejury.judging.anonymize import Scrubber, mapping_document, opaque_ids, shuffled
 from kubejury.judging.judge_prompt import SCORE_SCHEMA, JudgePrompt, Verdict, parse_verdict
+from kubejury.records.anonymization import AnonymizationMap
 from kubejury.records.fingerprint import StageFingerprint
-from kubejury.records.results import AnswerRecord, JudgmentRecord, TokenUsage
+from kubejury.records.results import AnswerRecord, JudgmentRecord, RecordFormatError, TokenUsage
 from kubejury.stages.generate import QuestionLike, read_answers
 from kubejury.stages.lifecycle import Handler, StageTarget, run_stage
 from kubejury.stages.progress import ProgressTracker, ProgressView
@@ -167,8 +168,8 @@ async def run_judging(
     items, mapping, skipped = build_items(questions, answers_by_model, seed=seed, scrubber=scrubber)
     mapping_doc = mapping_document(mapping, seed, series)
     mapping_key = layout.anonymization_key(series)
-    if await asyncio.to_thread(storage.read_json_or_none, mapping_key) != mapping_doc:
-        await asyncio.to_thread(storage.write_json, mapping_key, mapping_doc)
+    if await asyncio.to_thread(_stored_map, storage, mapping_key) != mapping_doc:
+        await asyncio.to_thread(storage.write_json, mapping_key, mapping_doc.to_json())
 
     prompt = JudgePrompt.create(
         judging.prompt_template, language=judging.language or language, variant=judge.prompt_variant
@@ -257,3 +258,12 @@ def read_judgments(storage: Storage, layout: RunLayout, series: str, judge: str)
 def parse_failure_count(records: Sequence[JudgmentRecord]) -> int:
     """How many of a judge's records are replies that had no valid score (for the report)."""
     return sum(1 for r in records if r.error_kind == "parse")
+
+
+def _stored_map(storage: Storage, key: str) -> AnonymizationMap | None:
+    """The series' stored anonymization map; one that does not read is replaced, as a changed one is."""
+    stored = storage.read_json_or_none(key)
+    try:
+        return AnonymizationMap.from_json(stored) if isinstance(stored, Mapping) else None
+    except RecordFormatError:
+        return None
