@@ -116,9 +116,12 @@ def _child_event_handler(kind: str) -> Callable[..., Awaitable[None]]:
         if not runtime.children.changed(kind, body, deleted=kwargs.get("type") == "DELETED"):
             return
         caches = Caches.from_handler_kwargs(kwargs)
+        runs = kwargs.get(watched.EVALRUN_INDEX) or {}
+        if watched.latest_run(runs, owner) is None:  # deleted: its memory is forgotten, not made anew
+            return
 
         def start() -> Awaitable[None] | None:  # the run's body as the watch last delivered it
-            run = watched.latest_run(kwargs.get(watched.EVALRUN_INDEX) or {}, owner)
+            run = watched.latest_run(runs, owner)
             return None if run is None else _reconcile(runtime, run, logger, "child-event", caches)
 
         await runtime.memory(owner).queue.on_child_event(start)

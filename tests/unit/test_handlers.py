@@ -307,6 +307,23 @@ def test_a_deleted_run_is_forgotten_and_its_children_deleted() -> None:
     assert runtime.runs == {}
 
 
+def test_a_child_event_after_its_run_was_deleted_does_not_bring_the_runs_memory_back() -> None:
+    runtime = OperatorRuntime(settings=WorkloadSettings())
+    runtime.memory(("evals", "r"))
+    runtime.forget(("evals", "r"))
+    owner = {"apiVersion": "kubejury.io/v1alpha1", "kind": "EvalRun", "name": "r"}
+    job = {"kind": "Job", "metadata": {"name": "j", "namespace": "evals", "ownerReferences": [owner]}}
+    on_event = handlers._child_event_handler("Job")
+    memo = SimpleNamespace(kubejury=runtime)
+    gone: dict[str, Any] = {watched.EVALRUN_INDEX: {}}
+
+    async def send() -> None:
+        await on_event(body=job, memo=memo, logger=logging.getLogger("t"), type="DELETED", **gone)
+
+    asyncio.run(send())
+    assert runtime.runs == {}
+
+
 def test_configure_gives_the_runtime_the_reconcile_interval() -> None:
     memo = SimpleNamespace()
     handlers.configure(kopf.OperatorSettings(), memo, logging.getLogger("test"), {}, 7.0)
