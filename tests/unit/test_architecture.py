@@ -201,24 +201,55 @@ SAME_ROW_FORBIDDEN: Mapping[str, frozenset[str]] = {
     "kubejury.records": PARTS - {"kubejury.records", "kubejury.stats"},
 }
 
-#: The operator's pure planner (docs/architecture.md: facts ─► actions ─► status, "pure, no clock,
-#: no I/O"; GPU accounting and the manifest builders are pure too) never imports a home of side
-#: effects: the Kubernetes calls, stored results, metrics, kopf or the handlers.
+#: The operator's rows, top to bottom (docs/architecture.md, "The operator"): a module may import its
+#: own row and the rows below it, never one above. ``wiring`` is kopf's side (the handlers and their
+#: settings); ``orchestration`` does one reconcile with side effects, through the homes; ``homes``
+#: are the one place of each side effect (Kubernetes calls, stored results, metrics; ``testing`` is
+#: the in-memory stand-in for the gateway); ``core`` is pure: the planner, its vocabulary and
+#: settings, the caches' entries, admission, the previews. Every operator module has a row.
 OPERATOR_ROOT = ENGINE_ROOT.parent / "operator"
 OPERATOR = "kubejury_operator"
-OPERATOR_PURE = frozenset(
-    f"{OPERATOR}.{name}"
-    for name in ("facts", "reconcile", "status", "gpu_accounting", "manifests", "cluster_run")
-)
-OPERATOR_HOMES = frozenset(
-    {
-        *(
-            f"{OPERATOR}.{name}"
-            for name in ("gateway", "kube_api", "run_storage", "metrics", "handlers", "__main__")
+
+
+def _operator_row(*names: str) -> frozenset[str]:
+    return frozenset(f"{OPERATOR}.{name}" for name in names)
+
+
+OPERATOR_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
+    ("wiring", _operator_row("__main__", "handlers", "kopf_setup")),
+    ("orchestration", _operator_row("reconciler", "apply", "observe", "runtime")),
+    ("homes", _operator_row("gateway", "run_storage", "metrics", "testing")),
+    (
+        "core",
+        frozenset({OPERATOR})
+        | _operator_row(
+            "chart_defaults",
+            "cluster_run",
+            "crd",
+            "expectations",
+            "facts",
+            "gpu_accounting",
+            "images",
+            "kube_api",
+            "manifests",
+            "memory",
+            "observed",
+            "placing",
+            "preview",
+            "progress_cache",
+            "reconcile",
+            "settings",
+            "status",
+            "tenancy",
+            "validation",
+            "vocabulary",
+            "watched",
+            "work_queue",
         ),
-        "kopf",
-    }
+    ),
 )
+#: Third-party packages that are side effects in themselves: only rows above ``core`` import them.
+OPERATOR_SIDE_EFFECT_PACKAGES = frozenset({"kopf", "aiohttp", "prometheus_client", "boto3", "botocore"})
 
 
 def first_level(module: str, root: str) -> str:
@@ -274,17 +305,30 @@ def operator_imports(root: Path = OPERATOR_ROOT) -> dict[str, set[str]]:
     return graph
 
 
-def purity_violations(
-    graph: Mapping[str, set[str]], pure: frozenset[str], homes: frozenset[str]
+def operator_violations(
+    graph: Mapping[str, set[str]], layers: tuple[tuple[str, frozenset[str]], ...] = OPERATOR_LAYERS
 ) -> list[str]:
-    """Each import of a home of side effects by a pure module, one readable line each."""
-    return [
-        f"{module} (pure) imports {target} (side effects)"
-        for module in sorted(graph)
-        if module in pure
-        for target in sorted(graph[module])
-        if target in homes or target.split(".")[0] in homes
-    ]
+    """Each operator import that runs upward, or from the pure core into a side-effect package, one
+    readable line each: ``kubejury_operator.reconcile (core) imports kubejury_operator.apply (orchestration)``."""
+    rows = {module: row for row, (_, modules) in enumerate(layers) for module in modules}
+    names = [name for name, _ in layers]
+    core = len(layers) - 1
+    found: list[str] = []
+    for module in sorted(graph):
+        for target in sorted(graph[module]):
+            if module in rows and target in rows and rows[target] < rows[module]:
+                found.append(f"{module} ({names[rows[module]]}) imports {target} ({names[rows[target]]})")
+            elif rows.get(module) == core and target.split(".")[0] in OPERATOR_SIDE_EFFECT_PACKAGES:
+                found.append(f"{module} ({names[core]}) imports {target} (side effects)")
+    return found
+
+
+def unplaced_operator_modules(
+    graph: Mapping[str, set[str]], layers: tuple[tuple[str, frozenset[str]], ...] = OPERATOR_LAYERS
+) -> tuple[list[str], list[str]]:
+    """Operator modules no row names, and rows' modules that no longer exist."""
+    placed = {module for _, modules in layers for module in modules}
+    return sorted(set(graph) - placed), sorted(placed - set(graph))
 
 
 def test_every_engine_package_has_a_row_in_the_layer_contract() -> None:
@@ -295,10 +339,12 @@ def test_no_engine_module_imports_a_higher_row_of_the_architecture_diagram() -> 
     assert layer_violations(engine_imports()) == []
 
 
-def test_the_operators_pure_planner_imports_no_home_of_side_effects() -> None:
-    graph = operator_imports()
-    assert OPERATOR_PURE - set(graph) == set(), "a pure module named in the contract no longer exists"
-    assert purity_violations(graph, OPERATOR_PURE, OPERATOR_HOMES) == []
+def test_every_operator_module_has_a_row_and_every_row_names_a_module() -> None:
+    assert unplaced_operator_modules(operator_imports()) == ([], [])
+
+
+def test_no_operator_module_imports_a_higher_row_and_the_core_imports_no_side_effect() -> None:
+    assert operator_violations(operator_imports()) == []
 
 
 def _synthetic_engine(
@@ -336,15 +382,20 @@ def test_the_layer_check_names_a_package_the_contract_does_not_place(tmp_path: P
     assert unplaced_packages(imports, ENGINE_LAYERS) == ["kubejury.newthing"]
 
 
-def test_the_purity_check_names_a_pure_module_that_imports_a_home(tmp_path: Path) -> None:
+def test_the_operator_check_names_an_upward_import_even_into_orchestration(tmp_path: Path) -> None:
     package = tmp_path / OPERATOR
     package.mkdir()
     (package / "__init__.py").write_text("")
-    (package / "reconcile.py").write_text("from kubejury_operator import gateway\nimport kopf\n")
-    (package / "status.py").write_text("from kubejury_operator.observed import Observed\n")
+    (package / "reconcile.py").write_text("from kubejury_operator import apply\nimport kopf\n")
+    (package / "apply.py").write_text("def f():\n    from kubejury_operator.handlers import register\n")
+    (package / "handlers.py").write_text("from kubejury_operator import reconcile\n")
+    (package / "status.py").write_text("from kubejury_operator.reconcile import plan\n")
     graph = operator_imports(tmp_path)
-    pure = frozenset({f"{OPERATOR}.reconcile", f"{OPERATOR}.status"})
-    assert purity_violations(graph, pure, OPERATOR_HOMES) == [
-        "kubejury_operator.reconcile (pure) imports kopf (side effects)",
-        "kubejury_operator.reconcile (pure) imports kubejury_operator.gateway (side effects)",
+    assert operator_violations(graph) == [
+        "kubejury_operator.apply (orchestration) imports kubejury_operator.handlers (wiring)",
+        "kubejury_operator.reconcile (core) imports kopf (side effects)",
+        "kubejury_operator.reconcile (core) imports kubejury_operator.apply (orchestration)",
     ]
+    unplaced, missing = unplaced_operator_modules({**graph, f"{OPERATOR}.newthing": set()})
+    assert unplaced == [f"{OPERATOR}.newthing"]
+    assert f"{OPERATOR}.gateway" in missing
