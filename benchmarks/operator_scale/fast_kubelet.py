@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import datetime
 import json
 import logging
@@ -231,7 +232,7 @@ def write_stage_records(
         resumed = min(total, recorded_done(storage, key))
     tracker = ProgressTracker(work.stage, work.series, work.name, total=total, resumed=resumed)
     if finished:
-        tracker.done = total
+        tracker.counts = dataclasses.replace(tracker.counts, done=total)
         tracker.finish("succeeded")
     storage.write_json(key, tracker.record())
 

@@ -12,7 +12,6 @@ the one definition the operator reads back; :meth:`ProgressTracker.snapshot` mak
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from typing import Any, Protocol
 
@@ -66,15 +65,6 @@ class ProgressTracker:
         self.fingerprint = ""  # the stage's fingerprint digest, when it has one
         self.view = view
         self._t0 = time.monotonic()
-
-    # kept for benchmarks/operator_scale/fast_kubelet.py, which sets it; the counters moved to ``counts``
-    @property
-    def done(self) -> int:
-        return self.counts.done
-
-    @done.setter
-    def done(self, value: int) -> None:
-        self.counts = dataclasses.replace(self.counts, done=value)
 
     def advance(self, *, error: bool = False, parse_failure: bool = False) -> None:
         """One more record stored (an error, a judge reply without a score)."""
