@@ -14,7 +14,7 @@ flag                             environment                                 def
 
 The webhook's certificate, host and managed configuration come from ``KUBEJURY_WEBHOOK_*`` (see
 :func:`kubejury_operator.kopf_setup.configure_admission`); workload defaults (images, cache PVC,
-probe budgets) from the variables read by :meth:`kubejury_operator.manifests.WorkloadSettings.from_env`.
+probe budgets) from the variables read by :meth:`kubejury_operator.settings.WorkloadSettings.from_env`.
 One replica runs at a time (the chart uses ``Recreate``), so kopf's peering is off (standalone).
 """
 

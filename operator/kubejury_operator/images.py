@@ -2,7 +2,7 @@
 
 Why this module exists: an inference image is a compatibility decision — which model architectures
 it can load, which GPUs and drivers it runs on — and a silent bump (or a stale pin) breaks a run
-hours in, on the GPUs. The pins live here, once; :class:`~kubejury_operator.manifests.WorkloadSettings`
+hours in, on the GPUs. The pins live here, once; :class:`~kubejury_operator.settings.WorkloadSettings`
 takes its defaults from them, the Helm chart leaves ``inference.images.*`` empty unless an operator
 overrides one (a mirror, a newer tag), and ``docs/chart.md`` lists this table (a unit test keeps the
 two the same). The kubejury image itself (operator and Jobs) is the chart's ``appVersion``.
