@@ -19,7 +19,7 @@ from kubejury.records.placement import Placement
 from kubejury.runtimes import judge_placement, judge_shares_server, runtime_of
 from kubejury_operator.settings import WorkloadSettings
 from kubejury_operator.tenancy import run_storage_uri
-from kubejury_operator.vocabulary import Endpoint, JobStorage, RunRef, endpoint_key
+from kubejury_operator.vocabulary import Endpoint, JobStorage, RunRef, endpoint_key, namespace_of
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ def cluster_run(
     spec = evalrun.spec
     ref = RunRef(
         name=str(meta["name"]),
-        namespace=str(meta.get("namespace") or "default"),
+        namespace=namespace_of(body),
         uid=str(meta.get("uid") or ""),
     )
     models = tuple(_endpoint(m, endpoint_key("model", m.name), placements.get(m.name)) for m in spec.models)

@@ -30,7 +30,7 @@ import aiohttp
 
 from kubejury.records.timestamps import format_time
 from kubejury.redact import redact, redact_tree
-from kubejury_operator.vocabulary import API_GROUP, API_VERSION, MANAGED_BY
+from kubejury_operator.vocabulary import API_GROUP, API_VERSION, MANAGED_BY, namespace_of
 
 # How long a Secret that exists is reused before it is read again (see KubeGateway._secret): a
 # waiting or running EvalRun then costs about one Secret read per 5 minutes, not one per reconcile.
@@ -369,7 +369,7 @@ class KubeGateway:
     ) -> None:
         """A core/v1 Event about ``involved`` (an object with apiVersion, kind and metadata)."""
         meta = involved.get("metadata") or {}
-        namespace = str(meta.get("namespace") or "default")
+        namespace = namespace_of(involved)
         stamp = format_time(now or datetime.datetime.now(datetime.UTC))
         event = {
             "apiVersion": "v1",

@@ -21,7 +21,7 @@ from kubejury_operator.cluster_run import ClusterRun, cluster_run
 from kubejury_operator.expectations import Expectations
 from kubejury_operator.placing import pinned_placements
 from kubejury_operator.progress_cache import ProgressCache
-from kubejury_operator.tenancy import namespace_of
+from kubejury_operator.vocabulary import namespace_of
 from kubejury_operator.work_queue import RunQueue
 
 RunKey = tuple[str, str]  # (namespace, name) of an EvalRun

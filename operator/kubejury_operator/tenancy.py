@@ -24,13 +24,13 @@ from urllib.parse import urlsplit
 
 from kubejury.config.spec import EvalRun, EvalRunSpec, FieldProblem, ModelSpec, evalrun_problems
 from kubejury.runtimes import LLAMACPP, VLLM
+from kubejury_operator.vocabulary import namespace_of
 
 __all__ = [
     "SERVER_FLAGS",
     "TenantPolicy",
     "canonical_flag",
     "endpoint_listed",
-    "namespace_of",
     "policy_problems",
     "run_policy_problems",
     "run_storage_prefix",
@@ -447,9 +447,3 @@ def policy_problems(body: Mapping[str, Any], policy: TenantPolicy) -> list[Field
     operator would render from it cannot be known."""
     run, _problems = evalrun_problems({k: v for k, v in body.items() if k != "status"})
     return [] if run is None else run_policy_problems(run, namespace_of(body), policy)
-
-
-def namespace_of(body: Mapping[str, Any]) -> str:
-    """The namespace of an object as the API server sends it (``default`` when it names none)."""
-    meta = body.get("metadata")
-    return str((meta.get("namespace") if isinstance(meta, Mapping) else None) or "default")

@@ -25,8 +25,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kubejury.records.timestamps import format_time
 from kubejury.redact import redact, redact_tree
 from kubejury_operator.gateway import RESOURCES, GatewayError
+from kubejury_operator.vocabulary import namespace_of
 
 Key = tuple[str, str | None, str]  # kind, namespace (None when cluster-scoped), name
 
@@ -193,9 +195,9 @@ class FakeKubeApi:
         now: datetime.datetime | None = None,
     ) -> None:
         meta = involved.get("metadata") or {}
-        namespace = str(meta.get("namespace") or "default")
+        namespace = namespace_of(involved)
         self._call("post_event", "Event", namespace, None)
-        stamp = (now or datetime.datetime.now(datetime.UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        stamp = format_time(now or datetime.datetime.now(datetime.UTC))
         involved_object = {"apiVersion": involved.get("apiVersion"), "kind": involved.get("kind")}
         involved_object |= {"name": meta.get("name"), "namespace": namespace, "uid": meta.get("uid")}
         event_name = f"{meta.get('name')}.{uuid.uuid4().hex[:16]}"

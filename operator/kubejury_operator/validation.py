@@ -18,7 +18,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from kubejury.config.spec import FieldProblem, evalrun_problems
-from kubejury_operator.tenancy import TenantPolicy, namespace_of, run_policy_problems
+from kubejury_operator.tenancy import TenantPolicy, run_policy_problems
+from kubejury_operator.vocabulary import namespace_of
 
 __all__ = ["STORAGE_SECRET_KEYS", "FieldProblem", "SecretsPresent", "admission_message", "validate_evalrun"]
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -236,3 +236,9 @@ def labels(run: str, component: str, **extra: str) -> dict[str, str]:
     for key, value in extra.items():
         result[f"kubejury.io/{key}"] = label_value(value)
     return result
+
+
+def namespace_of(body: Mapping[str, Any]) -> str:
+    """The namespace of an object as the API server sends it (``default`` when it names none)."""
+    meta = body.get("metadata")
+    return str((meta.get("namespace") if isinstance(meta, Mapping) else None) or "default")
