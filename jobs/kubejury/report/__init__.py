@@ -8,13 +8,15 @@ report.json can be re-rendered. Schema: docs/report-schema.md and ``report.schem
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kubejury.files.storage import LocalStorage, Storage
 from kubejury.records.gpu_usage import GpuUsage, report_section
+from kubejury.records.report import GpuUsageSection, Provenance, ReportDocument
 from kubejury.records.timestamps import now_time
-from kubejury.report.json_report import SCHEMA_VERSION, build_report, clean, dumps
+from kubejury.report.json_report import SCHEMA_VERSION, build_document, build_report, clean, dumps
 
 if TYPE_CHECKING:
     from kubejury.report.aggregate import Analysis
@@ -22,38 +24,42 @@ if TYPE_CHECKING:
 __all__ = ["SCHEMA_VERSION", "build_report", "dumps", "render_all", "render_document", "write_reports"]
 
 
-def render_document(document: dict[str, Any]) -> dict[str, bytes]:
-    """report.json, report.md and report.html bytes from a report.json document."""
+def render_document(document: ReportDocument | Mapping[str, Any]) -> dict[str, bytes]:
+    """report.json, report.md and report.html bytes from a report.json document (a mapping is read
+    as a :class:`ReportDocument` first, so a bad field is named)."""
     from kubejury.report.html import render_html
     from kubejury.report.markdown import render_markdown
 
+    typed = document if isinstance(document, ReportDocument) else ReportDocument.read(document)
     return {
-        "report.json": dumps(document).encode("utf-8"),
-        "report.md": render_markdown(document).encode("utf-8"),
-        "report.html": render_html(document).encode("utf-8"),
+        "report.json": dumps(typed).encode("utf-8"),
+        "report.md": render_markdown(typed).encode("utf-8"),
+        "report.html": render_html(typed).encode("utf-8"),
     }
 
 
 def render_all(
-    analysis: Analysis, provenance: dict[str, Any] | None = None, gpu_usage: GpuUsage | None = None
+    analysis: Analysis, provenance: Mapping[str, Any] | None = None, gpu_usage: GpuUsage | None = None
 ) -> dict[str, bytes]:
     """The three report files of ``analysis``, keyed by file name (``provenance``: see
     :func:`kubejury.provenance.report_provenance`; stored as report.json's ``provenance``;
     ``gpu_usage``: the run's GPU time from the operator, stored as ``gpu_usage`` with GPU-hours
     and W per GPU-hour of the primary series)."""
-    document = build_report(analysis)
+    document = build_document(analysis)
+    update: dict[str, Any] = {}
     if provenance is not None:
-        document["provenance"] = provenance
+        update["provenance"] = Provenance.model_validate(provenance)
     if gpu_usage is not None and gpu_usage.servers:
-        document["gpu_usage"] = clean(gpu_usage_section(document, gpu_usage, analysis.generated_at))
-    return render_document(document)
+        section = gpu_usage_section(document, gpu_usage, analysis.generated_at)
+        update["gpu_usage"] = GpuUsageSection.model_validate(clean(section))
+    return render_document(document.model_copy(update=update) if update else document)
 
 
-def gpu_usage_section(document: dict[str, Any], usage: GpuUsage, now: str) -> dict[str, Any]:
+def gpu_usage_section(document: ReportDocument, usage: GpuUsage, now: str) -> dict[str, Any]:
     """report.json's ``gpu_usage``: :func:`kubejury.records.gpu_usage.report_section` with W of the
     primary series (intervals still open are counted up to ``now``, the report's time)."""
-    primary = (document.get("series") or {}).get(document.get("primary_series")) or {}
-    weighted = {name: entry.get("weighted") for name, entry in (primary.get("models") or {}).items()}
+    primary = document.series.get(document.primary_series)
+    weighted = {name: entry.weighted for name, entry in primary.models.items()} if primary else {}
     return report_section(usage, now or now_time(), weighted, source="EvalRun status.gpu")
 
 
@@ -61,7 +67,7 @@ def write_reports(
     analysis: Analysis,
     out_dir: str | Path | Storage,
     prefix: str = "",
-    provenance: dict[str, Any] | None = None,
+    provenance: Mapping[str, Any] | None = None,
     gpu_usage: GpuUsage | None = None,
 ) -> dict[str, str]:
     """Write report.json, report.md and report.html under ``out_dir`` (a directory or a
