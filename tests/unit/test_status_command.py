@@ -218,3 +218,11 @@ def test_gpu_time_per_server_is_shown_with_the_idle_share_of_a_finished_run() ->
     assert rows[1] == ["qwen", "model", "2", "2.000", "1.800", "down"]
     assert "held idle so far: 10.0%" in text
     assert RunStatus.from_json({"gpu": {"servers": ["broken"]}}).gpu.servers == ()
+
+
+def test_a_placement_of_a_runtime_this_version_does_not_know_is_shown_as_a_server_the_operator_runs() -> None:
+    from kubejury.commands.status import _where
+
+    assert _where(Placement(runtime="some-future-runtime", quantization="", tensor_parallel_size=0)) == "CPU"
+    assert _where(Placement(runtime="openai", quantization="", tensor_parallel_size=0)) == "external"
+    assert _where(Placement(runtime="llamacpp", quantization="q4_k_m", tensor_parallel_size=0)) == "CPU"
