@@ -30,11 +30,13 @@ from kubejury.records.placement import Placement
 from kubejury.runtimes import recorded_runtime
 from kubejury.stats.cube import ScoreCube
 from kubejury_operator import vocabulary as vocab
+from kubejury_operator import watched
 from kubejury_operator.cluster_run import ClusterRun
 from kubejury_operator.observed import DeploymentState, JobState
 from kubejury_operator.settings import WorkloadSettings
 from kubejury_operator.tenancy import TenantPolicy
 from kubejury_operator.validation import admission_message, validate_evalrun
+from kubejury_operator.watched import Caches
 
 API_VERSION = "kubejury.io/v1alpha1"
 KIND = "EvalRun"
@@ -420,3 +422,22 @@ def judge_jobs(
 def present_for(*keys: str) -> frozenset[tuple[str, str]]:
     """Objects present: the run's own ConfigMap and ServiceAccount plus a Service per endpoint."""
     return BASE_PRESENT | {("Service", workload_of(k)) for k in keys}
+
+
+# --------------------------------------------------------------------------- watch-fed caches
+
+
+def watched_caches(
+    children: Iterable[Mapping[str, Any]] = (), nodes: Iterable[Mapping[str, Any]] = ()
+) -> Caches:
+    """The caches as kopf's indexes would hold ``children`` (each under its run label) and ``nodes``."""
+    indexes: dict[str, dict[Any, list[Any]]] = {name: {} for name in watched.CHILD_INDEXES.values()}
+    for child in children:
+        entry = watched.child_entry(child)
+        assert entry is not None, f"{child.get('kind')} {child.get('metadata')} is not a child of a run"
+        for key, part in entry.items():
+            indexes[watched.CHILD_INDEXES[str(child["kind"])]].setdefault(key, []).append(part)
+    indexes[watched.NODE_INDEX] = {None: [watched.node_entry(n)[None] for n in nodes]} if nodes else {}
+    caches = Caches.from_handler_kwargs(indexes)
+    assert caches is not None
+    return caches

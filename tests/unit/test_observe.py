@@ -8,33 +8,16 @@ from typing import Any
 
 import pytest
 
-from factories import build_cluster_run, build_evalrun, model_entry
+from factories import build_cluster_run, build_evalrun, model_entry, watched_caches
 from kubejury.config.spec import parse_evalrun
-from kubejury_operator import observe, run_storage, watched
+from kubejury_operator import observe, run_storage
 from kubejury_operator import vocabulary as vocab
 from kubejury_operator.observed import JobState, Observed
 from kubejury_operator.progress_cache import ProgressCache
 from kubejury_operator.tenancy import TenantPolicy
 from kubejury_operator.testing import FakeKubeApi
-from kubejury_operator.watched import Caches
 
 LOG = logging.getLogger("test")
-
-
-def caches_with(*children: dict[str, Any]) -> Caches:
-    """The caches as kopf's indexes would hold ``children`` (each under its run label)."""
-    indexes: dict[str, dict[Any, list[dict[str, Any]]]] = {
-        name: {} for name in watched.CHILD_INDEXES.values()
-    }
-    for child in children:
-        entry = watched.child_entry(child)
-        assert entry is not None
-        for key, part in entry.items():
-            indexes[watched.CHILD_INDEXES[str(child["kind"])]].setdefault(key, []).append(part)
-    indexes[watched.NODE_INDEX] = {}
-    caches = Caches.from_handler_kwargs(indexes)
-    assert caches is not None
-    return caches
 
 
 def child(kind: str, name: str, component: str = "server", **status: Any) -> dict[str, Any]:
@@ -56,11 +39,13 @@ def run_with_secrets() -> dict[str, Any]:
 async def test_a_runs_children_come_from_the_caches_and_only_secrets_are_asked_of_the_api() -> None:
     evalrun = parse_evalrun(run_with_secrets())
     api = FakeKubeApi(secret("s3", AWS_ACCESS_KEY_ID="k"), secret("judge-key", other="x"))
-    caches = caches_with(
-        child("Deployment", "kj-r-m-qwen", readyReplicas=1, replicas=1),
-        child("Job", "kj-r-aggregate", component="aggregate", succeeded=1),
-        child("Service", "kj-r-m-qwen"),
-        child("ConfigMap", "kj-r-spec", component="spec"),
+    caches = watched_caches(
+        [
+            child("Deployment", "kj-r-m-qwen", readyReplicas=1, replicas=1),
+            child("Job", "kj-r-aggregate", component="aggregate", succeeded=1),
+            child("Service", "kj-r-m-qwen"),
+            child("ConfigMap", "kj-r-spec", component="spec"),
+        ]
     )
     observed = await observe.observe_cluster(api, caches, "evals", "r", evalrun)
     assert (

@@ -12,8 +12,8 @@ from typing import Any
 import kopf
 import pytest
 
-from factories import build_evalrun
-from kubejury_operator import reconciler, run_storage, watched
+from factories import build_evalrun, watched_caches
+from kubejury_operator import reconciler, run_storage
 from kubejury_operator.gateway import ApiCredentials
 from kubejury_operator.runtime import OperatorRuntime
 from kubejury_operator.settings import WorkloadSettings
@@ -26,12 +26,9 @@ LOG = logging.getLogger("test")
 
 def h100_caches() -> Caches:
     """Caches with the sample H100 cluster's Nodes and no child of any run."""
-    nodes = json.loads((REPO / "examples" / "nodes" / "h100-cluster.json").read_text())["items"]
-    indexes: dict[str, Any] = {name: {} for name in watched.CHILD_INDEXES.values()}
-    indexes[watched.NODE_INDEX] = {None: [watched.node_entry(n)[None] for n in nodes]}
-    caches = Caches.from_handler_kwargs(indexes)
-    assert caches is not None
-    return caches
+    return watched_caches(
+        nodes=json.loads((REPO / "examples" / "nodes" / "h100-cluster.json").read_text())["items"]
+    )
 
 
 def runtime_on(api: FakeKubeApi) -> OperatorRuntime:
