@@ -158,6 +158,42 @@ def _matches(obj: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
     return all(have.get(k) == v for k, v in labels.items())
 
 
+def event_manifest(
+    involved: Mapping[str, Any],
+    type_: str,
+    reason: str,
+    message: str,
+    *,
+    now: datetime.datetime | None = None,
+) -> dict[str, Any]:
+    """A core/v1 Event about ``involved`` (an object with apiVersion, kind and metadata), its
+    message redacted and cut to 1 KiB: what the gateway posts and its in-memory stand-in stores."""
+    meta = involved.get("metadata") or {}
+    namespace = namespace_of(involved)
+    stamp = format_time(now or datetime.datetime.now(datetime.UTC))
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{meta.get('name')}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
+        "involvedObject": {
+            "apiVersion": involved.get("apiVersion"),
+            "kind": involved.get("kind"),
+            "name": meta.get("name"),
+            "namespace": namespace,
+            "uid": meta.get("uid"),
+        },
+        "type": type_,
+        "reason": reason,
+        "message": redact(message)[:1024],
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+        "source": {"component": MANAGED_BY},
+        "reportingComponent": MANAGED_BY,
+        "reportingInstance": MANAGED_BY,
+    }
+
+
 class KubeGateway:
     """Async Kubernetes API client for exactly what the operator does."""
 
@@ -367,29 +403,6 @@ class KubeGateway:
         *,
         now: datetime.datetime | None = None,
     ) -> None:
-        """A core/v1 Event about ``involved`` (an object with apiVersion, kind and metadata)."""
-        meta = involved.get("metadata") or {}
-        namespace = namespace_of(involved)
-        stamp = format_time(now or datetime.datetime.now(datetime.UTC))
-        event = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"name": f"{meta.get('name')}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
-            "involvedObject": {
-                "apiVersion": involved.get("apiVersion"),
-                "kind": involved.get("kind"),
-                "name": meta.get("name"),
-                "namespace": namespace,
-                "uid": meta.get("uid"),
-            },
-            "type": type_,
-            "reason": reason,
-            "message": redact(message)[:1024],
-            "firstTimestamp": stamp,
-            "lastTimestamp": stamp,
-            "count": 1,
-            "source": {"component": MANAGED_BY},
-            "reportingComponent": MANAGED_BY,
-            "reportingInstance": MANAGED_BY,
-        }
-        await self._request("POST", self._url("Event", namespace), json=event)
+        """A core/v1 Event about ``involved`` (:func:`event_manifest`)."""
+        event = event_manifest(involved, type_, reason, message, now=now)
+        await self._request("POST", self._url("Event", event["metadata"]["namespace"]), json=event)

@@ -25,9 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubejury.records.timestamps import format_time
-from kubejury.redact import redact, redact_tree
-from kubejury_operator.gateway import RESOURCES, GatewayError
+from kubejury.redact import redact_tree
+from kubejury_operator.gateway import RESOURCES, GatewayError, event_manifest
 from kubejury_operator.vocabulary import namespace_of
 
 Key = tuple[str, str | None, str]  # kind, namespace (None when cluster-scoped), name
@@ -194,27 +193,8 @@ class FakeKubeApi:
         *,
         now: datetime.datetime | None = None,
     ) -> None:
-        meta = involved.get("metadata") or {}
-        namespace = namespace_of(involved)
-        self._call("post_event", "Event", namespace, None)
-        stamp = format_time(now or datetime.datetime.now(datetime.UTC))
-        involved_object = {"apiVersion": involved.get("apiVersion"), "kind": involved.get("kind")}
-        involved_object |= {"name": meta.get("name"), "namespace": namespace, "uid": meta.get("uid")}
-        event_name = f"{meta.get('name')}.{uuid.uuid4().hex[:16]}"
-        self.put(
-            {
-                "apiVersion": "v1",
-                "kind": "Event",
-                "metadata": {"name": event_name, "namespace": namespace},
-                "involvedObject": involved_object,
-                "type": type_,
-                "reason": reason,
-                "message": redact(message)[:1024],
-                "firstTimestamp": stamp,
-                "lastTimestamp": stamp,
-                "count": 1,
-            }
-        )
+        self._call("post_event", "Event", namespace_of(involved), None)
+        self.put(event_manifest(involved, type_, reason, message, now=now))
 
     async def close(self) -> None:
         self.closed = True
