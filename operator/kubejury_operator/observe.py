@@ -20,6 +20,7 @@ import kopf
 
 from kubejury.config import spec as specmod
 from kubejury_operator import run_storage, watched
+from kubejury_operator import status as st
 from kubejury_operator import vocabulary as vocab
 from kubejury_operator.cluster_run import ClusterRun
 from kubejury_operator.kube_api import KubeApi
@@ -83,12 +84,6 @@ async def observe_cluster(
     )
 
 
-def finished(previous: Mapping[str, Any]) -> bool:
-    """Whether the run's status says it is over (then storage is read no more)."""
-    phase = previous.get("phase")
-    return phase == "Failed" or (phase == "Succeeded" and previous.get("summary") is not None)
-
-
 @dataclasses.dataclass(frozen=True)
 class StorageReader:
     """How a run's storage is read: through which API (for its Secret), with which allow-lists,
@@ -111,7 +106,7 @@ async def observe_storage(
     """``observed`` with the progress records and, once aggregated, the report summary. A
     finished run reads nothing; storage trouble never stops orchestration (counters wait).
     A recent reading (``now``: monotonic seconds) is reused (:mod:`.progress_cache`)."""
-    if finished(previous):
+    if st.finished(previous):
         return observed
     key = (run.ref.namespace, run.ref.name)
     reused = reader.cache.fresh(key, observed, now)

@@ -489,14 +489,19 @@ def settled(previous: Mapping[str, Any], generation: int) -> bool:
     """Whether the stored status is the run's last word: a terminal phase written for this
     generation, with the summary when it succeeded, and no refused change pending. A settled run
     is not observed again (no API request, no storage read) until its spec changes."""
+    if not finished(previous):
+        return False
     # Read only what decides it: this runs on every tick of every finished run, and the rest of a
     # finished status (placement, progress, the summary's ranking) is most of its size.
     stored = RunStatus.from_json({key: previous[key] for key in _SETTLED_KEYS if key in previous})
-    if not stored.finished or stored.observed_generation != generation:
-        return False
-    if stored.phase == "Succeeded" and previous.get("summary") is None:
-        return False
-    return not apply_failed(stored)
+    return stored.observed_generation == generation and not apply_failed(stored)
 
 
 _SETTLED_KEYS = ("phase", "observedGeneration", "conditions")
+
+
+def finished(status: Mapping[str, Any]) -> bool:
+    """Whether a stored status says the run is over: Failed, or Succeeded with its summary (nothing
+    in its storage is read again)."""
+    phase = status.get("phase")
+    return phase == "Failed" or (phase == "Succeeded" and status.get("summary") is not None)

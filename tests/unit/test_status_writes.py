@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from kubejury_operator import status as st
 
 
@@ -76,3 +78,36 @@ def test_a_held_interval_closing_is_written_at_once_a_jobs_in_use_time_waits() -
     in_use = stored()
     in_use["gpu"]["servers"]["qwen"] |= {"inUseSince": "2026-12-01T10:00:40Z"}
     assert not st.due_patch(stored(), in_use, since_written=0.5)
+
+
+@pytest.mark.parametrize(
+    ("stored", "generation", "settled"),
+    [
+        ({"phase": "Succeeded", "observedGeneration": 1, "summary": {"ranking": []}}, 1, True),
+        ({"phase": "Failed", "observedGeneration": 1}, 1, True),
+        ({"phase": "Succeeded", "observedGeneration": 1}, 1, False),  # the summary is still to read
+        ({"phase": "Failed", "observedGeneration": 1}, 2, False),  # the spec changed since
+        ({"phase": "Judging", "observedGeneration": 1, "summary": {"ranking": []}}, 1, False),
+        (
+            {
+                "phase": "Failed",
+                "observedGeneration": 1,
+                "conditions": [
+                    {
+                        "type": "ApplyFailed",
+                        "status": "True",
+                        "reason": "Forbidden",
+                        "message": "create Job kj-r-aggregate: forbidden",
+                        "lastTransitionTime": "2026-12-01T11:00:00Z",
+                    }
+                ],
+            },
+            1,
+            False,  # a refused change is tried again
+        ),
+    ],
+)
+def test_a_run_is_settled_only_when_finished_for_this_generation_with_nothing_refused(
+    stored: dict[str, Any], generation: int, settled: bool
+) -> None:
+    assert st.settled(stored, generation) is settled
