@@ -14,7 +14,8 @@ from typing import Any
 import kmock
 import pytest
 
-from kubejury_operator.gateway import SECRET_TTL_SECONDS, ApiCredentials, KubeGateway
+from emulated_api import emulated_gateway
+from kubejury_operator.gateway import SECRET_TTL_SECONDS, KubeGateway
 
 
 @dataclass
@@ -49,13 +50,9 @@ class EmulatedCluster:
 
 @pytest.fixture
 async def cluster() -> AsyncIterator[EmulatedCluster]:
-    async with kmock.KubernetesEmulator() as k8s, kmock.Server(k8s) as server:
-        k8s.resources["v1/secrets"] = kmock.ResourceInfo(
-            kind="Secret", namespaced=True, verbs={"list", "get", "create"}
-        )
-        clock = ManualClock()
-        async with KubeGateway(ApiCredentials(server=str(server.url)), clock=clock) as gateway:
-            yield EmulatedCluster(gateway, k8s, clock)
+    clock = ManualClock()
+    async with emulated_gateway(clock=clock) as (gateway, k8s):
+        yield EmulatedCluster(gateway, k8s, clock)
 
 
 def secret(name: str, token_base64: str) -> dict[str, Any]:

@@ -12,22 +12,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-import kmock
 import pytest
 
+from emulated_api import emulated_gateway
 from factories import build_evalrun
-from kubejury_operator.gateway import ApiCredentials, GatewayError, KubeGateway
+from kubejury_operator.gateway import GatewayError
 from kubejury_operator.kube_api import KubeApi
 from kubejury_operator.testing import Call, FakeKubeApi, merge_patch
 
-EMULATED_RESOURCES = (
-    ("v1/configmaps", "ConfigMap", True),
-    ("v1/secrets", "Secret", True),
-    ("v1/events", "Event", True),
-    ("v1/nodes", "Node", False),
-    ("apps/v1/deployments", "Deployment", True),
-    ("kubejury.io/v1alpha1/evalruns", "EvalRun", True),
-)
 LEAK = "judge failed: 401 from https://bob:pa55word@api.example/v1 echoing Bearer sk-abcdefghijkl0123"
 
 
@@ -36,13 +28,8 @@ async def api(request: pytest.FixtureRequest) -> AsyncIterator[KubeApi]:
     if request.param == "fake":
         yield FakeKubeApi()
         return
-    async with kmock.KubernetesEmulator() as k8s, kmock.Server(k8s) as server:
-        for key, kind, namespaced in EMULATED_RESOURCES:
-            k8s.resources[key] = kmock.ResourceInfo(
-                kind=kind, namespaced=namespaced, verbs={"list", "get", "create"}
-            )
-        async with KubeGateway(ApiCredentials(server=str(server.url))) as gateway:
-            yield gateway
+    async with emulated_gateway() as (gateway, _emulator):
+        yield gateway
 
 
 def configmap(name: str, *, namespace: str = "ns", labels: dict[str, str] | None = None) -> dict[str, Any]:

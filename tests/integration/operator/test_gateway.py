@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 import kmock
 import pytest
 
+from emulated_api import emulated_gateway
 from factories import build_evalrun
 from kubejury_operator.gateway import ApiCredentials, KubeGateway, selector
 
@@ -20,19 +21,8 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 async def gateway() -> AsyncIterator[tuple[KubeGateway, kmock.KubernetesEmulator]]:
-    async with kmock.KubernetesEmulator() as k8s, kmock.Server(k8s) as server:
-        for key, kind in (
-            ("v1/configmaps", "ConfigMap"),
-            ("v1/secrets", "Secret"),
-            ("v1/events", "Event"),
-            ("apps/v1/deployments", "Deployment"),
-            ("kubejury.io/v1alpha1/evalruns", "EvalRun"),
-        ):
-            k8s.resources[key] = kmock.ResourceInfo(
-                kind=kind, namespaced=True, verbs={"list", "get", "create"}
-            )
-        async with KubeGateway(ApiCredentials(server=str(server.url))) as gw:
-            yield gw, k8s
+    async with emulated_gateway() as (gw, k8s):
+        yield gw, k8s
 
 
 def configmap(name: str, run: str) -> dict[str, object]:
