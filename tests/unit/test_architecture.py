@@ -107,14 +107,15 @@ def test_engine_modules_import_each_other_without_a_cycle() -> None:
 
 
 def test_the_cycle_finder_finds_a_cycle_through_a_lazy_import(tmp_path: Path) -> None:
-    package = tmp_path / ENGINE
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "a.py").write_text("from kubejury.b import thing\n")
-    (package / "b.py").write_text("def f():\n    from kubejury import c\n")
-    (package / "c.py").write_text("from . import a\n")
-    (package / "d.py").write_text("import kubejury_operator.handlers\n")
-    imports = engine_imports(tmp_path)
+    imports = _synthetic_engine(
+        tmp_path,
+        {
+            "a.py": "from kubejury.b import thing\n",
+            "b.py": "def f():\n    from kubejury import c\n",
+            "c.py": "from . import a\n",
+            "d.py": "import kubejury_operator.handlers\n",
+        },
+    )
     assert find_cycle(module_graph(imports)) == ["kubejury.a", "kubejury.b", "kubejury.c", "kubejury.a"]
     assert imported_modules(imports["kubejury.d"], imports) == {"kubejury_operator.handlers"}
 
@@ -347,14 +348,20 @@ def test_no_operator_module_imports_a_higher_row_and_the_core_imports_no_side_ef
     assert operator_violations(operator_imports()) == []
 
 
+def write_package(tmp_path: Path, package: str, files: Mapping[str, str]) -> Path:
+    """A package of modules with the given source under ``tmp_path`` (its ``__init__`` empty unless
+    given); returns ``tmp_path``, the root to read its imports from."""
+    for relative, text in {"__init__.py": "", **files}.items():
+        path = tmp_path / package / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return tmp_path
+
+
 def _synthetic_engine(
     tmp_path: Path, files: Mapping[str, str]
 ) -> dict[str, list[tuple[str, tuple[str, ...]]]]:
-    for relative, text in {"__init__.py": "", **files}.items():
-        path = tmp_path / ENGINE / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return engine_imports(tmp_path)
+    return engine_imports(write_package(tmp_path, ENGINE, files))
 
 
 def test_the_layer_check_names_a_lower_row_that_imports_a_higher_one_even_lazily(tmp_path: Path) -> None:
@@ -383,14 +390,13 @@ def test_the_layer_check_names_a_package_the_contract_does_not_place(tmp_path: P
 
 
 def test_the_operator_check_names_an_upward_import_even_into_orchestration(tmp_path: Path) -> None:
-    package = tmp_path / OPERATOR
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "reconcile.py").write_text("from kubejury_operator import apply\nimport kopf\n")
-    (package / "apply.py").write_text("def f():\n    from kubejury_operator.handlers import register\n")
-    (package / "handlers.py").write_text("from kubejury_operator import reconcile\n")
-    (package / "status.py").write_text("from kubejury_operator.reconcile import plan\n")
-    graph = operator_imports(tmp_path)
+    files = {
+        "reconcile.py": "from kubejury_operator import apply\nimport kopf\n",
+        "apply.py": "def f():\n    from kubejury_operator.handlers import register\n",
+        "handlers.py": "from kubejury_operator import reconcile\n",
+        "status.py": "from kubejury_operator.reconcile import plan\n",
+    }
+    graph = operator_imports(write_package(tmp_path, OPERATOR, files))
     assert operator_violations(graph) == [
         "kubejury_operator.apply (orchestration) imports kubejury_operator.handlers (wiring)",
         "kubejury_operator.reconcile (core) imports kopf (side effects)",
