@@ -25,7 +25,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import socket
 import ssl
 import subprocess
@@ -39,24 +38,30 @@ from typing import Any
 
 import yaml
 
+from devcluster import processes, realnode
 from devcluster.kwok_config import stages_dir, write_kwok_config
 from devcluster.nodes import load_nodes
 from devcluster.pki import (
     ADMIN,
+    APISERVER_KUBELET_CLIENT,
     CONTROLLER_MANAGER,
     FRONT_PROXY_CLIENT,
     KWOK,
     SCHEDULER,
     ClientIdentity,
     Pki,
+    ensure_client,
     ensure_pki,
 )
+from devcluster.processes import ClusterError as ClusterError
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_NODES_FILE = REPO / "cluster" / "nodes.yaml"
 BUILD_SCRIPT = REPO / "scripts" / "build_kube.sh"
 
 SERVICE_CIDR = "10.96.0.0/16"
+#: The annotation every node of a nodes file carries (KWOK's own convention for the nodes it plays).
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node=fake"
 SA_ISSUER = "https://kubernetes.default.svc.cluster.local"
 #: Admission plugins on top of the API server's defaults (which already include NamespaceLifecycle,
 #: LimitRanger, ServiceAccount, DefaultTolerationSeconds, PodSecurity, Priority, ResourceQuota,
@@ -84,12 +89,8 @@ AUDIT_POLICY: dict[str, Any] = {
     "rules": [{"level": "Metadata"}],
 }
 START_TIMEOUT = float(os.environ.get("KUBEJURY_CLUSTER_START_TIMEOUT", "240"))
-STOP_TIMEOUT = 20.0
+STOP_TIMEOUT = processes.STOP_TIMEOUT
 KUBECTL_TIMEOUT = 120.0
-
-
-class ClusterError(RuntimeError):
-    """A component failed to start or to become ready; the message names it and quotes its log."""
 
 
 def build_bins() -> Path:
@@ -107,23 +108,6 @@ def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def _start_time(pid: int) -> str | None:
-    """The kernel's start time of ``pid`` (field 22 of /proc/pid/stat), to tell a reused pid apart."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]
-
-
-def _tail(path: Path, lines: int = 25) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return "(no log)"
-    return "\n".join(text.splitlines()[-lines:])
 
 
 @dataclass(frozen=True)
@@ -144,6 +128,17 @@ class Cluster:
     nodes_file: Path
     api_url: str
     ports: Mapping[str, int] = field(default_factory=dict)
+    #: A real node runs beside the KWOK ones (:mod:`devcluster.realnode`; its state under node/).
+    has_real_node: bool = False
+
+    def real_node(self) -> realnode.RealNode:
+        """The real node of this cluster; ClusterError when it was started without one."""
+        network = realnode.recorded_network(self.state_dir)
+        if not self.has_real_node or network is None:
+            raise ClusterError(
+                f"{self.state_dir}: this cluster has no real node (start it with real_node=True)"
+            )
+        return realnode.RealNode(self.state_dir, network, realnode.build_node_bins())
 
     @property
     def kubeconfig(self) -> Path:
@@ -223,63 +218,16 @@ class Cluster:
 # --- state directory -------------------------------------------------------------------------------
 
 
-def _pid_file(state: Path, name: str) -> Path:
-    return state / "pids" / f"{name}.pid"
-
-
-#: Processes this Python process started: their Popen is the authority on whether they still run,
-#: and stopping them also reaps them (no zombies in a long pytest session).
-_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
-
-
-def _running_pid(state: Path, name: str) -> int | None:
-    """The pid of component ``name`` if the pid file names a live process we started, else None.
-
-    A child of this process is asked directly; otherwise (``make cluster-down`` in a new process) the
-    pid must still have the start time and executable the pid file recorded, so a reused pid is
-    never taken for ours.
-    """
-    path = _pid_file(state, name)
-    try:
-        pid_text, start, binary = path.read_text().split("\n")[:3]
-        pid = int(pid_text)
-    except (OSError, ValueError):
-        return None
-    child = _CHILDREN.get(pid)
-    if child is not None:
-        return pid if child.poll() is None else None
-    if _start_time(pid) != start:
-        return None
-    try:
-        argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
-    except OSError:
-        return None
-    return pid if argv0 == binary else None
-
-
 COMPONENT_ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 
 
 def stop_cluster(state_dir: Path) -> list[str]:
-    """Stop the components whose pid files are in ``state_dir`` (newest first); names stopped."""
-    stopped: list[str] = []
+    """Stop what ``state_dir``'s pid files name: a real node first, then the control plane newest
+    first; the names stopped."""
+    stopped = realnode.stop_real_node(state_dir)
     for name in reversed(COMPONENT_ORDER):
-        pid = _running_pid(state_dir, name)
-        if pid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
-            deadline = time.monotonic() + STOP_TIMEOUT
-            while _running_pid(state_dir, name) is not None and time.monotonic() < deadline:
-                time.sleep(0.1)
-            if _running_pid(state_dir, name) is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            child = _CHILDREN.pop(pid, None)
-            if child is not None:
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    child.wait(timeout=5)
+        if processes.stop(state_dir, name, STOP_TIMEOUT):
             stopped.append(name)
-        _pid_file(state_dir, name).unlink(missing_ok=True)
     (state_dir / "cluster.json").unlink(missing_ok=True)
     return stopped
 
@@ -293,7 +241,8 @@ def attach(state_dir: Path) -> Cluster:
         raise ClusterError(
             f"{info_path}: no running cluster here (run `make cluster-up`): {error}"
         ) from error
-    down = [name for name in COMPONENT_ORDER if _running_pid(state_dir, name) is None]
+    names = (*COMPONENT_ORDER, *(realnode.REQUIRED_DAEMONS if info.get("real_node") else ()))
+    down = [name for name in names if processes.running_pid(state_dir, name) is None]
     if down:
         raise ClusterError(f"{state_dir}: not running: {', '.join(down)} (run `make cluster-up` again)")
     return Cluster(
@@ -302,6 +251,7 @@ def attach(state_dir: Path) -> Cluster:
         nodes_file=Path(info["nodes_file"]),
         api_url=info["api_url"],
         ports=dict(info["ports"]),
+        has_real_node=bool(info.get("real_node", False)),
     )
 
 
@@ -345,8 +295,11 @@ def _components(
     pki: Pki,
     ports: Mapping[str, int],
     extra_args: Mapping[str, Sequence[str]] | None = None,
+    *,
+    real_node_host_ip: str | None = None,
 ) -> list[Component]:
-    api_url = f"https://127.0.0.1:{ports['apiserver']}"
+    api_host = real_node_host_ip or "127.0.0.1"
+    api_url = f"https://{api_host}:{ports['apiserver']}"
     kubeconfigs = state / "kubeconfigs"
     kubeconfigs.mkdir(exist_ok=True)
     configs: dict[str, Path] = {}
@@ -383,8 +336,8 @@ def _components(
             "kube-apiserver",
             (
                 f"--etcd-servers={etcd_client}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
+                f"--bind-address={api_host}",
+                f"--advertise-address={api_host}",
                 f"--secure-port={ports['apiserver']}",
                 f"--tls-cert-file={pki.serving_cert}",
                 f"--tls-private-key-file={pki.serving_key}",
@@ -400,8 +353,7 @@ def _components(
                 "--audit-log-format=json",
                 "--audit-log-mode=blocking",
                 "--allow-privileged=true",
-                # No kubelets and no pod network: nothing may reach the advertised endpoint anyway.
-                "--endpoint-reconciler-type=none",
+                *_node_facing_flags(pki, real_node_host_ip is not None),
                 f"--cert-dir={state / 'pki' / 'apiserver-generated'}",
                 # Aggregation layer: front-proxy CA and client, as kubeadm configures them.
                 f"--requestheader-client-ca-file={pki.front_proxy_ca_cert}",
@@ -456,7 +408,15 @@ def _components(
             (
                 f"--kubeconfig={configs[KWOK.file_stem]}",
                 f"--config={kwok_config}",
-                "--manage-all-nodes=true",
+                *(
+                    # A real node beside: KWOK plays only the nodes of the nodes file, which say so.
+                    (
+                        "--manage-all-nodes=false",
+                        f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}",
+                    )
+                    if real_node_host_ip
+                    else ("--manage-all-nodes=true",)
+                ),
                 "--node-lease-duration-seconds=40",
                 "--cidr=10.0.0.1/16",
                 f"--server-address=127.0.0.1:{ports['kwok']}",
@@ -468,6 +428,21 @@ def _components(
     if unknown:
         raise ClusterError(f"extra arguments for unknown components: {', '.join(unknown)}")
     return [Component(c.name, c.binary, (*c.args, *extra.get(c.name, ()))) for c in components]
+
+
+def _node_facing_flags(pki: Pki, real_node: bool) -> tuple[str, ...]:
+    """The API server towards nodes: its kubelet client certificate, the node's InternalIP, and
+    with a real node the ``kubernetes`` Service endpoint kept (lease reconciler) and Services of
+    webhooks reached through their endpoints (the host routes the pod range, not the Service one)."""
+    flags = (
+        f"--kubelet-client-certificate={pki.client_cert(APISERVER_KUBELET_CLIENT)}",
+        f"--kubelet-client-key={pki.client_key(APISERVER_KUBELET_CLIENT)}",
+        "--kubelet-preferred-address-types=InternalIP,Hostname",
+    )
+    if real_node:
+        return (*flags, "--endpoint-reconciler-type=lease", "--enable-aggregator-routing=true")
+    # No kubelets and no pod network: nothing may reach the advertised endpoint anyway.
+    return (*flags, "--endpoint-reconciler-type=none")
 
 
 # --- readiness -------------------------------------------------------------------------------------
@@ -495,12 +470,12 @@ def _unverified_tls() -> ssl.SSLContext:
     return context
 
 
-def _health_check(name: str, pki: Pki, ports: Mapping[str, int]) -> Callable[[], bool]:
+def _health_check(name: str, pki: Pki, ports: Mapping[str, int], api_url: str) -> Callable[[], bool]:
     if name == "etcd":
         return lambda: _http_ok(f"http://127.0.0.1:{ports['etcd']}/health")
     if name == "kube-apiserver":
         tls = _admin_tls(pki)
-        return lambda: _http_ok(f"https://127.0.0.1:{ports['apiserver']}/readyz", tls)
+        return lambda: _http_ok(f"{api_url}/readyz", tls)
     if name == "kube-controller-manager":
         return lambda: _http_ok(f"https://127.0.0.1:{ports['controller_manager']}/healthz", _unverified_tls())
     if name == "kube-scheduler":
@@ -515,13 +490,15 @@ def _wait(what: str, ready: Callable[[], bool], state: Path, names: Sequence[str
         if ready():
             return
         for name in names:
-            if _running_pid(state, name) is None:
+            if processes.running_pid(state, name) is None:
                 log = state / "logs" / f"{name}.log"
                 raise ClusterError(
-                    f"{name} exited while waiting for {what}; last lines of {log}:\n{_tail(log)}"
+                    f"{name} exited while waiting for {what}; last lines of {log}:\n{processes.tail(log)}"
                 )
         time.sleep(0.5)
-    logs = "\n".join(f"--- {state / 'logs' / n}.log:\n{_tail(state / 'logs' / f'{n}.log')}" for n in names)
+    logs = "\n".join(
+        f"--- {state / 'logs' / n}.log:\n{processes.tail(state / 'logs' / f'{n}.log')}" for n in names
+    )
     raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}\n{logs}")
 
 
@@ -529,19 +506,7 @@ def _launch(state: Path, bin_dir: Path, component: Component) -> None:
     binary = bin_dir / component.binary
     if not binary.exists():
         raise ClusterError(f"{binary} is missing: run `make kube-bins`")
-    log = (state / "logs" / f"{component.name}.log").open("w")
-    with log:
-        process = subprocess.Popen(
-            [str(binary), *component.args],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # our own process group: a Ctrl-C of the caller does not reach it
-            cwd=state,
-        )
-    _CHILDREN[process.pid] = process
-    start = _start_time(process.pid) or ""
-    _pid_file(state, component.name).write_text(f"{process.pid}\n{start}\n{binary}\n")
+    processes.launch(state, component.name, [str(binary), *component.args])
 
 
 def _nodes_ready(cluster: Cluster, names: set[str]) -> Callable[[], bool]:
@@ -569,6 +534,8 @@ def start_cluster(
     *,
     bin_dir: Path | None = None,
     extra_args: Mapping[str, Sequence[str]] | None = None,
+    real_node: bool = False,
+    images: Sequence[Path] = (),
 ) -> Cluster:
     """Start (or find already running) a dev cluster in ``state_dir`` with the nodes of ``nodes_file``.
 
@@ -578,36 +545,58 @@ def start_cluster(
     components by name (e.g. ``{"kube-controller-manager": ["--kube-api-qps=100"]}`` for the
     scale benchmark); the tests and ``make cluster-up`` pass none. A running cluster is reused
     whatever its flags were, so pass ``extra_args`` to a fresh state directory.
+
+    ``real_node``: one real node beside the KWOK ones (:mod:`devcluster.realnode`), with the OCI
+    archives ``images`` imported into its containerd. It replaces the nodes file's CPU-only nodes,
+    so that every CPU pod runs for real; the GPU nodes stay simulated.
     """
     state = state_dir.resolve()
     nodes_path = nodes_file.resolve()
     nodes = load_nodes(nodes_path)  # bad input fails before anything starts
     bins = bin_dir or build_bins()
+    node_bins = None
+    if real_node:
+        realnode.preflight()
+        node_bins = realnode.build_node_bins()
+        nodes = [n for n in nodes if realnode.is_gpu_node(n)]
     with contextlib.suppress(ClusterError):
         running = attach(state)
-        if running.nodes_file == nodes_path and running.bin_dir == bins:
+        if (
+            running.nodes_file == nodes_path
+            and running.bin_dir == bins
+            and running.has_real_node == real_node
+        ):
             return running
     stop_cluster(state)  # leftovers of a half-started cluster, or one of other nodes or binaries
     for sub in ("logs", "pids"):
         (state / sub).mkdir(parents=True, exist_ok=True)
     shutil.rmtree(state / "etcd", ignore_errors=True)
     (state / "audit.log").unlink(missing_ok=True)
-    pki = ensure_pki(state / "pki")
-    ports = {
-        name: _free_port()
-        for name in ("etcd", "etcd_peer", "apiserver", "controller_manager", "scheduler", "kwok")
-    }
-    api_url = f"https://127.0.0.1:{ports['apiserver']}"
-    _write_private(state / "kubeconfig", yaml.safe_dump(_kubeconfig(pki, ADMIN, api_url)))
-    cluster = Cluster(state_dir=state, bin_dir=bins, nodes_file=nodes_path, api_url=api_url, ports=ports)
     try:
+        network = realnode.create_network(state) if real_node else None
+        host_ip = network.host_ip if network else None
+        pki = ensure_pki(state / "pki", extra_ips=(host_ip,) if host_ip else ())
+        ports = {
+            name: _free_port()
+            for name in ("etcd", "etcd_peer", "apiserver", "controller_manager", "scheduler", "kwok")
+        }
+        api_url = f"https://{host_ip or '127.0.0.1'}:{ports['apiserver']}"
+        _write_private(state / "kubeconfig", yaml.safe_dump(_kubeconfig(pki, ADMIN, api_url)))
+        cluster = Cluster(
+            state_dir=state,
+            bin_dir=bins,
+            nodes_file=nodes_path,
+            api_url=api_url,
+            ports=ports,
+            has_real_node=real_node,
+        )
         started: list[str] = []
-        for component in _components(state, bins, pki, ports, extra_args):
+        for component in _components(state, bins, pki, ports, extra_args, real_node_host_ip=host_ip):
             _launch(state, bins, component)
             started.append(component.name)
             _wait(
                 f"{component.name} to be healthy",
-                _health_check(component.name, pki, ports),
+                _health_check(component.name, pki, ports, api_url),
                 state,
                 started,
                 START_TIMEOUT,
@@ -637,9 +626,32 @@ def start_cluster(
             started,
             START_TIMEOUT,
         )
+        if network is not None and node_bins is not None:
+            kubeconfigs = {}
+            for key, who in (("kubelet", realnode.KUBELET), ("kube-proxy", realnode.KUBE_PROXY)):
+                ensure_client(pki, who)
+                kubeconfigs[key] = _write_private(
+                    state / "kubeconfigs" / f"{who.file_stem}.yaml",
+                    yaml.safe_dump(_kubeconfig(pki, who, api_url)),
+                )
+            realnode.start_real_node(
+                state,
+                network,
+                node_bins,
+                kubeconfigs=kubeconfigs,
+                ca_file=pki.ca_cert,
+                kubectl=cluster.kubectl,
+                images=images,
+            )
     except BaseException:
         stop_cluster(state)
         raise
-    info = {"bin_dir": str(bins), "nodes_file": str(nodes_path), "api_url": api_url, "ports": ports}
+    info = {
+        "bin_dir": str(bins),
+        "nodes_file": str(nodes_path),
+        "api_url": api_url,
+        "ports": ports,
+        "real_node": real_node,
+    }
     (state / "cluster.json").write_text(json.dumps(info, indent=2) + "\n")
     return cluster

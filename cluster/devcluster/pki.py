@@ -46,7 +46,11 @@ ADMIN = ClientIdentity("admin", "kubernetes-admin", ("system:masters",))
 CONTROLLER_MANAGER = ClientIdentity("kube-controller-manager", "system:kube-controller-manager")
 SCHEDULER = ClientIdentity("kube-scheduler", "system:kube-scheduler")
 KWOK = ClientIdentity("kwok", "kwok-controller", ("system:masters",))
-CLIENTS = (ADMIN, CONTROLLER_MANAGER, SCHEDULER, KWOK)
+#: The API server towards kubelets (logs, exec, port-forward): a real node's kubelet authorizes it.
+APISERVER_KUBELET_CLIENT = ClientIdentity(
+    "apiserver-kubelet-client", "kube-apiserver-kubelet-client", ("system:masters",)
+)
+CLIENTS = (ADMIN, CONTROLLER_MANAGER, SCHEDULER, KWOK, APISERVER_KUBELET_CLIENT)
 #: The API server's identity towards aggregated API servers (requestheader authentication).
 FRONT_PROXY_CLIENT = "front-proxy-client"
 
@@ -196,8 +200,31 @@ def _issue(
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
 
 
-def ensure_pki(directory: Path) -> Pki:
-    """Make whatever of the CA, serving and client certificates and SA keys is missing; return paths."""
+def _serving_ips(cert_path: Path) -> set[str]:
+    cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    return {str(ip) for ip in sans.get_values_for_type(x509.IPAddress)}
+
+
+def ensure_client(pki: Pki, who: ClientIdentity) -> None:
+    """Issue ``who``'s client certificate unless it exists (a real node's kubelet, kube-proxy)."""
+    if not (pki.client_cert(who).exists() and pki.client_key(who).exists()):
+        _issue(
+            (pki.ca_cert, pki.ca_key),
+            pki.client_cert(who),
+            pki.client_key(who),
+            _name(who.user, who.groups),
+            ExtendedKeyUsageOID.CLIENT_AUTH,
+            datetime.datetime.now(datetime.UTC),
+        )
+
+
+def ensure_pki(directory: Path, extra_ips: tuple[str, ...] = ()) -> Pki:
+    """Make whatever of the CA, serving and client certificates and SA keys is missing; return paths.
+
+    ``extra_ips``: more addresses the API server serves on (a real node's side of the host); a
+    serving certificate without one of them is issued again.
+    """
     pki = Pki(directory)
     directory.mkdir(parents=True, exist_ok=True)
     now = datetime.datetime.now(datetime.UTC)
@@ -216,9 +243,14 @@ def ensure_pki(directory: Path) -> Pki:
             ExtendedKeyUsageOID.CLIENT_AUTH,
             now,
         )
-    if not (pki.serving_cert.exists() and pki.serving_key.exists()):
+    serving_ips = (*SERVING_IPS, *extra_ips)
+    if not (
+        pki.serving_cert.exists()
+        and pki.serving_key.exists()
+        and set(serving_ips) <= _serving_ips(pki.serving_cert)
+    ):
         sans: list[x509.GeneralName] = [x509.DNSName(n) for n in SERVING_DNS_NAMES]
-        sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in SERVING_IPS]
+        sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in serving_ips]
         _issue(
             ca,
             pki.serving_cert,
@@ -229,15 +261,7 @@ def ensure_pki(directory: Path) -> Pki:
             sans,
         )
     for who in CLIENTS:
-        if not (pki.client_cert(who).exists() and pki.client_key(who).exists()):
-            _issue(
-                ca,
-                pki.client_cert(who),
-                pki.client_key(who),
-                _name(who.user, who.groups),
-                ExtendedKeyUsageOID.CLIENT_AUTH,
-                now,
-            )
+        ensure_client(pki, who)
     if not (pki.sa_key.exists() and pki.sa_pub.exists()):
         sa = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         _write_key(pki.sa_key, sa)
