@@ -18,12 +18,24 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     up = commands.add_parser("up", help="start the cluster (no-op when it is already running)")
     up.add_argument("--nodes", type=Path, default=DEFAULT_NODES_FILE, help="NodeList file (YAML or JSON)")
+    up.add_argument(
+        "--real-node",
+        action="store_true",
+        help="add a real node (kubelet, containerd, runc) in place of the file's CPU-only nodes",
+    )
+    up.add_argument(
+        "--image",
+        type=Path,
+        action="append",
+        default=[],
+        help="OCI archive to import into the real node's containerd (repeatable)",
+    )
     commands.add_parser("down", help="stop what `up` started")
     commands.add_parser("status", help="exit 0 if the cluster is running")
     args = parser.parse_args(argv)
     try:
         if args.command == "up":
-            cluster = start_cluster(args.nodes, args.state)
+            cluster = start_cluster(args.nodes, args.state, real_node=args.real_node, images=args.image)
             print(
                 f"cluster up: {cluster.api_url}; KUBECONFIG={cluster.kubeconfig}; audit log {cluster.audit_log}"
             )

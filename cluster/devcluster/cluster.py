@@ -628,7 +628,11 @@ def start_cluster(
         )
         if network is not None and node_bins is not None:
             kubeconfigs = {}
-            for key, who in (("kubelet", realnode.KUBELET), ("kube-proxy", realnode.KUBE_PROXY)):
+            for key, who in (
+                ("kubelet", realnode.KUBELET),
+                ("kube-proxy", realnode.KUBE_PROXY),
+                ("netpol", realnode.NETPOL),
+            ):
                 ensure_client(pki, who)
                 kubeconfigs[key] = _write_private(
                     state / "kubeconfigs" / f"{who.file_stem}.yaml",

@@ -15,7 +15,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 STOP_TIMEOUT = 20.0
@@ -79,12 +79,19 @@ def running_pid(state: Path, name: str) -> int | None:
     return pid if argv0 == binary else None
 
 
-def launch(state: Path, name: str, argv: Sequence[str], *, executable: Path | None = None) -> int:
+def launch(
+    state: Path,
+    name: str,
+    argv: Sequence[str],
+    *,
+    executable: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> int:
     """Start ``argv`` in its own session with its log and pid file; its pid.
 
     ``executable`` is what the process runs once started, when ``argv`` begins with a wrapper that
     execs it (``nsenter --net=... -- kubelet``): the pid file records it, so the process is found
-    again by what it became.
+    again by what it became. ``env`` is added to this process's environment.
     """
     for sub in ("logs", "pids"):
         (state / sub).mkdir(parents=True, exist_ok=True)
@@ -96,6 +103,7 @@ def launch(state: Path, name: str, argv: Sequence[str], *, executable: Path | No
             stderr=subprocess.STDOUT,
             start_new_session=True,  # our own process group: a Ctrl-C of the caller does not reach it
             cwd=state,
+            env={**os.environ, **(env or {})},
         )
     CHILDREN[process.pid] = process
     binary = executable or Path(argv[0])

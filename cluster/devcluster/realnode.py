@@ -59,7 +59,7 @@ RUNC = Path("/usr/sbin/runc")
 #: Daemons of the node, in start order (stopped in reverse).
 DAEMONS = ("containerd", "kubelet", "kube-proxy", "netpol")
 #: The daemons a running real node must have (``attach`` checks them).
-REQUIRED_DAEMONS = ("containerd", "kubelet", "kube-proxy")
+REQUIRED_DAEMONS = DAEMONS
 MAX_NODES = 16
 READY_TIMEOUT = float(os.environ.get("KUBEJURY_REAL_NODE_TIMEOUT", "240"))
 #: Host programs the node needs at run time, with the Debian package that provides each.
@@ -448,8 +448,15 @@ class RealNode:
         return _node_dir(self.state, "volumes")
 
 
-def _launch_in_node(state: Path, net: NodeNetwork, name: str, binary: Path, args: Sequence[str]) -> None:
-    processes.launch(state, name, [*net.nsenter(), str(binary), *args], executable=binary)
+def _launch_in_node(
+    state: Path,
+    net: NodeNetwork,
+    name: str,
+    binary: Path,
+    args: Sequence[str],
+    env: Mapping[str, str] | None = None,
+) -> None:
+    processes.launch(state, name, [*net.nsenter(), str(binary), *args], executable=binary, env=env)
 
 
 def _wait(what: str, ready: Callable[[], bool], state: Path, names: Iterable[str], timeout: float) -> None:
@@ -536,7 +543,8 @@ def set_pod_cidr(kubectl: Callable[..., str], net: NodeNetwork) -> None:
 #: ``system:node-proxier`` binding names it.
 KUBELET = ClientIdentity("kubelet-" + NODE_NAME, f"system:node:{NODE_NAME}", ("system:nodes",))
 KUBE_PROXY = ClientIdentity("kube-proxy", "system:kube-proxy")
-NODE_IDENTITIES = (KUBELET, KUBE_PROXY)
+NETPOL = ClientIdentity("kube-router", "kubejury-dev:kube-router")
+NODE_IDENTITIES = (KUBELET, KUBE_PROXY, NETPOL)
 
 
 def _node_ready(kubectl: Callable[..., str]) -> Callable[[], bool]:
@@ -595,7 +603,10 @@ def start_real_node(
     )
     set_pod_cidr(kubectl, net)
     start_kube_proxy(state, net, bins, kubeconfigs["kube-proxy"])
-    start_netpol(state, net, bins, kubeconfigs["netpol"]) if "netpol" in kubeconfigs else None
+    kubectl(
+        "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": netpol_rbac()})
+    )
+    start_netpol(state, net, bins, kubeconfigs["netpol"])
     listing = {
         "apiVersion": "v1",
         "kind": "List",
@@ -606,15 +617,66 @@ def start_real_node(
         "CoreDNS (kube-system/coredns) to be available",
         _deployment_available(kubectl, "kube-system", "coredns"),
         state,
-        ["containerd", "kubelet", "kube-proxy"],
+        ["containerd", "kubelet", "kube-proxy", "netpol"],
         READY_TIMEOUT,
     )
     return node
 
 
+def netpol_rbac() -> list[dict[str, Any]]:
+    """What kube-router's policy controller reads (nothing else: it writes only iptables and ipsets)."""
+    name = "kubejury-dev:kube-router"
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": name},
+            "rules": [
+                {
+                    "apiGroups": [""],
+                    "resources": ["namespaces", "pods", "nodes", "services", "endpoints"],
+                    "verbs": ["get", "list", "watch"],
+                },
+                {
+                    "apiGroups": ["networking.k8s.io"],
+                    "resources": ["networkpolicies"],
+                    "verbs": ["get", "list", "watch"],
+                },
+                {
+                    "apiGroups": ["discovery.k8s.io"],
+                    "resources": ["endpointslices"],
+                    "verbs": ["get", "list", "watch"],
+                },
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": NETPOL.user}],
+        },
+    ]
+
+
 def start_netpol(state: Path, net: NodeNetwork, bins: NodeBins, kubeconfig: Path) -> None:
-    """The NetworkPolicy enforcer (to be settled: see the module docstring)."""
-    raise ClusterError("the NetworkPolicy enforcer is not wired yet")
+    """NetworkPolicy, enforced by kube-router's policy controller alone (iptables + ipset) in the
+    node's namespace. kube-network-policies cannot run here: the kernel has no nf_queue. Policies
+    see pod addresses because the bridge hands its traffic to iptables (br_netfilter)."""
+    _run([*net.nsenter(), "sysctl", "-q", "-w", "net.bridge.bridge-nf-call-iptables=1"], check=False)
+    args = [
+        "--run-firewall=true",
+        "--run-router=false",
+        "--run-service-proxy=false",
+        f"--kubeconfig={kubeconfig}",
+        f"--hostname-override={NODE_NAME}",
+        "--service-cluster-ip-range=10.96.0.0/16",
+        "--health-port=0",  # its health server would listen on every address
+        "--metrics-port=0",
+        "--iptables-sync-period=1m",
+        "-v=1",
+    ]
+    _launch_in_node(state, net, "netpol", bins.binary("kube-router"), args, env={"NODE_NAME": NODE_NAME})
 
 
 # --- cluster DNS ---------------------------------------------------------------------------------
