@@ -32,7 +32,7 @@ from kubejury.stats.cube import ScoreCube
 from kubejury_operator import vocabulary as vocab
 from kubejury_operator import watched
 from kubejury_operator.cluster_run import ClusterRun
-from kubejury_operator.observed import DeploymentState, JobState
+from kubejury_operator.observed import DeploymentState, JobState, OomKill
 from kubejury_operator.settings import WorkloadSettings
 from kubejury_operator.tenancy import TenantPolicy
 from kubejury_operator.validation import admission_message, validate_evalrun
@@ -416,6 +416,47 @@ def judge_jobs(
         vocab.judge_job_name("r", j, s, round_): replace(state, models_complete=complete)
         for j in judges
         for s in series
+    }
+
+
+def oom_killed(
+    limit: str | None = "64Mi", request: str | None = "32Mi", attempt_of: JobState = JOB_FAILED
+) -> JobState:
+    """A Job failed for good whose Pod's container ``stage`` was OOM-killed at ``limit`` (exit 137)."""
+    kill = OomKill(pod="p-0", container="stage", exit_code=137, memory_limit=limit, memory_request=request)
+    return replace(attempt_of, failed=True, oom=kill)
+
+
+def job_pod(
+    job: str,
+    reason: str = "OOMKilled",
+    limit: str | None = "64Mi",
+    *,
+    last_state: bool = False,
+    finished_at: str = "2026-11-30T02:00:00Z",
+    name: str | None = None,
+) -> dict[str, Any]:
+    """A failed Pod of Job ``job`` in namespace ``evals``: its container ``stage`` terminated with
+    ``reason`` (in ``state``, or in ``lastState`` when ``last_state``), exit code 137 for an OOM kill."""
+    terminated = {
+        "reason": reason,
+        "exitCode": 137 if reason == "OOMKilled" else 1,
+        "finishedAt": finished_at,
+    }
+    resources: dict[str, Any] = {"requests": {"memory": "32Mi"}}
+    if limit is not None:
+        resources["limits"] = {"memory": limit}
+    status = (
+        {"lastState": {"terminated": terminated}, "state": {"running": {}}}
+        if last_state
+        else {"state": {"terminated": terminated}}
+    )
+    labels = {**vocab.labels("r", "generate"), "batch.kubernetes.io/job-name": job}
+    return {
+        "kind": "Pod",
+        "metadata": {"name": name or f"{job}-x", "namespace": "evals", "labels": labels},
+        "spec": {"containers": [{"name": "stage", "resources": resources}]},
+        "status": {"phase": "Failed", "containerStatuses": [{"name": "stage", **status}]},
     }
 
 

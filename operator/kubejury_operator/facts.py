@@ -9,11 +9,12 @@ so they are computed here once instead of re-derived wherever they are needed. P
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kubejury_operator import vocabulary as vocab
 from kubejury_operator.cluster_run import ClusterRun
 from kubejury_operator.observed import JobState, Observed
+from kubejury_operator.oom_retry import OomDecision, attempt_name, failure_detail
 from kubejury_operator.vocabulary import Endpoint
 
 Pair = tuple[str, str]  # (model or judge name, series)
@@ -38,6 +39,8 @@ class Facts:
     unschedulable: tuple[Endpoint, ...]  # servers without a node that can run them
     waiting_for_node: bool  # unschedulable, and still Pending with nothing deployed
     missing_secrets: tuple[str, ...]
+    # Jobs (by first name) whose latest attempt was OOM-killed: replaced, or past the cap (oom_retry)
+    oom: Mapping[str, OomDecision] = field(default_factory=dict)
 
     @property
     def generation_complete(self) -> bool:
@@ -128,17 +131,17 @@ def _failed_reason(observed: Observed, key: tuple[str, str, str]) -> str:
     return record.message if record is not None and record.state == "failed" else ""
 
 
-def _failures(run: ClusterRun, observed: Observed) -> tuple[str, ...]:
-    """Jobs failed for good (with their stage's own reason where it wrote one) and servers past their
-    progress deadline, as sentences' parts."""
+def _failures(run: ClusterRun, observed: Observed, oom: Mapping[str, OomDecision]) -> tuple[str, ...]:
+    """Jobs failed for good (with their stage's own reason where it wrote one, and the OOM kill that
+    was not retried) and servers past their progress deadline, as sentences' parts."""
     reasons = _stage_reasons(run, observed)
     failures: list[str] = []
     for job_name, job in sorted(observed.jobs.items()):
         if job.failed:
-            text = f"Job {job_name} failed: {job.message or 'backoff limit or deadline reached'}"
-            reason = reasons.get(job_name)
-            if reason:
-                text += f" ({reason})"
+            text = f"Job {attempt_name(job_name, job)} failed: {job.message or 'backoff limit or deadline reached'}"
+            for reason in (reasons.get(job_name), _oom_detail(run, oom.get(job_name))):
+                if reason:
+                    text += f" ({reason})"
             failures.append(text)
     for dep_name, dep in sorted(observed.deployments.items()):
         if dep.stalled and dep.replicas > 0:
@@ -148,8 +151,18 @@ def _failures(run: ClusterRun, observed: Observed) -> tuple[str, ...]:
     return tuple(failures)
 
 
-def observe_facts(run: ClusterRun, observed: Observed, previous_phase: str) -> Facts:
-    """Step 1: the facts every later step reads."""
+def _oom_detail(run: ClusterRun, decision: OomDecision | None) -> str:
+    if decision is None or decision.retried:
+        return ""
+    return failure_detail(decision, run.settings.job_oom_max_memory)
+
+
+def observe_facts(
+    run: ClusterRun, observed: Observed, previous_phase: str, oom: Mapping[str, OomDecision] | None = None
+) -> Facts:
+    """Step 1: the facts every later step reads (``observed``: Jobs by first name, each its latest
+    attempt, as :func:`kubejury_operator.oom_retry.planning_view` gives them; ``oom``: its decisions)."""
+    oom = oom or {}
     servers = in_cluster_servers(run)
     unschedulable = tuple(
         ep for ep in servers.values() if ep.placement is None or not ep.placement.schedulable
@@ -161,8 +174,9 @@ def observe_facts(run: ClusterRun, observed: Observed, previous_phase: str) -> F
         generation_jobs=len(run.models) * len(run.series),
         judging_jobs=len(run.judges) * len(run.series),
         aggregation=observed.jobs.get(vocab.aggregation_job_name(run.ref.name)),
-        failures=_failures(run, observed),
+        failures=_failures(run, observed, oom),
         unschedulable=unschedulable,
         waiting_for_node=bool(unschedulable) and previous_phase == "Pending" and not observed.deployments,
         missing_secrets=tuple(observed.missing_secrets),
+        oom=oom,
     )

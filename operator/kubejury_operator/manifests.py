@@ -850,3 +850,28 @@ def aggregation_job(
         usage = json.dumps(gpu_usage.to_json(), separators=(",", ":"), sort_keys=True)
         container["env"] = [*container.get("env", []), {"name": GPU_USAGE_ENV, "value": usage}]
     return manifest
+
+
+def memory_raised_job(
+    job: Manifest,
+    name: str,
+    memory_limit: str,
+    memory_request: str | None,
+    annotations: Mapping[str, str],
+) -> Manifest:
+    """``job`` (a generation, judging or aggregation Job as built above) under another ``name``,
+    its container's memory limit set to ``memory_limit`` (and request to ``memory_request`` when
+    given; else never above the limit), with ``annotations`` added: the Job that replaces an OOM-killed one
+    (:mod:`kubejury_operator.oom_retry`). Everything else — command, volumes, labels — is the same."""
+    raised: Manifest = json.loads(json.dumps(job))
+    raised["metadata"]["name"] = name
+    raised["metadata"]["annotations"] = {**raised["metadata"].get("annotations", {}), **annotations}
+    for container in raised["spec"]["template"]["spec"]["containers"]:
+        resources = container.setdefault("resources", {})
+        resources.setdefault("limits", {})["memory"] = memory_limit
+        requests = resources.setdefault("requests", {})
+        if memory_request is not None:
+            requests["memory"] = memory_request
+        elif memory_quantity_bytes(str(requests.get("memory", 0))) > memory_quantity_bytes(memory_limit):
+            requests["memory"] = memory_limit  # a request is never above the limit
+    return raised

@@ -23,11 +23,15 @@ from kubejury_operator import run_storage, watched
 from kubejury_operator import status as st
 from kubejury_operator import vocabulary as vocab
 from kubejury_operator.cluster_run import ClusterRun
+from kubejury_operator.gateway import GatewayError
 from kubejury_operator.kube_api import KubeApi
 from kubejury_operator.observed import (
     Observed,
+    current_attempts,
     deployment_state,
     job_state,
+    latest_attempt_names,
+    oom_kill,
     pod_scheduling_problems,
     servers_bringup_seconds,
     servers_ready_since,
@@ -84,6 +88,32 @@ async def observe_cluster(
     )
 
 
+async def observe_oom_kills(api: KubeApi, namespace: str, observed: Observed) -> Observed:
+    """``observed`` with the OOM kill of each failed Job that has no replacement yet, read from its
+    Pods (listed by the Job controller's ``batch.kubernetes.io/job-name`` label).
+
+    Job Pods are not watched (:data:`kubejury_operator.watched.POD_LABELS`: they are most of a busy
+    cluster's Pod events), so they are listed here — and only for a Job that failed for good and is
+    the latest attempt of its Job: a running or succeeded Job, or one already replaced, costs no
+    request. That is a handful of lists per failed Job (until its replacement shows, or the run is
+    Failed and settled), never one per reconcile. A refused list is retried with the reconcile
+    (a :class:`kopf.TemporaryError`), not read as "no OOM kill", which would fail the run.
+    """
+    jobs = dict(observed.jobs)
+    for name in sorted(set(latest_attempt_names(jobs).values())):
+        job = jobs[name]
+        if not job.failed or job.oom is not None:
+            continue
+        try:
+            pods = await api.list_objects("Pod", namespace, {vocab.LABEL_JOB_NAME: name})
+        except GatewayError as exc:
+            raise kopf.TemporaryError(f"cannot read the Pods of failed Job {name}: {exc}", delay=15) from exc
+        kill = oom_kill(pods)
+        if kill is not None:
+            jobs[name] = dataclasses.replace(job, oom=kill)
+    return dataclasses.replace(observed, jobs=jobs) if jobs != observed.jobs else observed
+
+
 @dataclasses.dataclass(frozen=True)
 class StorageReader:
     """How a run's storage is read: through which API (for its Secret), with which allow-lists,
@@ -112,7 +142,7 @@ async def observe_storage(
     reused = reader.cache.fresh(key, observed, now)
     if reused is not None:
         return dataclasses.replace(observed, progress=reused[0], summary=reused[1])
-    aggregation = observed.jobs.get(vocab.aggregation_job_name(run.ref.name))
+    aggregation = current_attempts(observed.jobs).get(vocab.aggregation_job_name(run.ref.name))
     secret = await storage_secret(reader.api, run.ref.namespace, evalrun)
     try:
         progress, summary = await asyncio.to_thread(

@@ -2,8 +2,8 @@
 
 Why this module exists: the planner (:mod:`kubejury_operator.reconcile`) decides from observation
 only, so everything observed — the run's Deployments, Jobs and server Pods as the watch returns
-them, and the stages' progress records from storage — is first reduced here to small frozen
-values. Reading a Kubernetes object's conditions or a storage key's file name happens in this
+them, a failed Job's Pods' termination reasons (an OOM kill), and the stages' progress records from
+storage — is first reduced here to small frozen values. Reading a Kubernetes object's conditions or a storage key's file name happens in this
 module and nowhere else; it is pure (the handlers fetch, this module reads).
 """
 
@@ -40,8 +40,35 @@ class DeploymentState:
 
 
 @dataclass(frozen=True)
+class OomKill:
+    """A container of a failed Job's Pod that was killed for exceeding its memory (``OOMKilled``),
+    with what its Pod spec asked for: ``memory_limit`` is ``None`` when it had no limit."""
+
+    pod: str
+    container: str
+    exit_code: int | None
+    memory_limit: str | None
+    memory_request: str | None
+
+
+@dataclass(frozen=True)
+class RetryNote:
+    """What a Job that replaces an OOM-killed one says of itself (its annotations): the Job it stands
+    in for (``slot``, the first Job's name), which attempt it is, the Job it replaces, that Job's
+    killed container and memory limit, and its own memory limit."""
+
+    slot: str
+    attempt: int
+    replaced: str
+    container: str
+    killed_at: str
+    memory_limit: str
+
+
+@dataclass(frozen=True)
 class JobState:
-    """What the operator sees of one of its Jobs."""
+    """What the operator sees of one of its Jobs (``retry``: it replaces an OOM-killed Job; ``oom``:
+    it failed and a container of its Pods was OOM-killed — read from the Pods, for a failed Job only)."""
 
     succeeded: bool = False
     failed: bool = False  # terminal: condition Failed=True
@@ -50,10 +77,17 @@ class JobState:
     server: str | None = None  # endpoint key of the server its Pods send requests to
     started_at: str | None = None  # status.startTime
     finished_at: str | None = None  # completionTime, or when it failed for good
+    retry: RetryNote | None = None
+    oom: OomKill | None = None
 
     @property
     def finished(self) -> bool:
         return self.succeeded or self.failed
+
+    @property
+    def attempt(self) -> int:
+        """0 for the Job first created, N for the Nth replacement of an OOM-killed one."""
+        return self.retry.attempt if self.retry is not None else 0
 
 
 @dataclass(frozen=True)
@@ -127,7 +161,85 @@ def job_state(obj: Mapping[str, Any]) -> JobState:
         server=str(server) if server else None,
         started_at=status.get("startTime"),
         finished_at=(status.get("completionTime") or failed_at) if (succeeded or failed) else None,
+        retry=retry_note(annotations),
     )
+
+
+def retry_note(annotations: Mapping[str, Any]) -> RetryNote | None:
+    """The :class:`RetryNote` a replacement Job carries in its annotations; ``None`` for any other
+    Job (or one whose note is incomplete)."""
+    fields = {
+        "slot": vocab.ANNOTATION_OOM_RETRY_OF,
+        "replaced": vocab.ANNOTATION_OOM_REPLACES,
+        "container": vocab.ANNOTATION_OOM_KILLED_CONTAINER,
+        "killed_at": vocab.ANNOTATION_OOM_KILLED_AT,
+        "memory_limit": vocab.ANNOTATION_MEMORY_LIMIT,
+    }
+    values = {name: str(annotations.get(key) or "") for name, key in fields.items()}
+    try:
+        attempt = int(annotations.get(vocab.ANNOTATION_OOM_ATTEMPT, 0))
+    except (TypeError, ValueError):
+        attempt = 0
+    if attempt < 1 or not all(values.values()):
+        return None
+    return RetryNote(attempt=attempt, **values)
+
+
+def latest_attempt_names(jobs: Mapping[str, JobState]) -> dict[str, str]:
+    """Each Job's first name (its *slot*) → the name of its latest attempt: the highest-numbered
+    replacement of an OOM-killed Job there is, else the Job itself."""
+    latest: dict[str, str] = {}
+    for name, job in sorted(jobs.items()):
+        slot = job.retry.slot if job.retry is not None else name
+        if slot not in latest or job.attempt > jobs[latest[slot]].attempt:
+            latest[slot] = name
+    return latest
+
+
+def current_attempts(jobs: Mapping[str, JobState]) -> dict[str, JobState]:
+    """Jobs by their first name, each the state of its latest attempt: what the planner reads, so
+    a Job replaced after an OOM kill is looked up under the name every stage knows it by."""
+    return {slot: jobs[name] for slot, name in latest_attempt_names(jobs).items()}
+
+
+def _terminations(pod: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """(container name, ``terminated`` record) of each container's current and last state."""
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        for state in ("state", "lastState"):
+            terminated = (status.get(state) or {}).get("terminated")
+            if terminated:
+                yield str(status.get("name") or ""), terminated
+
+
+def _memory(pod: Mapping[str, Any], container: str, kind: str) -> str | None:
+    """The container's ``resources.<kind>.memory`` in the Pod spec (``None`` when not set)."""
+    for spec in (pod.get("spec") or {}).get("containers") or []:
+        if spec.get("name") == container:
+            value = ((spec.get("resources") or {}).get(kind) or {}).get("memory")
+            return str(value) if value is not None else None
+    return None
+
+
+def oom_kill(pods: Sequence[Mapping[str, Any]]) -> OomKill | None:
+    """The latest OOM kill among a failed Job's Pods: a container whose ``state`` or ``lastState``
+    terminated with reason ``OOMKilled`` (the latest by ``finishedAt``), with its exit code and the
+    memory it was given; ``None`` when no container of them was OOM-killed."""
+    found: list[tuple[str, str, OomKill]] = []
+    for pod in pods:
+        pod_name = str((pod.get("metadata") or {}).get("name") or "")
+        for container, terminated in _terminations(pod):
+            if terminated.get("reason") != "OOMKilled":
+                continue
+            code = terminated.get("exitCode")
+            kill = OomKill(
+                pod=pod_name,
+                container=container,
+                exit_code=int(code) if code is not None else None,
+                memory_limit=_memory(pod, container, "limits"),
+                memory_request=_memory(pod, container, "requests"),
+            )
+            found.append((str(terminated.get("finishedAt") or ""), pod_name, kill))
+    return max(found, key=lambda f: (f[0], f[1]))[2] if found else None
 
 
 def pod_scheduling_problems(pods: Sequence[Mapping[str, Any]]) -> dict[str, str]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubejury.records.progress import ProgressRecord
-from kubejury_operator.observed import Observed, ProgressKey
+from kubejury_operator.observed import Observed, ProgressKey, current_attempts
 from kubejury_operator.vocabulary import aggregation_job_name
 
 PROGRESS_MAX_AGE_SECONDS = 5.0
@@ -31,7 +31,7 @@ Reading = tuple[Mapping[ProgressKey, ProgressRecord], Mapping[str, Any] | None] 
 
 def aggregation_finished(run: RunKey, observed: Observed) -> bool:
     """Whether the run's aggregation Job has finished: what makes a reading stale at once."""
-    job = observed.jobs.get(aggregation_job_name(run[1]))
+    job = current_attempts(observed.jobs).get(aggregation_job_name(run[1]))
     return bool(job and job.finished)
 
 

@@ -33,7 +33,10 @@ The orchestration it encodes:
   runs when every judge Job succeeded; ``Succeeded`` carries the summary read from the report.
 * A stage counts as done when its Job succeeded *or* its progress record says it is complete, so
   a Job deleted by someone (or by a TTL) is not re-run after it finished.
-* Any Job that failed for good (backoffLimit / activeDeadlineSeconds) fails the run; a server
+* A Job that failed for good because a container was OOM-killed is replaced with twice its memory
+  limit, up to ``jobs.oomRetry.maxMemory`` (:mod:`kubejury_operator.oom_retry`); every step reads
+  a Job by its first name, standing for its latest attempt. Any other Job that failed for good
+  (backoffLimit / activeDeadlineSeconds), or an OOM kill past the cap, fails the run; a server
   whose Deployment exceeds its progress deadline fails the run too. On failure and on success
   every server is scaled to zero.
 """
@@ -47,6 +50,7 @@ from typing import Any, Literal
 from kubejury.records.gpu_usage import GpuUsage
 from kubejury.records.run_status import RunStatus, RunSummary
 from kubejury_operator import manifests as mf
+from kubejury_operator import oom_retry
 from kubejury_operator import status as st
 from kubejury_operator import vocabulary as vocab
 from kubejury_operator.cluster_run import ClusterRun
@@ -274,6 +278,60 @@ def _judge_jobs(
     return actions
 
 
+def _slot_job(
+    run: ClusterRun, observed: Observed, slot: str, gpu: GpuUsage | None
+) -> tuple[Manifest, Endpoint | None] | None:
+    """The Job first named ``slot`` as it would be created now, and the endpoint it sends requests
+    to (``None`` for the aggregation); ``None`` for a name that is none of the run's Jobs."""
+    for model in run.models:
+        for series in run.series:
+            if vocab.generation_job_name(run.ref.name, model.name, series) == slot:
+                job = mf.generation_job(
+                    run.ref, model, series, run.settings, run.storage, shards=run.generation_shards
+                )
+                return job, model
+    for judge in run.judges:
+        for series in run.series:
+            for round_ in range(1, len(run.models) + 2):
+                if vocab.judge_job_name(run.ref.name, judge.name, series, round_) == slot:
+                    state = observed.jobs[slot]
+                    job = mf.judge_job(
+                        run.ref,
+                        judge,
+                        series,
+                        run.settings,
+                        run.storage,
+                        round_=round_,
+                        models_complete=state.models_complete,
+                    )
+                    return job, judge
+    if vocab.aggregation_job_name(run.ref.name) == slot:
+        return mf.aggregation_job(run.ref, run.settings, run.storage, gpu_usage=gpu), None
+    return None
+
+
+def _oom_replacements(
+    run: ClusterRun, observed: Observed, facts: Facts, desired: Mapping[str, int], gpu: GpuUsage | None
+) -> list[Action]:
+    """The Job that replaces each OOM-killed one with more memory (:mod:`.oom_retry`): the same Job
+    under the next attempt's name, created once the server it sends requests to is ready."""
+    actions: list[Action] = []
+    for decision in facts.oom.values():
+        found = _slot_job(run, observed, decision.slot, gpu)
+        if decision.retry is None or decision.memory_limit is None or found is None:
+            continue
+        job, endpoint = found
+        if endpoint is not None and not server_ready(run, observed, desired, endpoint):
+            continue
+        attempt = observed.jobs[decision.slot].attempt + 1
+        annotations = oom_retry.replacement_annotations(decision, attempt)
+        manifest = mf.memory_raised_job(
+            job, decision.retry, decision.memory_limit, decision.memory_request, annotations
+        )
+        actions.append(Action("create", "Job", decision.retry, manifest))
+    return actions
+
+
 def plan_actions(
     run: ClusterRun,
     observed: Observed,
@@ -290,6 +348,7 @@ def plan_actions(
         return actions
     actions += _generation_jobs(run, observed, facts, desired)
     actions += _judge_jobs(run, observed, facts, desired)
+    actions += _oom_replacements(run, observed, facts, desired, gpu)
     if facts.judging_complete and facts.aggregation is None:
         agg_name = vocab.aggregation_job_name(run.ref.name)
         actions.append(
@@ -356,9 +415,11 @@ def plan(run: ClusterRun, observed: Observed, previous: Mapping[str, Any], now: 
     """Actions and new status for one reconcile of ``run`` (see the module docstring); the stored
     ``previous`` status is read once, as :class:`~kubejury.records.run_status.RunStatus`."""
     before = RunStatus.from_json(previous)
-    facts = observe_facts(run, observed, before.phase)
+    every_job = observed  # GPU accounting counts the time of every attempt of a Job
+    observed, oom = oom_retry.planning_view(observed, run.settings.job_oom_max_memory)
+    facts = observe_facts(run, observed, before.phase, oom)
     desired = desired_servers(run, facts, observed, lead_seconds(before.gpu, observed))
-    gpu = account(run, observed, desired, before.gpu, now)
+    gpu = account(run, every_job, desired, before.gpu, now)
     actions = plan_actions(run, observed, facts, desired, gpu)
     phase = decide_phase(run, observed, facts, acting=bool(actions))
     if _stays_finished(before, run.generation, phase):

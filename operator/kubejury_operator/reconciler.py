@@ -25,7 +25,7 @@ from kubejury_operator import status as st
 from kubejury_operator.apply import apply_plan
 from kubejury_operator.cluster_run import ClusterRun, cluster_run
 from kubejury_operator.memory import RunKey, RunMemory, run_key
-from kubejury_operator.observe import StorageReader, observe_cluster, observe_storage
+from kubejury_operator.observe import StorageReader, observe_cluster, observe_oom_kills, observe_storage
 from kubejury_operator.observed import Observed
 from kubejury_operator.placing import compute_placements
 from kubejury_operator.reconcile import plan, plan_invalid_spec
@@ -112,10 +112,14 @@ async def _observe(
     logger: kopf.Logger,
 ) -> Observed:
     """The run as it is: children from the caches, with this operator's writes the caches do not
-    show yet (:mod:`.expectations`), then progress from storage."""
+    show yet (:mod:`.expectations`), the OOM kills of failed Jobs not yet replaced, then progress
+    from storage."""
     api = runtime.gateway()
     observed = await observe_cluster(api, caches, *key, evalrun)
     memory.expectations.settle(observed, time.monotonic())
     observed = memory.expectations.view(observed)
+    observed = await observe_oom_kills(
+        api, key[0], observed
+    )  # after the view: a replacement just made counts
     reader = StorageReader(api, runtime.policy, memory.progress, logger)
     return await observe_storage(reader, evalrun, run, observed, previous, time.monotonic())

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubejury.config.spec_rules import memory_quantity_bytes
 from kubejury.placement.gpu_nodes import GPU_TOLERATIONS_ENV, chart_tolerations_from_env
 from kubejury_operator import images
 
@@ -49,6 +50,8 @@ class JobSettings:
     job_resources: Mapping[str, Mapping[str, str]] = field(
         default_factory=lambda: {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "2Gi"}}
     )
+    # A Job OOM-killed is replaced with its memory limit doubled, up to this (kubejury_operator.oom_retry).
+    job_oom_max_memory: str = "8Gi"
 
 
 @dataclass(frozen=True)
@@ -144,6 +147,17 @@ def decimal(raw: str, default: Any, name: str) -> Any:
         raise ValueError(f"{name} must be a number, got {raw!r}") from None
 
 
+def memory_quantity(raw: str, default: Any, name: str) -> Any:
+    """A Kubernetes memory quantity such as ``8Gi``; empty keeps the default."""
+    if not raw:
+        return default
+    try:
+        memory_quantity_bytes(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a memory quantity such as 8Gi, got {raw!r}") from None
+    return raw
+
+
 def json_object(raw: str, default: Any, name: str) -> Any:
     """A JSON object (the chart passes maps as JSON); empty, or an empty object, keeps the default."""
     if not raw:
@@ -186,6 +200,7 @@ ENVIRONMENT: tuple[EnvSetting, ...] = (
     EnvSetting("job_service_account", "KUBEJURY_JOB_SERVICE_ACCOUNT", text_or_none),
     EnvSetting("job_resources", "KUBEJURY_JOB_RESOURCES", json_object),
     EnvSetting("job_backoff_limit", "KUBEJURY_JOB_BACKOFF_LIMIT", integer),
+    EnvSetting("job_oom_max_memory", "KUBEJURY_JOB_OOM_MAX_MEMORY", memory_quantity),
     EnvSetting("generation_deadline_seconds", "KUBEJURY_GENERATION_DEADLINE_SECONDS", integer),
     EnvSetting("judging_deadline_seconds", "KUBEJURY_JUDGING_DEADLINE_SECONDS", integer),
     EnvSetting("aggregation_deadline_seconds", "KUBEJURY_AGGREGATION_DEADLINE_SECONDS", integer),

@@ -24,6 +24,7 @@ from kubejury.records.report import ReportDocument
 from kubejury.records.run_status import TERMINAL_PHASES as TERMINAL_PHASES
 from kubejury.records.run_status import RankingRow, RunCondition, RunStatus, RunSummary, StageCounts
 from kubejury.redact import redact_tree
+from kubejury_operator import oom_retry
 from kubejury_operator import vocabulary as vocab
 from kubejury_operator.cluster_run import ClusterRun
 from kubejury_operator.facts import Facts
@@ -40,6 +41,7 @@ CONDITION_TYPES = (
     "JudgingComplete",
     "Succeeded",
     "Unschedulable",
+    "JobsHealthy",
     "Failed",
 )
 MAX_SUMMARY_MODELS = 100  # etcd objects stay small: the summary never grows with the benchmark
@@ -141,6 +143,24 @@ def _provisioned(view: StatusInputs) -> tuple[bool, str, str]:
     return True, "NoServersNeeded", "No model server is needed at this point"
 
 
+NO_OOM_KILL = (True, "NoOOMKill", "No Job container was OOM-killed")
+
+
+def _jobs_healthy(view: StatusInputs, previous: RunStatus) -> tuple[bool, str, str]:
+    """(status, reason, message) of ``JobsHealthy``: ``False``/``OOMKilled`` while an OOM-killed Job
+    is being replaced or could not be, ``True``/``RecoveredFromOOMKill`` once every replacement
+    succeeded, naming the Jobs and memory limits (:func:`kubejury_operator.oom_retry.jobs_healthy`).
+    When the Jobs that told of a kill are gone (deleted, or cleaned up by a TTL), the condition keeps
+    what it said."""
+    found = oom_retry.jobs_healthy(view.observed.jobs, view.facts.oom, view.run.settings.job_oom_max_memory)
+    if found is not None:
+        return found
+    before = previous.condition("JobsHealthy")
+    if before is not None and before.reason != NO_OOM_KILL[1]:
+        return before.is_true, before.reason, before.message
+    return NO_OOM_KILL
+
+
 def conditions(view: StatusInputs, previous: RunStatus, now: str) -> dict[str, RunCondition]:
     """Every condition of :data:`CONDITION_TYPES`, by type, in that order."""
     facts, phase = view.facts, view.phase
@@ -165,6 +185,7 @@ def conditions(view: StatusInputs, previous: RunStatus, now: str) -> dict[str, R
             "The aggregated report is ready" if succeeded else f"The run is {phase.lower()}",
         ),
         "Unschedulable": _unschedulable(view),
+        "JobsHealthy": _jobs_healthy(view, previous),
         "Failed": (
             phase == "Failed",
             "StageFailed" if phase == "Failed" else "NoFailure",
@@ -304,6 +325,26 @@ def events(view: StatusInputs, conds: Mapping[str, RunCondition], previous: RunS
     unschedulable = conds["Unschedulable"]
     if unschedulable.is_true and not (before and before.is_true) and phase == previous_phase:
         found.append(Event("Warning", "Unschedulable", unschedulable.message))
+    return (*found, *_oom_events(view, conds, previous))
+
+
+def _oom_events(
+    view: StatusInputs, conds: Mapping[str, RunCondition], previous: RunStatus
+) -> tuple[Event, ...]:
+    """A Warning ``OOMKilled`` per OOM-killed Job, once (its name not yet in ``JobsHealthy``), with
+    the exit code and what is done about it; a Normal ``RecoveredFromOOMKill`` when every replacement
+    has succeeded."""
+    before = previous.condition("JobsHealthy")
+    said = before.message if before is not None else ""
+    cap = view.run.settings.job_oom_max_memory
+    found = [
+        Event("Warning", "OOMKilled", sentence(oom_retry.decision_text(d, cap, exit_code=True)))
+        for _slot, d in sorted(view.facts.oom.items())
+        if f"Job {d.killed}:" not in said
+    ]
+    healthy = conds["JobsHealthy"]
+    if healthy.reason == "RecoveredFromOOMKill" and (before is None or before.reason != healthy.reason):
+        found.append(Event("Normal", "RecoveredFromOOMKill", healthy.message))
     return tuple(found)
 
 

@@ -9,7 +9,8 @@ data and pure functions only: no settings, no builders.
 
 A name joined from several user-chosen parts (run, model, judge, series) ends in a short hash of
 the parts taken as a tuple (:func:`joined_label`): ``kj-<run>-m-<model>-<hash>``,
-``kj-<run>-gen-<model>-<series>-<hash>``, ``kj-<run>-judge-<judge>-<series>-<hash>-<round>``.
+``kj-<run>-gen-<model>-<series>-<hash>``, ``kj-<run>-judge-<judge>-<series>-<hash>-<round>``. A Job
+that replaces an OOM-killed one is that Job's name and ``-oom<attempt>`` (:func:`oom_retry_job_name`).
 Joined without it, models ``m``/``m-a`` with series ``a-b``/``b`` shared one Job, and run ``foo``
 with model ``x-m-y`` shared its Deployment with run ``foo-m-x``'s model ``y``.
 """
@@ -45,6 +46,18 @@ MANAGED_BY = "kubejury-operator"
 
 ANNOTATION_ROUND = "kubejury.io/round"
 ANNOTATION_MODELS_COMPLETE = "kubejury.io/models-complete"
+# A Job that replaces an OOM-killed one says so (kubejury_operator.oom_retry): the Job it stands in
+# for (its first name), which attempt it is, the Job it replaces, that Job's killed container and
+# memory limit, and its own memory limit. The planner reads them back from the watch-fed cache.
+ANNOTATION_OOM_RETRY_OF = "kubejury.io/oom-retry-of"
+ANNOTATION_OOM_ATTEMPT = "kubejury.io/oom-attempt"
+ANNOTATION_OOM_REPLACES = "kubejury.io/oom-replaces"
+ANNOTATION_OOM_KILLED_CONTAINER = "kubejury.io/oom-killed-container"
+ANNOTATION_OOM_KILLED_AT = "kubejury.io/oom-killed-at"
+ANNOTATION_MEMORY_LIMIT = "kubejury.io/memory-limit"
+# The label the Job controller puts on each Pod of a Job (Kubernetes ≥ 1.27): how a failed Job's
+# Pods are listed.
+LABEL_JOB_NAME = "batch.kubernetes.io/job-name"
 
 SERVING_PORT = 8000  # every model server listens here; its Service forwards the same port
 
@@ -212,6 +225,16 @@ def judge_job_name(run: str, judge: str, series: str, round_: int = 1) -> str:
 
 def aggregation_job_name(run: str) -> str:
     return dns_label("kj", run, "aggregate", limit=JOB_NAME_LIMIT)
+
+
+def oom_retry_job_name(job: str, attempt: int) -> str:
+    """The Job that replaces OOM-killed ``job`` (the Job's first name) at ``attempt`` (1, 2, …):
+    ``<job>-oom<attempt>``, within :data:`JOB_NAME_LIMIT`. A name too long for the suffix is cut and
+    ends in :func:`name_digest` of the whole name, so two long Jobs sharing a prefix stay apart."""
+    suffix = f"-oom{attempt}"
+    if len(job) + len(suffix) <= JOB_NAME_LIMIT:
+        return job + suffix
+    return _with_digest(job, name_digest([job]), JOB_NAME_LIMIT - len(suffix)) + suffix
 
 
 def service_url(run: RunRef, key: str) -> str:

@@ -235,6 +235,7 @@ OPERATOR_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
             "manifests",
             "memory",
             "observed",
+            "oom_retry",
             "placing",
             "preview",
             "progress_cache",

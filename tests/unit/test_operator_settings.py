@@ -33,6 +33,7 @@ SAMPLES: dict[Any, tuple[str, Any]] = {
     st.text_or_none: ("example", "example"),
     st.integer: ("42", 42),
     st.decimal: ("0.5", 0.5),
+    st.memory_quantity: ("16Gi", "16Gi"),
     st.json_object: ('{"requests": {"cpu": "1"}}', {"requests": {"cpu": "1"}}),
     st.tolerations: (
         '[{"key": "pool", "operator": "Exists", "effect": "NoSchedule"}]',
@@ -147,6 +148,7 @@ def test_an_empty_variable_keeps_a_required_default_and_clears_an_optional_one()
         ("KUBEJURY_GPU_MEMORY_UTILIZATION", "ninety"),
         ("KUBEJURY_JOB_RESOURCES", "{requests"),
         ("KUBEJURY_JOB_RESOURCES", "[]"),
+        ("KUBEJURY_JOB_OOM_MAX_MEMORY", "lots"),
     ],
 )
 def test_a_value_that_cannot_be_read_is_refused_naming_its_variable(variable: str, raw: str) -> None:
