@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
+import kubernetes_validate
 import pytest
 
+from chart_harness import of_kind, render
 from factories import (
     JOB_DONE,
     JOB_FAILED,
@@ -25,8 +28,9 @@ from kubejury_operator import oom_retry
 from kubejury_operator import vocabulary as vocab
 from kubejury_operator.cluster_run import ClusterRun, with_settings
 from kubejury_operator.expectations import Expectations
-from kubejury_operator.observed import JobState, Observed, current_attempts, job_state
+from kubejury_operator.observed import DeploymentState, JobState, Observed, current_attempts, job_state
 from kubejury_operator.reconcile import Action, Plan, plan
+from kubejury_operator.settings import WorkloadSettings
 
 NOW = "2026-11-30T02:00:00Z"
 GEN_A = vocab.generation_job_name("r", "a", "primary")
@@ -271,3 +275,42 @@ def test_every_series_of_the_run_is_unaffected_by_another_series_oom() -> None:
     p = plan(build_cluster_run(), observed, {"phase": "Generating"}, NOW)
     assert set(created_jobs(p)) >= {vocab.oom_retry_job_name(GEN_A, 1)}
     assert vocab.generation_job_name("r", "a", RUN_SERIES[1]) not in created_jobs(p)
+
+
+def test_a_replacement_validates_against_the_kubernetes_schemas_even_for_the_longest_indexed_job() -> None:
+    run = replace(
+        build_cluster_run(), ref=vocab.RunRef(name="r" * 50, namespace="ns", uid="u"), generation_shards=64
+    )
+    slot = vocab.generation_job_name(run.ref.name, "a", "primary")
+    server = {vocab.workload_name(run.ref.name, "m-a"): DeploymentState(replicas=1, ready_replicas=1)}
+    observed = Observed(deployments=server, jobs={slot: oom_killed("64Mi")})
+    manifest = replacement_of(plan(run, observed, {"phase": "Generating"}, NOW), slot)
+    kubernetes_validate.validate(manifest, kubernetes_validate.latest_version(), strict=True)
+    assert manifest["spec"]["completionMode"] == "Indexed" and manifest["spec"]["completions"] == 64
+    assert (
+        DNS_LABEL.match(f"{manifest['metadata']['name']}-63") and len(manifest["metadata"]["name"]) + 3 <= 63
+    )
+
+
+# ------------------------------------------------------------------------------- the chart
+
+
+def chart_settings(tmp_path: Path, values: dict[str, Any]) -> WorkloadSettings:
+    """The operator's settings as the chart's settings ConfigMap (``envFrom``) hands them over."""
+    configmap = next(
+        c
+        for c in of_kind(render(tmp_path, values), "ConfigMap")
+        if c["metadata"]["name"].endswith("-settings")
+    )
+    return WorkloadSettings.from_env(configmap["data"])
+
+
+def test_the_cap_is_the_charts_jobs_oom_retry_max_memory(tmp_path: Path) -> None:
+    assert chart_settings(tmp_path, {}).job_oom_max_memory == "8Gi" == WorkloadSettings().job_oom_max_memory
+    lowered = chart_settings(tmp_path, {"jobs": {"oomRetry": {"maxMemory": "1Gi"}}})
+    assert lowered.job_oom_max_memory == "1Gi"
+
+
+def test_the_chart_refuses_a_cap_that_is_no_memory_quantity(tmp_path: Path) -> None:
+    with pytest.raises(AssertionError, match=r"oomRetry\.maxMemory"):
+        render(tmp_path, {"jobs": {"oomRetry": {"maxMemory": "lots"}}})
