@@ -312,5 +312,5 @@ def test_the_cap_is_the_charts_jobs_oom_retry_max_memory(tmp_path: Path) -> None
 
 
 def test_the_chart_refuses_a_cap_that_is_no_memory_quantity(tmp_path: Path) -> None:
-    with pytest.raises(AssertionError, match=r"oomRetry\.maxMemory"):
+    with pytest.raises(AssertionError, match="/jobs/oomRetry/maxMemory"):
         render(tmp_path, {"jobs": {"oomRetry": {"maxMemory": "lots"}}})
