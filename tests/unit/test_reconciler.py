@@ -106,3 +106,69 @@ async def test_an_invalid_spec_is_marked_failed_once_per_generation() -> None:
     calls = len(api.calls)
     assert await reconciler.reconcile(runtime, failed, LOG) == "Failed"  # reported: settled
     assert len(api.calls) == calls
+
+
+def ready(obj: dict[str, Any]) -> dict[str, Any]:
+    """A Deployment as the watch shows it once its replica is Ready."""
+    return {**obj, "status": {"replicas": 1, "readyReplicas": 1}}
+
+
+def failed_for_good(job: dict[str, Any]) -> dict[str, Any]:
+    """A Job as the watch shows it once its backoff limit is spent."""
+    condition = {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}
+    return {**job, "status": {"conditions": [condition], "failed": 4}}
+
+
+def oom_pod_of(job: dict[str, Any]) -> dict[str, Any]:
+    """A Pod of ``job`` whose container the kernel killed at the Job's memory limit."""
+    meta = job["metadata"]
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    return {
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{meta['name']}-abcde",
+            "namespace": meta["namespace"],
+            "labels": {
+                **job["spec"]["template"]["metadata"]["labels"],
+                "batch.kubernetes.io/job-name": meta["name"],
+            },
+        },
+        "spec": {"containers": [{"name": container["name"], "resources": container["resources"]}]},
+        "status": {
+            "phase": "Failed",
+            "containerStatuses": [
+                {"name": container["name"], "state": {"terminated": {"reason": "OOMKilled", "exitCode": 137}}}
+            ],
+        },
+    }
+
+
+def pod_lists(api: FakeKubeApi) -> int:
+    return sum(1 for c in api.calls if c.verb == "list_objects" and c.kind == "Pod")
+
+
+@pytest.mark.usefixtures("no_storage")
+async def test_an_oom_killed_job_is_replaced_with_twice_its_memory_and_named_in_a_condition() -> None:
+    run = pending_run()
+    api = FakeKubeApi(run)
+    runtime = runtime_on(api)
+    nodes = json.loads((REPO / "examples" / "nodes" / "h100-cluster.json").read_text())["items"]
+    await reconciler.reconcile(runtime, run, LOG, h100_caches())  # servers, Services, spec, account
+    children = [*api.objects("ConfigMap"), *api.objects("ServiceAccount"), *api.objects("Service")]
+    children += [ready(d) for d in api.objects("Deployment")]
+    await reconciler.reconcile(runtime, api.objects("EvalRun")[0], LOG, watched_caches(children, nodes))
+    (job,) = api.objects("Job")  # the generation Job, its server Ready
+    assert pod_lists(api) == 0  # nothing has failed: no Pod is read
+    api.put(oom_pod_of(job))
+
+    caches = watched_caches([*children, failed_for_good(job)], nodes)
+    phase = await reconciler.reconcile(runtime, api.objects("EvalRun")[0], LOG, caches)
+
+    assert phase == "Generating" and pod_lists(api) == 1
+    replacement = next(j for j in api.objects("Job") if j["metadata"]["name"] != job["metadata"]["name"])
+    resources = replacement["spec"]["template"]["spec"]["containers"][0]["resources"]
+    assert resources["limits"]["memory"] == "4Gi"  # the chart's default 2Gi, doubled
+    status = api.objects("EvalRun")[0]["status"]
+    healthy = next(c for c in status["conditions"] if c["type"] == "JobsHealthy")
+    assert healthy["reason"] == "OOMKilled" and job["metadata"]["name"] in healthy["message"]
+    assert [e["type"] for e in api.events("OOMKilled")] == ["Warning"]
