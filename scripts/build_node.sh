@@ -112,11 +112,13 @@ step "images"
 oci_image() { PYTHONPATH="$root/cluster" python3 -m devcluster.oci_image "$@" >&2; }
 oci_image --name "$pause_image" --entrypoint /pause --user 65535:65535 \
   --file "$bin/pause:/pause:0755" "$images/pause-${pause_image##*:}.tar"
-# Like upstream's CoreDNS image: /coredns as a non-root user; the Corefile comes from a ConfigMap
-# mounted at /etc/coredns.
+# Like upstream's CoreDNS image: /coredns as a non-root user, the Corefile from a ConfigMap mounted
+# at /etc/coredns, and /coredns given cap_net_bind_service=+ep (setcap) so that it can bind port 53
+# when the pod permits NET_BIND_SERVICE: runc starts a non-root process with no effective
+# capabilities, whatever the container's spec adds.
 oci_image --name "kubejury.local/coredns:$coredns" --entrypoint /coredns \
   --arg=-conf --arg=/etc/coredns/Corefile --user 65532:65532 --dir /etc/coredns \
-  --file "$bin/coredns:/coredns:0755" "$images/coredns-$coredns.tar"
+  --file "$bin/coredns:/coredns:0755:cap_net_bind_service" "$images/coredns-$coredns.tar"
 
 echo "Built in $(( $(date +%s) - start )) s" >&2
 touch "$dir/.built"

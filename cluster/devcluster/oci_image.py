@@ -22,6 +22,7 @@ import io
 import json
 import os
 import platform
+import struct
 import sys
 import tarfile
 from collections.abc import Iterable, Sequence
@@ -36,17 +37,41 @@ MANIFEST_MEDIA_TYPE = "application/vnd.oci.image.manifest.v1+json"
 CONFIG_MEDIA_TYPE = "application/vnd.oci.image.config.v1+json"
 LAYER_MEDIA_TYPE = "application/vnd.oci.image.layer.v1.tar+gzip"
 DIRECTORY_MODE = 0o755
+CAPABILITY_XATTR = "SCHILY.xattr.security.capability"
+
+# Linux capability numbers (linux/capability.h) of the ones an image file may plausibly carry.
+CAPABILITY_NUMBERS = {
+    "CAP_CHOWN": 0,
+    "CAP_DAC_OVERRIDE": 1,
+    "CAP_FOWNER": 3,
+    "CAP_KILL": 5,
+    "CAP_SETGID": 6,
+    "CAP_SETUID": 7,
+    "CAP_NET_BIND_SERVICE": 10,
+    "CAP_NET_ADMIN": 12,
+    "CAP_NET_RAW": 13,
+    "CAP_SYS_ADMIN": 21,
+}
+_VFS_CAP_REVISION_2 = 0x02000000
+_VFS_CAP_FLAGS_EFFECTIVE = 0x000001
 
 _GO_ARCHITECTURES = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
 
 
 @dataclass(frozen=True)
 class ImageFile:
-    """A file of the host copied into the image at an absolute path, with the given permission bits."""
+    """A file of the host copied into the image at an absolute path, with the given permission bits.
+
+    ``capabilities`` (e.g. ``CAP_NET_BIND_SERVICE``) become the file's ``security.capability``
+    xattr, permitted and effective, as ``setcap cap_net_bind_service=+ep`` would set them: what
+    lets a non-root program such as CoreDNS bind port 53 when its container's spec permits the
+    capability (upstream's CoreDNS image does the same).
+    """
 
     source: Path
     destination: PurePosixPath
     mode: int
+    capabilities: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -160,7 +185,25 @@ def add_file(layer: tarfile.TarFile, member_name: str, image_file: ImageFile) ->
     member = owned_by_root(tarfile.TarInfo(member_name))
     member.mode = image_file.mode
     member.size = len(content)
+    if image_file.capabilities:
+        xattr = file_capability_xattr(image_file.capabilities)
+        # PAX values are text to tarfile; surrogateescape hands the raw bytes through unchanged.
+        member.pax_headers = {CAPABILITY_XATTR: xattr.decode("utf-8", "surrogateescape")}
     layer.addfile(member, io.BytesIO(content))
+
+
+def file_capability_xattr(capabilities: Sequence[str]) -> bytes:
+    """The ``security.capability`` value (struct vfs_cap_data, revision 2) granting them ``+ep``."""
+    permitted = 0
+    for name in capabilities:
+        number = CAPABILITY_NUMBERS.get(name.upper())
+        if number is None:
+            raise ImageError(f"unknown capability {name!r}; known: {sorted(CAPABILITY_NUMBERS)}")
+        permitted |= 1 << number
+    low, high = permitted & 0xFFFFFFFF, permitted >> 32
+    inheritable = 0
+    magic = _VFS_CAP_REVISION_2 | _VFS_CAP_FLAGS_EFFECTIVE
+    return struct.pack("<5I", magic, low, inheritable, high, inheritable)
 
 
 def owned_by_root(member: tarfile.TarInfo) -> tarfile.TarInfo:
@@ -247,16 +290,21 @@ def write_layout_archive(archive: Path, index: dict[str, Any], blobs: Iterable[B
 
 
 def parse_file_argument(argument: str) -> ImageFile:
-    """``SOURCE:DEST[:MODE]`` -> an ImageFile; MODE is octal, else 0755 for executables, 0644 otherwise."""
+    """``SOURCE:DEST[:MODE[:CAP,...]]`` -> an ImageFile.
+
+    MODE is octal; without it, 0755 for an executable source and 0644 otherwise. CAPs are
+    capability names (``cap_net_bind_service``) the file is given, permitted and effective.
+    """
     parts = argument.split(":")
-    if len(parts) not in (2, 3):
-        raise argparse.ArgumentTypeError(f"--file wants SOURCE:DEST[:MODE], got {argument!r}")
+    if len(parts) not in (2, 3, 4):
+        raise argparse.ArgumentTypeError(f"--file wants SOURCE:DEST[:MODE[:CAP,...]], got {argument!r}")
     source = Path(parts[0])
-    if len(parts) == 3:
+    if len(parts) >= 3 and parts[2]:
         mode = int(parts[2], 8)
     else:
         mode = 0o755 if source.exists() and os.access(source, os.X_OK) else 0o644
-    return ImageFile(source=source, destination=PurePosixPath(parts[1]), mode=mode)
+    capabilities = tuple(name.upper() for name in parts[3].split(",") if name) if len(parts) == 4 else ()
+    return ImageFile(source, PurePosixPath(parts[1]), mode, capabilities)
 
 
 def argument_parser() -> argparse.ArgumentParser:

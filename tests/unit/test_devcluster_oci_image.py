@@ -7,6 +7,7 @@ import gzip
 import hashlib
 import io
 import json
+import struct
 import tarfile
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -211,6 +212,51 @@ def test_a_different_program_or_config_gives_a_different_digest(tmp_path: Path) 
         directories=[PurePosixPath("/etc/coredns")],
     )
     assert len({original, rebuilt, as_root}) == 3
+
+
+def test_a_file_given_a_capability_carries_it_permitted_and_effective_as_setcap_would(tmp_path: Path) -> None:
+    binary = program(tmp_path, "coredns", b"\x7fELF pretend coredns")
+    archive = tmp_path / "coredns.tar"
+    image_file = ImageFile(binary, PurePosixPath("/coredns"), 0o755, ("CAP_NET_BIND_SERVICE",))
+    write_image(archive, "kubejury.local/coredns:1.15.0", [image_file], COREDNS)
+    xattr = layer_members(archive)["coredns"].pax_headers["SCHILY.xattr.security.capability"]
+    magic, permitted_low, inheritable_low, permitted_high, inheritable_high = struct.unpack(
+        "<5I", xattr.encode("utf-8", "surrogateescape")
+    )
+    assert magic >> 24 == 2  # struct vfs_cap_data, revision 2
+    assert magic & 1 == 1  # the effective flag: the capability is raised when the program starts
+    net_bind_service = 10  # linux/capability.h
+    assert (permitted_low, permitted_high) == (1 << net_bind_service, 0)
+    assert (inheritable_low, inheritable_high) == (0, 0)
+
+
+def test_a_file_without_capabilities_carries_no_capability_xattr(tmp_path: Path) -> None:
+    archive, _ = coredns_image(tmp_path)
+    assert layer_members(archive)["coredns"].pax_headers == {}
+
+
+def test_an_unknown_capability_is_refused(tmp_path: Path) -> None:
+    binary = program(tmp_path, "coredns", b"x")
+    image_file = ImageFile(binary, PurePosixPath("/coredns"), 0o755, ("CAP_BIND_ANYTHING",))
+    with pytest.raises(ImageError, match="unknown capability"):
+        write_image(tmp_path / "x.tar", "x:1", [image_file], COREDNS)
+
+
+def test_the_command_line_takes_a_files_mode_and_capabilities_after_its_destination(tmp_path: Path) -> None:
+    binary = program(tmp_path, "coredns", b"x")
+    archive = tmp_path / "coredns.tar"
+    argv = [
+        "--name",
+        "c:1",
+        "--entrypoint",
+        "/coredns",
+        "--file",
+        f"{binary}:/coredns:0750:cap_net_bind_service",
+    ]
+    assert main([*argv, str(archive)]) == 0
+    member = layer_members(archive)["coredns"]
+    assert member.mode == 0o750
+    assert "SCHILY.xattr.security.capability" in member.pax_headers
 
 
 @pytest.mark.parametrize("destination", ["coredns", "/", "/bin/../coredns"])
