@@ -66,9 +66,10 @@ trust=()
 buildah bud --layers --network host --pull=never "${trust[@]}" \
   --build-arg "PYTHON_IMAGE=$base_ref" --tag "$ref" --file "$root/Dockerfile" "$root" >&2
 built=$(date +%s)
-# Layers go into the archive uncompressed: gzip would re-compress the dependency layer on every
-# rebuild, and the archive only travels to a containerd on this machine.
-buildah push --quiet --disable-compression "$ref" "oci-archive:$archive.part:$ref" >&2
+# zstd, not gzip: every rebuild compresses the ~900 MB dependency layer again (buildah 1.28 ignores
+# --disable-compression for oci-archive), and zstd does it in about half the time (13 s against
+# 23-33 s here) into a smaller archive. containerd (since 1.5) and podman unpack zstd layers.
+buildah push --quiet --compression-format zstd "$ref" "oci-archive:$archive.part:$ref" >&2
 mv "$archive.part" "$archive"
 forget_other_images
 echo "Image built in $(( built - start )) s, archived in $(( $(date +%s) - built )) s:" \
