@@ -37,11 +37,12 @@ dir="$cache/node-$k8s-containerd-$containerd-cni-$cni-coredns-$coredns-kube-rout
 
 if [[ "${1:-}" == "--print-dir" ]]; then echo "$dir"; exit 0; fi
 
-# Runtime needs taken from Debian: runc runs the containers; kube-proxy and kube-router program
-# iptables, ipset and conntrack.
+# Runtime needs taken from Debian: runc runs the containers (the node's containerd names
+# /usr/sbin/runc); kube-proxy and kube-router program iptables, ipset and conntrack.
 missing=()
-for tool in runc:runc iptables:iptables ipset:ipset conntrack:conntrack; do
-  PATH="$PATH:/usr/sbin:/sbin" command -v "${tool%%:*}" >/dev/null || missing+=("${tool%%:*} (Debian package ${tool#*:})")
+[[ -x /usr/sbin/runc ]] || missing+=("/usr/sbin/runc (Debian package runc)")
+for tool in iptables ipset conntrack; do
+  PATH="$PATH:/usr/sbin:/sbin" command -v "$tool" >/dev/null || missing+=("$tool (Debian package $tool)")
 done
 if (( ${#missing[@]} )); then
   echo "The real nodes need these programs, not found: ${missing[*]}. Install with apt-get install." >&2
