@@ -16,7 +16,8 @@
 #     vendored-llama-cpp.tsv in cluster/images/llama-server/).
 # Progress goes to stderr; the last stdout line is the archive's path.
 # Usage: scripts/build_llama_image.sh [--print-path]
-# Environment: KUBEJURY_CACHE, LLAMA_VERSION, LLAMA_CMAKE_ARGS, DEBIAN_MIRROR, PYTHON (for pip).
+# Environment: KUBEJURY_CACHE, LLAMA_VERSION, LLAMA_CMAKE_ARGS, DEBIAN_MIRROR, PYTHON (runs pip to
+# download the sdist; default .venv/bin/python, else python3).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -57,6 +58,7 @@ fetch_sdist() { # -> the unpacked sdist directory (downloaded once per version)
   local dir="$cache/src/llama-cpp-python-$llama_version"
   if [[ ! -f "$dir/.unpacked" ]]; then
     local python="${PYTHON:-python3}" dl="$cache/src/.download-$$"
+    [[ -n "${PYTHON:-}" || ! -x "$root/.venv/bin/python" ]] || python="$root/.venv/bin/python"
     log "downloading the llama-cpp-python $llama_version sdist from PyPI"
     rm -rf "$dl" "$dir" && mkdir -p "$dl"
     "$python" -m pip download -q --no-deps --no-binary :all: -d "$dl" "llama-cpp-python==$llama_version" >&2

@@ -7,7 +7,10 @@
 # seccomp) and the volumes a kubelet would mount (the model read-only, the cache and /tmp
 # writable), in a network namespace of its own that has only loopback. It checks /health, the
 # served alias in /v1/models, one /v1/chat/completions answer, the uid and that / is read-only.
-# Podman's storage lives in a temporary directory and is removed afterwards (warm: about 30 s).
+# Podman always writes rlimits into the OCI spec; runc sets them on the container's first process
+# after it has become uid 1000, which needs CAP_SYS_RESOURCE (not in this machine's bounding set),
+# so podman runs runc through a wrapper that drops them: containerd 2's CRI spec has none either. Podman's storage lives in a temporary directory and is
+# removed afterwards.
 # Usage: cluster/images/llama-server/smoke.sh [archive] [gguf]
 #   archive: default, the path scripts/build_llama_image.sh --print-path names
 #   gguf:    default, $KUBEJURY_CACHE/models/gemma-3-270m-q4_k_m.gguf
@@ -18,7 +21,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
 cache="${KUBEJURY_CACHE:-$HOME/.cache/kubejury}"
 archive="${1:-$("$root/scripts/build_llama_image.sh" --print-path)}"
 gguf="${2:-$cache/models/gemma-3-270m-q4_k_m.gguf}"
-python="${PYTHON:-$root/.venv/bin/python}"
+python="${VENV_PYTHON:-$root/.venv/bin/python}" # imports the operator to render the spec
 alias_name="smoke-model"
 netns="kj-llama-smoke-$$"
 work="$(mktemp -d /tmp/kj-llama-smoke.XXXXXX)"
@@ -39,6 +42,25 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+
+runtime_without_rlimits() { # -> a runc wrapper that removes the rlimits of `create` and `exec`
+  cat >"$work/runc" <<'SH'
+#!/bin/sh
+prev=""
+for arg in "$@"; do
+  case "$prev" in
+    --bundle | -b) spec="$arg/config.json" path=.process.rlimits ;;
+    --process | -p) spec="$arg" path=.rlimits ;;
+    *) spec="" ;;
+  esac
+  if [ -n "$spec" ]; then jq "del($path)" "$spec" >"$spec.new" && mv "$spec.new" "$spec"; fi
+  prev="$arg"
+done
+exec runc "$@"
+SH
+  chmod 0755 "$work/runc"
+  echo "$work/runc"
+}
 
 render_container() { # the operator's server container for a pvc:// GGUF, as JSON
   "$python" - "$(basename "$gguf")" "$alias_name" <<'PY'
@@ -86,7 +108,7 @@ ip -n "$netns" link set lo up
 log "starting llama-server"
 podman_ run -d --name "$container" --network "ns:/run/netns/$netns" \
   --user "$uid:$gid" --read-only --read-only-tmpfs=false --cap-drop ALL \
-  --security-opt no-new-privileges \
+  --security-opt no-new-privileges --runtime "$(runtime_without_rlimits)" \
   -v "$work/src:$(mount_of model-source):ro" -v "$work/cache:$(mount_of model-cache)" \
   -v "$work/tmp:$(mount_of tmp)" "${env_flags[@]}" "$image" "${args[@]}" >/dev/null
 
@@ -117,8 +139,9 @@ log "/v1/chat/completions (model $(jq -r .model <<<"$answer")): $content"
 
 inside_uid="$(podman_ exec "$container" id -u)"
 [[ "$inside_uid" == "$uid" ]] || die "runs as uid $inside_uid, not $uid"
-if podman_ exec "$container" sh -c ': > /written' 2>/dev/null; then die "the root filesystem is writable"; fi
+write_error="$(podman_ exec "$container" sh -c ': > /written' 2>&1)" && die "the root filesystem is writable"
+[[ "$write_error" == *"Read-only file system"* ]] || die "writing to / failed otherwise: $write_error"
 log "uid $inside_uid; writing to / fails"
 log "server log:"
-podman_ logs "$container" 2>&1 | grep -E 'build:|system_info|listening|model loaded' >&2 || true
+podman_ logs "$container" 2>&1 | grep -iE 'build|system_info|chat template|listening|model loaded' >&2 || true
 echo ok
