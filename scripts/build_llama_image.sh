@@ -6,9 +6,9 @@
 #     ($LLAMA_VERSION, the Makefile's pin; CPU only, portable $LLAMA_CMAKE_ARGS, ggml and llama
 #     linked statically). Cached in $KUBEJURY_CACHE/llama-server/<version>-<build>-<hash>/,
 #     keyed by the version, the cmake flags and this script's compile recipe only, so a change of
-#     the base does not recompile. Cold: about 25 minutes on 2 shared cores (nice, -j2).
+#     the base does not recompile. Cold: 22 min measured on 2 cores shared at load 8-13 (nice, -j2).
 #   - the root filesystem is a Debian bookworm minbase made by mmdebstrap with
-#     cluster/images/llama-server/packages; cached in $KUBEJURY_CACHE/images/.
+#     cluster/images/llama-server/packages; cached in $KUBEJURY_CACHE/images/ (cold: 1-3 min).
 #   - buildah (storage under $KUBEJURY_CACHE/containers) assembles cluster/images/llama-server/
 #     Containerfile and writes an OCI archive named with the pin's reference, importable with
 #     `ctr -n k8s.io images import`: $KUBEJURY_CACHE/images/llama-server-<hash>.tar, keyed by this
@@ -101,7 +101,7 @@ ensure_binary() { # -> the directory holding the compiled llama-server
   if [[ ! -f "$dir/.built" ]]; then
     src="$(fetch_sdist)"
     check_vendored_commit "$src"
-    log "compiling llama-server (llama.cpp b$llama_build, ${llama_commit:0:9}) once; cold about 25 min; cached in $dir"
+    log "compiling llama-server (llama.cpp b$llama_build, ${llama_commit:0:9}) once (cold: 22 min on 2 busy cores); cached in $dir"
     start=$(date +%s)
     compile_llama_server "$src" "$dir"
     touch "$dir/.built"

@@ -6,7 +6,8 @@
 # pod's security (uid/gid 1000, read-only root, no capabilities, no new privileges, default
 # seccomp) and the volumes a kubelet would mount (the model read-only, the cache and /tmp
 # writable), in a network namespace of its own that has only loopback. It checks /health, the
-# served alias in /v1/models, one /v1/chat/completions answer, the uid and that / is read-only.
+# served alias in /v1/models, one /v1/chat/completions answer, the uid, that / is read-only, and
+# that SIGTERM stops the server within the pod's grace period.
 # Podman always writes rlimits into the OCI spec; runc sets them on the container's first process
 # after it has become uid 1000, which needs CAP_SYS_RESOURCE (not in this machine's bounding set),
 # so podman runs runc through a wrapper that drops them: containerd 2's CRI spec has none either. Podman's storage lives in a temporary directory and is
@@ -142,6 +143,13 @@ inside_uid="$(podman_ exec "$container" id -u)"
 write_error="$(podman_ exec "$container" sh -c ': > /written' 2>&1)" && die "the root filesystem is writable"
 [[ "$write_error" == *"Read-only file system"* ]] || die "writing to / failed otherwise: $write_error"
 log "uid $inside_uid; writing to / fails"
+# A kubelet stops a pod with SIGTERM and kills it when the grace period (30 s) is over.
+stop_start=$(date +%s)
+podman_ stop -t 30 "$container" >/dev/null
+stopped_in=$(($(date +%s) - stop_start))
+exit_code="$(podman_ inspect -f '{{.State.ExitCode}}' "$container")"
+((stopped_in < 30)) || die "llama-server ignored SIGTERM for the whole grace period"
+log "SIGTERM: exited with $exit_code after ${stopped_in}s"
 log "server log:"
 podman_ logs "$container" 2>&1 | grep -iE 'build|system_info|chat template|listening|model loaded' >&2 || true
 echo ok
