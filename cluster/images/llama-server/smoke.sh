@@ -25,7 +25,6 @@ gguf="${2:-$cache/models/gemma-3-270m-q4_k_m.gguf}"
 python="${VENV_PYTHON:-$root/.venv/bin/python}" # imports the operator to render the spec
 alias_name="smoke-model"
 netns="kj-llama-smoke-$$"
-work="$(mktemp -d /tmp/kj-llama-smoke.XXXXXX)"
 container="kj-llama-smoke-$$"
 
 log() { echo "smoke: $*" >&2; }
@@ -42,6 +41,7 @@ cleanup() {
   ip netns delete "$netns" 2>/dev/null || true
   rm -rf "$work"
 }
+work="$(mktemp -d /tmp/kj-llama-smoke.XXXXXX)"
 trap cleanup EXIT
 
 runtime_without_rlimits() { # -> a runc wrapper that removes the rlimits of `create` and `exec`
