@@ -9,7 +9,7 @@
 #     the base does not recompile. Cold: 22 min measured on 2 cores shared at load 8-13 (nice, -j2).
 #   - the root filesystem is a Debian bookworm minbase made by mmdebstrap with
 #     cluster/images/llama-server/packages; cached in $KUBEJURY_CACHE/images/ (cold: 1-3 min).
-#   - buildah (storage under $KUBEJURY_CACHE/containers) assembles cluster/images/llama-server/
+#   - buildah (storage in $KUBEJURY_CACHE/containers/llama-server) assembles cluster/images/llama-server/
 #     Containerfile and writes an OCI archive named with the pin's reference, importable with
 #     `ctr -n k8s.io images import`: $KUBEJURY_CACHE/images/llama-server-<hash>.tar, keyed by this
 #     script, the version, the cmake flags and the base recipe (Containerfile, packages and
@@ -136,7 +136,10 @@ ensure_rootfs() { # -> the cached root filesystem tar
   echo "$tar"
 }
 
-buildah_() { buildah --root "$cache/containers/storage" --runroot "$cache/containers/run" --storage-driver vfs "$@"; }
+buildah_() { # storage of its own: another build may use $cache/containers/storage with overlay
+  buildah --root "$cache/containers/llama-server/storage" --runroot "$cache/containers/llama-server/run" \
+    --storage-driver vfs "$@"
+}
 
 assemble_image() { # <binary dir> <rootfs tar> <output archive>
   local context="$3.context" tag="localhost/kubejury-llama-server:build-$$"
