@@ -54,7 +54,8 @@ forget_other_images() { # each source change leaves an archive behind: keep only
 start=$(date +%s)
 bash "$root/scripts/image_base.sh" >/dev/null
 echo "Building $ref from the Dockerfile on $base_ref (cached in $archive)" >&2
-# --layers: every step is cached in the storage, so only what a change touches runs again.
+# --layers: every step is cached in the storage, so only what a change touches runs again;
+# --force-rm: a failed step leaves no working container behind.
 # --network host: the RUN steps reach PyPI without a bridge or NAT being set up on this machine.
 # --pull=never: the base is the local image; nothing is looked up in a registry.
 # --volume: the RUN steps see this machine's CA bundle (this sandbox reaches PyPI through a
@@ -63,7 +64,7 @@ echo "Building $ref from the Dockerfile on $base_ref (cached in $archive)" >&2
 host_ca=/etc/ssl/certs/ca-certificates.crt
 trust=()
 [[ -f "$host_ca" ]] && trust=(--volume "$host_ca:$host_ca:ro")
-buildah bud --layers --network host --pull=never "${trust[@]}" \
+buildah bud --layers --force-rm --network host --pull=never "${trust[@]}" \
   --build-arg "PYTHON_IMAGE=$base_ref" --tag "$ref" --file "$root/Dockerfile" "$root" >&2
 built=$(date +%s)
 # zstd, not gzip: every rebuild compresses the ~900 MB dependency layer again (buildah 1.28 ignores

@@ -3,8 +3,8 @@
 # there is no Docker and no registry here: Debian bookworm (mmdebstrap, minbase variant) with
 # Debian's python3.11 and exactly what the Dockerfile's stages use from a base — `python` on PATH
 # (python-is-python3), `python -m venv` with ensurepip (python3-venv), groupadd/useradd (passwd) —
-# plus the three packages the default base adds to Debian for its programs (ca-certificates,
-# netbase, tzdata). docs/testing.md says how it differs from the default base.
+# plus ca-certificates, netbase and tzdata, which the default base installs for its Python too.
+# docs/testing.md says how it differs from the default base.
 #
 # The result is an OCI archive, $KUBEJURY_CACHE/images/kubejury-base-bookworm-python3.11-<recipe>.tar,
 # keyed by a hash of this script (the package list and every option live here), so a changed recipe
