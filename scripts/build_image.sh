@@ -9,8 +9,9 @@
 # and `podman load` take it). <key> hashes every input: the content of the files the build context
 # holds (Dockerfile, .dockerignore, pyproject.toml, README.md, jobs/, operator/ as git sees them:
 # tracked, changed or new, ignored files excepted), this script, the base recipe and the name.
-# buildah's storage and layer cache live in $KUBEJURY_CACHE/containers, so a rebuild after a source
-# change reuses the dependency layers (the Dockerfile installs them from pyproject.toml alone).
+# buildah's storage and layer cache live in $KUBEJURY_CACHE/containers/kubejury, so a rebuild after a
+# source change reuses the dependency layers (the Dockerfile installs them from pyproject.toml alone);
+# after each build the layers that build did not use are removed, so the storage holds one build.
 # The PyPI index is needed while the dependency layers build; nothing else leaves the machine.
 # Prints the archive path on its last line. Usage: scripts/build_image.sh [--print-path]
 set -euo pipefail
@@ -41,7 +42,22 @@ if [[ -f "$archive" ]]; then echo "$archive"; exit 0; fi
 
 # The same storage as scripts/image_base.sh (podman reads it with the same two flags); nice runs
 # the buildah program, not this function.
-buildah() { nice -n 10 buildah --root "$cache/containers/storage" --runroot "$cache/containers/run" "$@"; }
+storage="$cache/containers/kubejury"
+buildah() { nice -n 10 buildah --root "$storage/storage" --runroot "$storage/run" "$@"; }
+
+forget_unused_layers() { # <build log>: drop the unnamed images (cached steps) the build did not use
+  local used image name
+  # bud prints "--> <short id>" for each step it committed and "--> Using cache <id>" for each it
+  # reused; ids are compared by their first 11 hex digits, the short form.
+  used="$(sed -n 's/^--> \(Using cache \)\{0,1\}\([0-9a-f]\{11\}\)[0-9a-f]*$/\2/p' "$1")"
+  [[ -n "$used" ]] || return 0
+  buildah images --all --noheading --no-trunc --format '{{.ID}} {{.Name}}' |
+    while read -r image name; do
+      image="${image#sha256:}"
+      [[ "$name" == "<none>" ]] && ! grep -qx "${image:0:11}" <<<"$used" || continue
+      buildah rmi "$image" >/dev/null 2>&1 || true
+    done
+}
 
 forget_other_images() { # each source change leaves an archive behind: keep only the newest
   local old
@@ -64,8 +80,10 @@ echo "Building $ref from the Dockerfile on $base_ref (cached in $archive)" >&2
 host_ca=/etc/ssl/certs/ca-certificates.crt
 trust=()
 [[ -f "$host_ca" ]] && trust=(--volume "$host_ca:$host_ca:ro")
+mkdir -p "$storage"
 buildah bud --layers --force-rm --network host --pull=never "${trust[@]}" \
-  --build-arg "PYTHON_IMAGE=$base_ref" --tag "$ref" --file "$root/Dockerfile" "$root" >&2
+  --build-arg "PYTHON_IMAGE=$base_ref" --tag "$ref" --file "$root/Dockerfile" "$root" 2>&1 |
+  tee "$storage/last-build.log" >&2
 built=$(date +%s)
 # zstd, not gzip: every rebuild compresses the ~900 MB dependency layer again (buildah 1.28 ignores
 # --disable-compression for oci-archive), and zstd does it in about half the time (13 s against
@@ -73,6 +91,7 @@ built=$(date +%s)
 buildah push --quiet --compression-format zstd "$ref" "oci-archive:$archive.part:$ref" >&2
 mv "$archive.part" "$archive"
 forget_other_images
+forget_unused_layers "$storage/last-build.log"
 echo "Image built in $(( built - start )) s, archived in $(( $(date +%s) - built )) s:" \
   "$(du -h "$archive" | cut -f1) in $archive" >&2
 echo "$archive"

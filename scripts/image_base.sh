@@ -9,7 +9,7 @@
 # The result is an OCI archive, $KUBEJURY_CACHE/images/kubejury-base-bookworm-python3.11-<recipe>.tar,
 # keyed by a hash of this script (the package list and every option live here), so a changed recipe
 # builds afresh and a clean clone reuses it. It is also loaded into the buildah storage of
-# scripts/build_image.sh ($KUBEJURY_CACHE/containers) as localhost/kubejury-base:<same tag>.
+# scripts/build_image.sh ($KUBEJURY_CACHE/containers/kubejury) as localhost/kubejury-base:<same tag>.
 # Prints the archive path on its last line. Usage: scripts/image_base.sh [--print-path]
 # Needs root, mmdebstrap, buildah and Debian's mirror (deb.debian.org) while it builds.
 set -euo pipefail
@@ -21,8 +21,11 @@ archive="$cache/images/kubejury-base-$tag.tar"
 ref="localhost/kubejury-base:$tag"
 
 if [[ "${1:-}" == "--print-path" ]]; then echo "$archive"; exit 0; fi
-# buildah's storage lives in the cache, not in /var/lib/containers (the same flags as build_image.sh).
-buildah() { command buildah --root "$cache/containers/storage" --runroot "$cache/containers/run" "$@"; }
+# buildah's storage lives in the cache, not in /var/lib/containers: one of its own, which
+# build_image.sh prunes (the same flags there).
+buildah() {
+  command buildah --root "$cache/containers/kubejury/storage" --runroot "$cache/containers/kubejury/run" "$@"
+}
 mkdir -p "$cache/images"
 
 # The packages on top of minbase (Essential: yes, plus apt). passwd is Priority: required but not
