@@ -109,6 +109,7 @@ def _endpoint(entry: Any, key: str, placement: Placement | None) -> Endpoint:
         cpu=entry.resources.cpu,
         memory=entry.resources.memory,
         extra_args=tuple(entry.extra_args),
+        chat_format=entry.chat_format,
     )
 
 

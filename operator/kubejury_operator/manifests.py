@@ -404,6 +404,17 @@ def _vllm_serving(
     )
 
 
+#: llama-cpp-python chat formats (``chatFormat``, what local mode uses) whose built-in llama-server
+#: template has another name; the others (gemma, chatml, zephyr, vicuna, …) are named alike.
+_LLAMA_SERVER_TEMPLATES = {"llama-2": "llama2", "llama-3": "llama3", "mistral-instruct": "mistral-v1"}
+
+
+def llama_server_template(chat_format: str) -> str:
+    """The llama-server ``--chat-template`` for a model's ``chatFormat``: a GGUF without a template
+    (Gemma-3 270M) otherwise gets ChatML in the cluster while local mode used the right format."""
+    return _LLAMA_SERVER_TEMPLATES.get(chat_format, chat_format)
+
+
 def _llamacpp_serving(
     endpoint: Endpoint,
     placement: Placement,
@@ -430,6 +441,8 @@ def _llamacpp_serving(
         str(endpoint.max_model_len or settings.default_max_model_len),
         "--jinja",
     ]
+    if endpoint.chat_format:
+        args += ["--chat-template", llama_server_template(endpoint.chat_format)]
     if gpus:
         args += ["--n-gpu-layers", "999"]
     return _Serving(

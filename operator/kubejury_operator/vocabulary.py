@@ -94,6 +94,7 @@ class Endpoint:
     cpu: str | None = None
     memory: str | None = None
     extra_args: tuple[str, ...] = ()
+    chat_format: str | None = None  # llama.cpp: the template of a GGUF that carries none
 
     @property
     def in_cluster(self) -> bool:

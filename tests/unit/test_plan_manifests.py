@@ -576,3 +576,28 @@ def test_a_bad_settings_file_is_an_error_naming_the_file_and_the_variable_not_a_
     settings.write_text(content, encoding="utf-8")
     err = plan_refused(benign_run(), tmp_path, capsys, "--settings", str(settings))
     assert str(settings) in err and named in err, err
+
+
+# ------------------------------- issue 23, real pods: a GGUF without a chat template, on llama-server
+
+
+def test_llamacpp_servers_get_the_models_chat_format_as_llama_servers_chat_template(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Gemma-3 270M's GGUF carries no chat template: local mode gives llama-cpp-python
+    chat_format='gemma', but the cluster's llama-server fell back to ChatML and the answers echoed
+    <|im_start|> tokens (found by running the real server image)."""
+    with_format = model_entry(
+        "gemma", "hf://org/gemma-gguf", parameters="0.27B", runtime="llamacpp", quantization="Q4_K_M"
+    )
+    with_format["chatFormat"] = "gemma"
+    without = model_entry(
+        "smol", "hf://org/smol-gguf", parameters="0.135B", runtime="llamacpp", quantization="Q4_1"
+    )
+    run = write_run(tmp_path, [with_format, without], [])
+    deployments = of_kind(plan_manifests(run, CPU_ONLY, capsys), "Deployment")
+    args = {d["metadata"]["name"]: container(d)["args"] for d in deployments}
+    gemma = next(a for n, a in args.items() if "gemma" in n)
+    smol = next(a for n, a in args.items() if "smol" in n)
+    assert gemma[gemma.index("--chat-template") + 1] == "gemma"
+    assert "--chat-template" not in smol
