@@ -46,7 +46,7 @@ class JobSettings:
     judging_deadline_seconds: int = 172800
     aggregation_deadline_seconds: int = 7200
     job_service_account: str | None = None  # None: the operator creates kj-<run>-job per run
-    job_uid: int = 65532
+    job_uid: int = 10001  # the image's USER and the chart's operator pod: both write the results claim
     job_resources: Mapping[str, Mapping[str, str]] = field(
         default_factory=lambda: {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "2Gi"}}
     )

@@ -6,6 +6,8 @@ mode: unknown fields are errors) for the oldest and newest Kubernetes versions w
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
@@ -406,3 +408,16 @@ def test_the_pod_tolerates_the_gpu_taint_and_the_chart_tolerations_only() -> Non
 def test_a_chart_gpu_toleration_that_is_no_object_is_refused_when_the_settings_are_read() -> None:
     with pytest.raises(ValueError, match=r"KUBEJURY_GPU_TOLERATIONS\[0\]"):
         opsettings.WorkloadSettings.from_env({"KUBEJURY_GPU_TOLERATIONS": '["dedicated"]'})
+
+
+def test_job_pods_run_as_the_images_user_and_the_operators_uid_so_both_can_write_the_results_claim() -> None:
+    """Issue 23, found on a real kubelet: the operator pod (fsGroup 10001) mounted the shared
+    results claim first, the kubelet gave it group 10001, and the Jobs (uid and fsGroup 65532) were
+    refused ``mkdir`` on it. One uid for the image, the chart's operator pod and the Jobs."""
+    repo = Path(__file__).resolve().parents[2]
+    image_user = re.search(r"^USER (\d+):(\d+)$", (repo / "Dockerfile").read_text(), re.M)
+    chart_uid = re.search(r"runAsUser: (\d+)", (repo / "charts/kubejury/templates/_helpers.tpl").read_text())
+    assert image_user and chart_uid
+    job_security = m.restricted_pod_security(opsettings.WorkloadSettings().job_uid)
+    assert job_security["runAsUser"] == int(image_user[1]) == int(chart_uid[1])
+    assert job_security["fsGroup"] == int(image_user[2])
