@@ -80,7 +80,7 @@ def run_settings(base: WorkloadSettings, spec: Any) -> WorkloadSettings:
     return dataclasses.replace(base, **changes)
 
 
-def _endpoint(entry: Any, key: str, placement: Placement | None) -> Endpoint:
+def _endpoint(entry: Any, key: str, placement: Placement | None, requests_in_flight: int) -> Endpoint:
     secret = entry.api_key_secret_ref
     source = entry.source or ""
     in_cluster = runtime_of(entry.runtime).in_cluster
@@ -110,6 +110,7 @@ def _endpoint(entry: Any, key: str, placement: Placement | None) -> Endpoint:
         memory=entry.resources.memory,
         extra_args=tuple(entry.extra_args),
         chat_format=entry.chat_format,
+        requests_in_flight=requests_in_flight,
     )
 
 
@@ -128,7 +129,10 @@ def cluster_run(
         namespace=namespace_of(body),
         uid=str(meta.get("uid") or ""),
     )
-    models = tuple(_endpoint(m, endpoint_key("model", m.name), placements.get(m.name)) for m in spec.models)
+    in_flight = spec.concurrency.requests_per_endpoint
+    models = tuple(
+        _endpoint(m, endpoint_key("model", m.name), placements.get(m.name), in_flight) for m in spec.models
+    )
     by_name = {m.name: m for m in spec.models}
     judges = []
     for j in spec.judges:
@@ -139,7 +143,7 @@ def cluster_run(
         else:
             key = endpoint_key("judge", j.name)
             placement = judge_placement(placements, j.name)
-        judges.append(_endpoint(j, key, placement))
+        judges.append(_endpoint(j, key, placement, in_flight))
     # The Jobs store under the run's own prefix, <root>/<namespace>/<name>-<uid prefix>: the spec
     # they read (the ConfigMap) names that prefix as their storage root.
     storage_uri = run_storage_uri(spec.storage.uri, ref.namespace, ref.name, ref.uid)

@@ -404,6 +404,10 @@ def _vllm_serving(
     )
 
 
+#: llama-server's slots (requests decoded together) at most: its own default. More requests in
+#: flight wait in its queue; each slot costs a maxModelLen of KV cache.
+LLAMACPP_MAX_SLOTS = 4
+
 #: llama-cpp-python chat formats (``chatFormat``, what local mode uses) whose built-in llama-server
 #: template has another name; the others (gemma, chatml, zephyr, vicuna, …) are named alike.
 _LLAMA_SERVER_TEMPLATES = {"llama-2": "llama2", "llama-3": "llama3", "mistral-instruct": "mistral-v1"}
@@ -429,6 +433,7 @@ def _llamacpp_serving(
         model_args = ["--hf-repo", f"{repo}:{quant}" if quant and ":" not in repo else repo]
     else:
         model_args = ["--model", model_path]
+    slots = min(endpoint.requests_in_flight, LLAMACPP_MAX_SLOTS)
     args = [
         *model_args,
         "--alias",
@@ -437,8 +442,11 @@ def _llamacpp_serving(
         "0.0.0.0",
         "--port",
         str(SERVING_PORT),
+        # One KV cache of --ctx-size tokens serves every slot: each slot gets a whole maxModelLen.
+        "--parallel",
+        str(slots),
         "--ctx-size",
-        str(endpoint.max_model_len or settings.default_max_model_len),
+        str((endpoint.max_model_len or settings.default_max_model_len) * slots),
         "--jinja",
     ]
     if endpoint.chat_format:

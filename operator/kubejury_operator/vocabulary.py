@@ -95,6 +95,7 @@ class Endpoint:
     memory: str | None = None
     extra_args: tuple[str, ...] = ()
     chat_format: str | None = None  # llama.cpp: the template of a GGUF that carries none
+    requests_in_flight: int = 1  # spec.concurrency.requestsPerEndpoint: what one client sends at once
 
     @property
     def in_cluster(self) -> bool:

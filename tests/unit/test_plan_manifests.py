@@ -601,3 +601,24 @@ def test_llamacpp_servers_get_the_models_chat_format_as_llama_servers_chat_templ
     smol = next(a for n, a in args.items() if "smol" in n)
     assert gemma[gemma.index("--chat-template") + 1] == "gemma"
     assert "--chat-template" not in smol
+
+
+@pytest.mark.parametrize(("requests_per_endpoint", "slots"), [(2, 2), (64, 4)])
+def test_every_llama_server_slot_has_room_for_a_whole_max_model_len(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], requests_per_endpoint: int, slots: int
+) -> None:
+    """Issue 23, found on a real llama-server: --ctx-size is the one KV cache its slots share, so
+    with --ctx-size = maxModelLen four concurrent judge prompts of 1,300 tokens overflowed 2,048 and
+    every request failed with HTTP 500 "Context size has been exceeded"."""
+    gguf = model_entry(
+        "smol",
+        "hf://org/smol-gguf",
+        parameters="0.135B",
+        runtime="llamacpp",
+        quantization="Q4_1",
+        maxModelLen=2048,
+    )
+    run = write_run(tmp_path, [gguf], [], concurrency={"requestsPerEndpoint": requests_per_endpoint})
+    args = container(of_kind(plan_manifests(run, CPU_ONLY, capsys), "Deployment")[0])["args"]
+    assert args[args.index("--parallel") + 1] == str(slots)
+    assert args[args.index("--ctx-size") + 1] == str(2048 * slots)
