@@ -110,7 +110,7 @@ typecheck: $(DEV_STAMP)
 	@set -e; for dir in $(MYPY_OWN_ROOTS); do \
 	  echo "mypy $$dir"; MYPYPATH=$$dir $(BIN)/mypy $$(find $$dir -name '*.py'); done
 
-pytest: $(STAMP) $(HELM) $(HELM_DOCS_STAMP) $(CHROMIUM) $(PROMETHEUS) kube-bins
+pytest: $(STAMP) $(HELM) $(HELM_DOCS_STAMP) $(CHROMIUM) $(PROMETHEUS) kube-bins node-bins image llama-image
 	PATH="$(CACHE)/bin:$$PATH" $(BIN)/pytest -q
 
 # ruff and mypy only: no llama.cpp build, no helm, no cluster (seconds once the venv exists).
@@ -145,15 +145,45 @@ NODES ?= cluster/nodes.yaml
 CLUSTER_STATE ?= .cluster
 DEVCLUSTER := PYTHONPATH=cluster $(BIN)/python -m devcluster --state $(CLUSTER_STATE)
 
-.PHONY: kube-bins cluster-up cluster-down
+.PHONY: kube-bins cluster-up cluster-down host-packages node-bins image llama-image
 
 kube-bins:
 	@bash scripts/build_kube.sh >/dev/null
 
-cluster-up: $(STAMP) kube-bins
-	$(DEVCLUSTER) up --nodes $(NODES)
+# --- Real pods (issue 23; docs/testing.md, "Real pods"): a real node beside the KWOK ones, the image
+# built from the Dockerfile with buildah, llama.cpp's server image. Debian packages first (as root or
+# through sudo), then builds cached in $(CACHE) and keyed by versions and a hash of their inputs.
+HOST_PACKAGES := buildah mmdebstrap debian-archive-keyring runc iptables ipset conntrack iproute2 util-linux
+host-packages:
+	@missing=$$(for p in $(HOST_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "Installing Debian packages: $$missing"; \
+	  $(SUDO) apt-get update -q && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+	fi
 
-# Stops the operator first (operator-down), then every control-plane process that cluster-up started.
+node-bins: host-packages
+	@bash scripts/build_node.sh >/dev/null
+
+image: host-packages
+	@bash scripts/build_image.sh
+
+# The llama.cpp server image the operator pins (images.py LLAMACPP_CPU): llama-server compiled from
+# llama-cpp-python $(LLAMA_VERSION)'s vendored llama.cpp on an mmdebstrap bookworm base (cold about
+# 25 min on 2 cores, then seconds). cluster/images/llama-server/smoke.sh runs it as the operator does.
+llama-image: host-packages | $(VENV)/bin/python
+	@LLAMA_VERSION=$(LLAMA_VERSION) LLAMA_CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" PYTHON=$(BIN)/python \
+	  bash scripts/build_llama_image.sh
+
+# REAL_NODES=1: one real node (kubelet, containerd, runc, kube-proxy, CoreDNS) in place of the nodes
+# file's CPU-only nodes, with the kubejury and llama.cpp server images imported into it.
+REAL_NODES ?= 0
+cluster-up: $(STAMP) kube-bins $(if $(filter 1,$(REAL_NODES)),node-bins image llama-image)
+	$(DEVCLUSTER) up --nodes $(NODES) $(if $(filter 1,$(REAL_NODES)),--real-node \
+	  --image "$$(bash scripts/build_image.sh --print-path)" \
+	  --image "$$(LLAMA_VERSION=$(LLAMA_VERSION) LLAMA_CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" bash scripts/build_llama_image.sh --print-path)")
+
+# Stops the operator first (operator-down), then a real node (its containers, mounts and network
+# namespace) and every control-plane process that cluster-up started.
 cluster-down: $(STAMP)
 	-@$(MAKE) --no-print-directory operator-down
 	$(DEVCLUSTER) down
