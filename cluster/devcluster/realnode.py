@@ -54,7 +54,9 @@ NODE_NAME = "kj-real-0"
 REAL_NODE_LABEL = "kubejury.dev/real-node"
 CLUSTER_DNS = "10.96.0.10"
 CLUSTER_DOMAIN = "cluster.local"
-COREDNS_PORT = 1053  # CoreDNS runs as non-root: an unprivileged port behind the Service's 53
+#: CoreDNS runs as non-root and binds 53 with NET_BIND_SERVICE, its image's file capability (as
+#: upstream's manifests do; without the capability in the bounding set the exec itself is refused).
+COREDNS_PORT = 53
 RUNC = Path("/usr/sbin/runc")
 #: Daemons of the node, in start order (stopped in reverse).
 DAEMONS = ("containerd", "kubelet", "kube-proxy", "netpol")
@@ -757,7 +759,7 @@ def coredns_manifests(image: str) -> list[dict[str, Any]]:
                                 "securityContext": {
                                     "allowPrivilegeEscalation": False,
                                     "readOnlyRootFilesystem": True,
-                                    "capabilities": {"drop": ["ALL"]},
+                                    "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]},
                                 },
                                 "volumeMounts": [{"name": "config", "mountPath": "/etc/coredns"}],
                             }
