@@ -17,6 +17,11 @@ containerd under the names the chart and the operator use. Then, as a user would
 5. the run reaches ``Succeeded``; the report is on the volume; ``kubectl logs`` of a generation Job
    shows its progress; ``kubejury status`` tells the story.
 
+The llama.cpp server image is tagged ``ghcr.io/ggml-org/llama.cpp:server-b8648``, the operator's
+pin, so the manifests under test are the ones users get; but its ``llama-server`` is **build 11312**
+(commit 0c1e57098), compiled from the llama.cpp that llama-cpp-python 0.3.36 vendors on PyPI: no
+source of b8648 is served here (``cluster/images/llama-server/vendored-llama-cpp.tsv``).
+
 One module-scoped fixture runs all of it once (a run costs minutes on 2 cores) and records what it
 saw; each test below states one promise and checks it against that record.
 """
