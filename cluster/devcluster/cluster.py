@@ -28,7 +28,6 @@ import shutil
 import socket
 import ssl
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
@@ -483,25 +482,6 @@ def _health_check(name: str, pki: Pki, ports: Mapping[str, int], api_url: str) -
     return lambda: _http_ok(f"http://127.0.0.1:{ports['kwok']}/healthz")
 
 
-def _wait(what: str, ready: Callable[[], bool], state: Path, names: Sequence[str], timeout: float) -> None:
-    """Poll ``ready`` until true; fail early, quoting the log, if one of ``names`` has exited."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if ready():
-            return
-        for name in names:
-            if processes.running_pid(state, name) is None:
-                log = state / "logs" / f"{name}.log"
-                raise ClusterError(
-                    f"{name} exited while waiting for {what}; last lines of {log}:\n{processes.tail(log)}"
-                )
-        time.sleep(0.5)
-    logs = "\n".join(
-        f"--- {state / 'logs' / n}.log:\n{processes.tail(state / 'logs' / f'{n}.log')}" for n in names
-    )
-    raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}\n{logs}")
-
-
 def _launch(state: Path, bin_dir: Path, component: Component) -> None:
     binary = bin_dir / component.binary
     if not binary.exists():
@@ -594,7 +574,7 @@ def start_cluster(
         for component in _components(state, bins, pki, ports, extra_args, real_node_host_ip=host_ip):
             _launch(state, bins, component)
             started.append(component.name)
-            _wait(
+            processes.wait(
                 f"{component.name} to be healthy",
                 _health_check(component.name, pki, ports, api_url),
                 state,
@@ -604,7 +584,7 @@ def start_cluster(
         listing = {"apiVersion": "v1", "kind": "List", "items": nodes}
         cluster.kubectl("create", "-f", "-", input=json.dumps(listing))
         names = {node["metadata"]["name"] for node in nodes}
-        _wait(
+        processes.wait(
             f"{len(names)} nodes from {nodes_path} to be Ready",
             _nodes_ready(cluster, names),
             state,
@@ -619,7 +599,7 @@ def start_cluster(
                 )
             )
 
-        _wait(
+        processes.wait(
             "the default ServiceAccount (controller-manager)",
             default_service_account,
             state,

@@ -15,7 +15,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 STOP_TIMEOUT = 20.0
@@ -129,3 +129,21 @@ def stop(state: Path, name: str, timeout: float = STOP_TIMEOUT) -> bool:
                 child.wait(timeout=5)
     pid_file(state, name).unlink(missing_ok=True)
     return pid is not None
+
+
+def wait(what: str, ready: Callable[[], bool], state: Path, names: Sequence[str], timeout: float) -> None:
+    """Poll ``ready`` until true; fail early, quoting its log, if one of the daemons ``names`` has
+    exited, and on timeout quote all their logs."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if ready():
+            return
+        for name in names:
+            if running_pid(state, name) is None:
+                log = log_file(state, name)
+                raise ClusterError(
+                    f"{name} exited while waiting for {what}; last lines of {log}:\n{tail(log)}"
+                )
+        time.sleep(0.5)
+    logs = "\n".join(f"--- {log_file(state, n)}:\n{tail(log_file(state, n))}" for n in names)
+    raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}\n{logs}")

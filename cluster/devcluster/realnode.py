@@ -461,24 +461,6 @@ def _launch_in_node(
     processes.launch(state, name, [*net.nsenter(), str(binary), *args], executable=binary, env=env)
 
 
-def _wait(what: str, ready: Callable[[], bool], state: Path, names: Iterable[str], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if ready():
-            return
-        for name in names:
-            if processes.running_pid(state, name) is None:
-                log = processes.log_file(state, name)
-                raise ClusterError(
-                    f"{name} exited while waiting for {what}; last lines of {log}:\n{processes.tail(log)}"
-                )
-        time.sleep(0.5)
-    logs = "\n".join(
-        f"--- {processes.log_file(state, n)}:\n{processes.tail(processes.log_file(state, n))}" for n in names
-    )
-    raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}\n{logs}")
-
-
 def start_containerd(state: Path, net: NodeNetwork, bins: NodeBins) -> None:
     config = _node_dir(state, "containerd") / "config.toml"
     config.write_text(containerd_config(state, bins))
@@ -499,7 +481,7 @@ def start_containerd(state: Path, net: NodeNetwork, bins: NodeBins) -> None:
         )
         return probe.returncode == 0
 
-    _wait("containerd to answer", answers, state, ["containerd"], READY_TIMEOUT)
+    processes.wait("containerd to answer", answers, state, ["containerd"], READY_TIMEOUT)
 
 
 def _make_cgroup_root(cgroup_root: str) -> None:
@@ -600,7 +582,7 @@ def start_real_node(
     for archive in (bins.image("pause"), bins.image("coredns"), *images):
         node.import_image(archive)
     start_kubelet(state, net, bins, kubeconfigs["kubelet"], ca_file)
-    _wait(
+    processes.wait(
         f"node {NODE_NAME} to be Ready", _node_ready(kubectl), state, ["containerd", "kubelet"], READY_TIMEOUT
     )
     set_pod_cidr(kubectl, net)
@@ -615,7 +597,7 @@ def start_real_node(
         "items": coredns_manifests(image_name(bins.image("coredns"))),
     }
     kubectl("apply", "-f", "-", input=json.dumps(listing))
-    _wait(
+    processes.wait(
         "CoreDNS (kube-system/coredns) to be available",
         _deployment_available(kubectl, "kube-system", "coredns"),
         state,
