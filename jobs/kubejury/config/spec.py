@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -722,6 +722,24 @@ class ModelCache(_Model):
         return normalize_mount_path(value)
 
 
+class Reuse(_Model):
+    """Earlier runs whose stored records this run may copy instead of asking again (docs/storage.md,
+    "Reuse"). A record is copied only when everything that determined it is the same here; what
+    differs is named in the report and that record is made again."""
+
+    from_runs: list[Annotated[str, Field(pattern=_DNS_LABEL)]] = Field(
+        default_factory=list,
+        alias="from",
+        max_length=32,
+        description=(
+            "Names of earlier EvalRuns of this namespace (in local mode: run folders under the same "
+            "storage root), in order of preference. Their answers and judgments are copied into this "
+            "run when model, judge, prompt, series and question are the same; nothing is read "
+            "outside this namespace's storage prefix, and only with this run's credentials."
+        ),
+    )
+
+
 class JobSettings(_Model):
     """Settings of the generation, judging and aggregation Jobs."""
 
@@ -784,6 +802,10 @@ class EvalRunSpec(_Model):
     )
     jobs: JobSettings = Field(
         default_factory=JobSettings, description="Settings of the Jobs the operator creates."
+    )
+    reuse: Reuse = Field(
+        default_factory=Reuse,
+        description="Earlier runs whose answers and judgments may be copied instead of made again.",
     )
 
     @model_validator(mode="after")

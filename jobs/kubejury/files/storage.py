@@ -952,7 +952,8 @@ class RunLayout:
 
     ``<run>/<series>/answers/<model>/part-*.jsonl``, ``<run>/<series>/judgments/<judge>/part-*.jsonl``,
     ``<run>/<series>/anonymization/mapping.json``, ``<run>/<series>/progress/<stage>-<name>.json``,
-    ``<run>/progress/aggregate-<name>.json``, ``<run>/report/…`` and ``<run>/spec.json``.
+    ``<run>/progress/aggregate-<name>.json``, ``<run>/report/…``, ``<run>/spec.json`` and
+    ``<run>/reuse.json``.
     """
 
     run: str
@@ -996,3 +997,8 @@ class RunLayout:
     @property
     def spec_key(self) -> str:
         return f"{self.run}/spec.json"
+
+    @property
+    def reuse_key(self) -> str:
+        """``<run>/reuse.json``: what the run copied from earlier runs (:mod:`kubejury.records.reuse`)."""
+        return f"{self.run}/reuse.json"
