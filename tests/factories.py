@@ -27,6 +27,7 @@ import numpy.typing as npt
 import yaml
 
 from kubejury.records.placement import Placement
+from kubejury.records.reuse import Refusal, ReuseDocument, StageReuse
 from kubejury.runtimes import recorded_runtime
 from kubejury.stats.cube import ScoreCube
 from kubejury_operator import vocabulary as vocab
@@ -385,6 +386,47 @@ def build_cluster_run(
         settings=WorkloadSettings(),
         storage=vocab.JobStorage(uri="s3://b/runs"),
     )
+
+
+def reusing_cluster_run(*sources: str, max_models: int = 3) -> ClusterRun:
+    """Run ``r`` (models ``a``, ``b``, ``c``, judge ``j``) whose spec reuses ``sources``."""
+    return replace(build_cluster_run(max_models=max_models), reuse_from=sources or ("run-a",))
+
+
+def reuse_document(
+    source: str = "run-a",
+    *,
+    models: Iterable[str] = (),
+    judged: Mapping[str, Iterable[str]] | None = None,
+    judges_complete: Iterable[str] = (),
+    series: Iterable[str] = RUN_SERIES,
+    answers: int = 4,
+    refused: Iterable[Refusal] = (),
+) -> ReuseDocument:
+    """The document a reuse step writes after copying from ``source``: every answer of each of
+    ``models`` (``answers`` per series), and for each judge of ``judged`` the judgments of the
+    models named (all of their answers: they are its ``covered_models``); ``judges_complete``: judges
+    with nothing left to judge. ``refused`` are put on the first stage."""
+    models, series = tuple(models), tuple(series)
+    stages: list[StageReuse] = []
+    for name in series:
+        for model in models:
+            stages.append(StageReuse("generate", name, model, answers, {source: answers}, complete=True))
+        for judge, covered in (judged or {}).items():
+            covered = tuple(covered)
+            stages.append(
+                StageReuse(
+                    "judge",
+                    name,
+                    judge,
+                    answers * len(covered),
+                    {source: answers * len(covered)} if covered else {},
+                    complete=judge in tuple(judges_complete),
+                    covered_models=covered,
+                )
+            )
+    first = [replace(stages[0], refused=tuple(refused))] if stages else []
+    return ReuseDocument(sources=(source,), stages=(*first, *stages[1:]))
 
 
 def workload_of(key: str) -> str:

@@ -42,6 +42,8 @@ class ClusterRun:
     # (kubejury.placement.estimate.bringup_plan: longest first unless that ends the run later);
     # empty: spec order.
     bringup_order: tuple[str, ...] = ()
+    # spec.reuse.from: earlier runs of the namespace whose records are copied before anything runs
+    reuse_from: tuple[str, ...] = ()
 
     def models_in_bringup_order(self) -> list[Endpoint]:
         """The evaluated models in bring-up order; any not named keep spec order after the others."""
@@ -172,4 +174,5 @@ def cluster_run(
         ),
         generation_shards=int(spec.jobs.generation_shards),
         report_uri=storage_uri.rstrip("/") + f"/{ref.name}/report/",
+        reuse_from=tuple(spec.reuse.from_runs),
     )

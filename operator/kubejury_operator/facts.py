@@ -1,7 +1,8 @@
 """Step 1 of planning: the facts about one EvalRun, derived once from what is observed.
 
-Why this module exists: which (model, series) are generated, which (judge, series) judged, what
-failed, which servers have no node, and whether the run may start anything at all — every later
+Why this module exists: which (model, series) are generated, which (judge, series) judged (by the
+run's own Jobs, or by copies its reuse step made), what failed, which servers have no node, and
+whether the run may start anything at all — every later
 step of :func:`kubejury_operator.reconcile.plan` and every condition in the status reads these,
 so they are computed here once instead of re-derived wherever they are needed. Pure.
 """
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 
 from kubejury_operator import vocabulary as vocab
 from kubejury_operator.cluster_run import ClusterRun
-from kubejury_operator.observed import JobState, Observed
+from kubejury_operator.observed import JobState, Observed, reuse_step_done
 from kubejury_operator.oom_retry import OomDecision, attempt_name, failure_detail
 from kubejury_operator.vocabulary import Endpoint
 
@@ -25,8 +26,10 @@ class Facts:
     """What is true of the run right now, derived once from observation (step 1 of :func:`plan`).
 
     ``blocked`` — nothing new may start: a model fits no node while the run is still ``Pending``
-    with nothing deployed, or a Secret the run needs is missing. ``terminal`` — the run failed or
-    its report is ready. Every later step reads these two instead of re-deriving them.
+    with nothing deployed, a Secret the run needs is missing, or a run it is to reuse cannot be
+    used. ``terminal`` — the run failed or its report is ready. ``reusing`` — the run's reuse step
+    has not finished, so nothing but that step may start. Every later step reads these instead of
+    re-deriving them.
     """
 
     servers: Mapping[str, Endpoint]  # every in-cluster server by key (a shared server once)
@@ -41,6 +44,8 @@ class Facts:
     missing_secrets: tuple[str, ...]
     # Jobs (by first name) whose latest attempt was OOM-killed: replaced, or past the cap (oom_retry)
     oom: Mapping[str, OomDecision] = field(default_factory=dict)
+    reusing: bool = False  # spec.reuse.from is set and the reuse step has not finished
+    reuse_refusals: tuple[str, ...] = ()  # sources that cannot be used, while reusing
 
     @property
     def generation_complete(self) -> bool:
@@ -60,7 +65,7 @@ class Facts:
 
     @property
     def blocked(self) -> bool:
-        return self.waiting_for_node or bool(self.missing_secrets)
+        return self.waiting_for_node or bool(self.missing_secrets) or bool(self.reuse_refusals)
 
 
 def in_cluster_servers(run: ClusterRun) -> dict[str, Endpoint]:
@@ -83,29 +88,48 @@ def judge_rounds(run: ClusterRun, observed: Observed, judge: Endpoint, series: s
     return found
 
 
+def _copied_whole(observed: Observed, stage: str, series: str, name: str) -> bool:
+    """The reuse step copied every record of the stage: it has nothing left to run."""
+    return observed.reuse is not None and observed.reuse.complete(stage, series, name)
+
+
 def _generated(run: ClusterRun, observed: Observed) -> frozenset[Pair]:
-    """(model, series) whose generation Job succeeded or whose progress record is complete."""
+    """(model, series) whose generation Job succeeded, whose progress record is complete, or whose
+    every answer the reuse step copied."""
     done: set[Pair] = set()
     for model in run.models:
         for series in run.series:
             job = observed.jobs.get(vocab.generation_job_name(run.ref.name, model.name, series))
             record = observed.progress.get(("generate", series, model.name))
-            if (job is not None and job.succeeded) or (record is not None and record.complete):
+            if (
+                (job is not None and job.succeeded)
+                or (record is not None and record.complete)
+                or _copied_whole(observed, "generate", series, model.name)
+            ):
                 done.add((model.name, series))
     return frozenset(done)
 
 
 def _judged(run: ClusterRun, observed: Observed) -> frozenset[Pair]:
-    """(judge, series) where a round created after every model's answers existed has succeeded."""
+    """(judge, series) where a round created after every model's answers existed has succeeded, or
+    whose every judgment the reuse step copied."""
     return frozenset(
         (judge.name, series)
         for judge in run.judges
         for series in run.series
-        if any(
+        if _copied_whole(observed, "judge", series, judge.name)
+        or any(
             r.succeeded and r.models_complete >= len(run.models)
             for r in judge_rounds(run, observed, judge, series)
         )
     )
+
+
+def covered_models(observed: Observed, judge: str, series: str) -> frozenset[str]:
+    """Models every one of whose answers of ``series`` has a judgment by ``judge`` the reuse step
+    copied: a judging round for them alone would have nothing to do."""
+    entry = observed.reuse.stage("judge", series, judge) if observed.reuse is not None else None
+    return frozenset(entry.covered_models) if entry is not None else frozenset()
 
 
 def _stage_reasons(run: ClusterRun, observed: Observed) -> dict[str, str]:
@@ -163,6 +187,7 @@ def observe_facts(
     """Step 1: the facts every later step reads (``observed``: Jobs by first name, each its latest
     attempt, as :func:`kubejury_operator.oom_retry.planning_view` gives them; ``oom``: its decisions)."""
     oom = oom or {}
+    reusing = bool(run.reuse_from) and not reuse_step_done(run.ref.name, observed)
     servers = in_cluster_servers(run)
     unschedulable = tuple(
         ep for ep in servers.values() if ep.placement is None or not ep.placement.schedulable
@@ -179,4 +204,6 @@ def observe_facts(
         waiting_for_node=bool(unschedulable) and previous_phase == "Pending" and not observed.deployments,
         missing_secrets=tuple(observed.missing_secrets),
         oom=oom,
+        reusing=reusing,
+        reuse_refusals=observed.reuse_sources.refusals if reusing else (),
     )

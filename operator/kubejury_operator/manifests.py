@@ -22,13 +22,14 @@ Objects per run (all carry an owner reference to the EvalRun, so deleting the ru
   runtime's builder (:data:`SERVING_BUILDERS`: vLLM, llama.cpp or Ollama). External (``openai``)
   endpoints get no workload.
 * Jobs running ``kubejury generate|judge|aggregate`` (see :func:`generation_job`,
-  :func:`judge_job`, :func:`aggregation_job` for the exact command lines).
+  :func:`judge_job`, :func:`aggregation_job` for the exact command lines), and, for a run whose
+  spec names earlier runs to reuse, first of all ``kubejury reuse`` (:func:`reuse_job`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +65,7 @@ from kubejury_operator.vocabulary import (
     job_service_account_name,
     judge_job_name,
     labels,
+    reuse_job_name,
     spec_configmap_name,
     workload_name,
 )
@@ -871,6 +873,32 @@ def aggregation_job(
         usage = json.dumps(gpu_usage.to_json(), separators=(",", ":"), sort_keys=True)
         container["env"] = [*container.get("env", []), {"name": GPU_USAGE_ENV, "value": usage}]
     return manifest
+
+
+def reuse_args(sources: Sequence[tuple[str, str]]) -> list[str]:
+    """``kubejury reuse`` arguments: one ``--source <run>=<its own storage URI>`` per source run, in
+    the order the spec prefers them."""
+    args = ["reuse", "--evalrun", SPEC_PATH]
+    for name, uri in sources:
+        args += ["--source", f"{name}={uri}"]
+    return args
+
+
+def reuse_job(
+    run: RunRef, sources: Sequence[tuple[str, str]], settings: WorkloadSettings, storage: JobStorage
+) -> Manifest:
+    """The reuse Job: copies the answers and judgments of ``sources`` (run name, that run's own
+    storage URI, as the operator computed it from the run's uid) into this run's prefix and writes
+    ``<run>/reuse.json``. CPU only, like the aggregation, and bounded by the same deadline."""
+    return _job(
+        run,
+        reuse_job_name(run.name),
+        "reuse",
+        reuse_args(sources),
+        settings,
+        storage,
+        settings.aggregation_deadline_seconds,
+    )
 
 
 def memory_raised_job(

@@ -6,7 +6,9 @@ model servers' Pods come from the caches (:mod:`.watched`: nothing is listed), t
 names are asked of the API (keys only, never values, except the storage credentials it reads
 storage with), and the progress records and report summary are read from the run's storage
 (:mod:`.run_storage`), a recent reading reused (:mod:`.progress_cache`). Storage trouble never
-stops orchestration: the counters wait.
+stops orchestration: the counters wait. For a run that reuses earlier runs (``spec.reuse.from``),
+the runs it names are read from the API until its reuse step is done, and the document that step
+wrote is read once it has.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 import kopf
 
 from kubejury.config import spec as specmod
+from kubejury.records.reuse import ReuseDocumentError
 from kubejury_operator import run_storage, watched
 from kubejury_operator import status as st
 from kubejury_operator import vocabulary as vocab
@@ -33,6 +36,8 @@ from kubejury_operator.observed import (
     latest_attempt_names,
     oom_kill,
     pod_scheduling_problems,
+    reuse_sources,
+    reuse_step_done,
     servers_bringup_seconds,
     servers_ready_since,
 )
@@ -159,3 +164,67 @@ async def observe_storage(
         return observed
     reader.cache.store(key, observed, (progress, summary), now)
     return dataclasses.replace(observed, progress=progress, summary=summary)
+
+
+async def observe_reuse_sources(
+    api: KubeApi, run: ClusterRun, evalrun: specmod.EvalRun, observed: Observed
+) -> Observed:
+    """``observed`` with ``spec.reuse.from`` resolved (:func:`~.observed.reuse_sources`): each
+    named EvalRun read from the run's own namespace, never another. Read only while the reuse step
+    is not done — afterwards the run no longer needs its sources, and deleting one must not stop it."""
+    if not run.reuse_from or reuse_step_done(run.ref.name, observed):
+        return observed
+    bodies: dict[str, Mapping[str, Any] | None] = {}
+    for name in dict.fromkeys(run.reuse_from):
+        if name == run.ref.name:
+            continue
+        try:
+            bodies[name] = await api.get("EvalRun", run.ref.namespace, name)
+        except GatewayError as exc:
+            raise kopf.TemporaryError(
+                f"cannot read EvalRun {name} (spec.reuse.from): {exc}", delay=15
+            ) from exc
+    resolved = reuse_sources(run.reuse_from, run.ref, evalrun.spec.storage, bodies)
+    return dataclasses.replace(observed, reuse_sources=resolved)
+
+
+async def observe_reuse_document(
+    reader: StorageReader,
+    evalrun: specmod.EvalRun,
+    run: ClusterRun,
+    observed: Observed,
+    previous: Mapping[str, Any],
+) -> Observed:
+    """``observed`` with the run's ``reuse.json`` once its reuse step wrote it (read once, then kept:
+    :mod:`.progress_cache`). Not read while the reuse Job runs; a document that does not read is
+    logged and reported in ``status.reuse.note``, and the run goes on as if nothing was reused."""
+    if not run.reuse_from or st.finished(previous):
+        return observed
+    key = (run.ref.namespace, run.ref.name)
+    kept = reader.cache.reuse(key)
+    if kept is not None:
+        return dataclasses.replace(observed, reuse=kept[0], reuse_note=kept[1])
+    job = current_attempts(observed.jobs).get(vocab.reuse_job_name(run.ref.name))
+    if job is not None and not job.succeeded:
+        return observed  # running (or failed): the document is written when it succeeds
+    secret = await storage_secret(reader.api, run.ref.namespace, evalrun)
+    try:
+        document = await asyncio.to_thread(
+            run_storage.read_reuse_document,
+            evalrun,
+            run.ref,
+            secret,
+            allowed_endpoints=reader.policy.storage_endpoints,
+        )
+    except ReuseDocumentError as exc:
+        reader.logger.warning("cannot read the reuse document of %s/%s: %s", *key, exc)
+        reader.cache.keep_reuse(key, (None, f"reuse.json does not read: {exc}"))
+        return dataclasses.replace(observed, reuse_note=f"reuse.json does not read: {exc}")
+    except Exception as exc:
+        reader.logger.warning("cannot read the reuse document of %s/%s: %s", *key, exc)
+        return observed
+    if document is None:
+        note = "the reuse Job succeeded but no reuse.json was found" if job is not None else None
+        return dataclasses.replace(observed, reuse_note=note)
+    reader.cache.keep_reuse(key, (document, None))
+    return dataclasses.replace(observed, reuse=document)

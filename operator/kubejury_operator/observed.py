@@ -2,8 +2,9 @@
 
 Why this module exists: the planner (:mod:`kubejury_operator.reconcile`) decides from observation
 only, so everything observed — the run's Deployments, Jobs and server Pods as the watch returns
-them, a failed Job's Pods' termination reasons (an OOM kill), and the stages' progress records from
-storage — is first reduced here to small frozen values. Reading a Kubernetes object's conditions or a storage key's file name happens in this
+them, a failed Job's Pods' termination reasons (an OOM kill), the stages' progress records from
+storage, the earlier runs a run reuses (:func:`reuse_sources`) and what its reuse step copied — is
+first reduced here to small frozen values. Reading a Kubernetes object's conditions or a storage key's file name happens in this
 module and nowhere else; it is pure (the handlers fetch, this module reads).
 """
 
@@ -13,13 +14,18 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
+from kubejury.config.spec import StorageSpec
 from kubejury.records.progress import (
     ProgressRecord,
     ProgressRecordError,
     merge_shards,
     parse_progress_file_name,
 )
+from kubejury.records.reuse import ReuseDocument
 from kubejury_operator import vocabulary as vocab
+from kubejury_operator.tenancy import run_storage_uri
 
 ProgressKey = tuple[str, str, str]  # (stage "generate"|"judge", series, model or judge name)
 PLANNED_STAGES = frozenset({"generate", "judge"})  # the stages whose progress the planner reads
@@ -91,6 +97,24 @@ class JobState:
 
 
 @dataclass(frozen=True)
+class ReuseSource:
+    """An earlier run a run copies records from: its name and its own storage URI, computed by the
+    operator from that run's uid (never taken from a spec)."""
+
+    name: str
+    uri: str
+
+
+@dataclass(frozen=True)
+class ReuseSources:
+    """The runs ``spec.reuse.from`` names, resolved: those that may be read (in the spec's order)
+    and, for each that may not, a sentence naming its field and why."""
+
+    usable: tuple[ReuseSource, ...] = ()
+    refusals: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Observed:
     """Everything observed this round: children by name, progress by (stage, series, name)."""
 
@@ -106,6 +130,81 @@ class Observed:
     servers_ready_since: Mapping[str, str] = field(default_factory=dict)
     # ... and how long that Pod took from creation to Ready (the bring-up lead time on these nodes).
     servers_bringup_seconds: Mapping[str, float] = field(default_factory=dict)
+    # spec.reuse.from resolved (read only until the reuse step is done: afterwards nothing needs it)
+    reuse_sources: ReuseSources = field(default_factory=ReuseSources)
+    # <run>/reuse.json once the reuse step wrote it; reuse_note: why it could not be read
+    reuse: ReuseDocument | None = None
+    reuse_note: str | None = None
+
+
+def reuse_step_done(run: str, observed: Observed) -> bool:
+    """Whether the run's reuse step has finished: its document was read, or its Job (the latest
+    attempt) succeeded. Before that nothing else of a run that reuses may start."""
+    job = current_attempts(observed.jobs).get(vocab.reuse_job_name(run))
+    return observed.reuse is not None or bool(job and job.succeeded)
+
+
+#: The parts of ``spec.storage`` a source run must share with the run that reuses it: the reuse
+#: Job reads the source with the run's own storage settings and credentials, nothing else.
+SHARED_STORAGE_FIELDS = (
+    ("uri", "uri"),
+    ("endpoint_url", "endpointUrl"),
+    ("region", "region"),
+    ("use_path_style", "pathStyle"),
+    ("credentials_secret_ref", "credentialsSecretRef"),
+    ("persistent_volume_claim", "persistentVolumeClaim"),
+)
+
+
+def _storage_difference(own: StorageSpec, source_body: Mapping[str, Any]) -> str | None:
+    """Why the source's ``spec.storage`` is not this run's (the first part that differs); ``None``
+    when every part a reader needs is the same."""
+    raw = (source_body.get("spec") or {}).get("storage") or {}
+    try:
+        theirs = StorageSpec.model_validate(raw)
+    except ValidationError:
+        return "its spec.storage does not read"
+    for attribute, spelled in SHARED_STORAGE_FIELDS:
+        if getattr(own, attribute) != getattr(theirs, attribute):
+            return f"its spec.storage.{spelled} differs from this run's"
+    return None
+
+
+def reuse_sources(
+    names: Sequence[str],
+    run: vocab.RunRef,
+    own: StorageSpec,
+    bodies: Mapping[str, Mapping[str, Any] | None],
+) -> ReuseSources:
+    """Resolve ``spec.reuse.from`` (``names``) against the EvalRuns of the run's namespace
+    (``bodies``: name → object as read, ``None`` when there is none). A source is usable only when
+    it exists, is not the run itself and stores where this run stores, with the same credentials:
+    its own prefix is then computed from its uid below this run's root."""
+    usable: list[ReuseSource] = []
+    refusals: list[str] = []
+    for index, name in enumerate(names):
+        body = bodies.get(name)
+        meta = (body or {}).get("metadata") or {}
+        reason = None
+        if name == run.name:
+            reason = "a run cannot reuse itself"
+        elif body is None or meta.get("deletionTimestamp"):
+            reason = f"no EvalRun {name!r} in namespace {run.namespace!r}"
+        elif not meta.get("uid"):
+            reason = f"EvalRun {name!r} has no uid yet"
+        else:
+            difference = _storage_difference(own, body)
+            if difference is not None:
+                reason = (
+                    f"EvalRun {name!r}: {difference} (reuse reads only this run's storage, with this "
+                    "run's credentials)"
+                )
+        if reason is not None:
+            refusals.append(f"spec.reuse.from[{index}]: {reason}")
+            continue
+        uri = run_storage_uri(own.uri, run.namespace, name, str(meta["uid"]))
+        usable.append(ReuseSource(name=name, uri=uri))
+    return ReuseSources(usable=tuple(usable), refusals=tuple(refusals))
 
 
 def deployment_state(obj: Mapping[str, Any]) -> DeploymentState:

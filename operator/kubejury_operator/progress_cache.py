@@ -9,7 +9,8 @@ way anyone sees — a stage counts as done when its Job succeeded, whatever its 
 reading is reused for :data:`PROGRESS_MAX_AGE_SECONDS`, unless the aggregation Job has finished
 since: the report and the final counters are then read at once, so ``Succeeded`` is written with
 them. (Re-reading on every Job's completion, as first built, kept almost nothing: in the scale
-benchmark most reconciles follow a Job's completion.) Pure: times are arguments; each run's
+benchmark most reconciles follow a Job's completion.) A run's reuse document (``reuse.json``) is
+written once, by its reuse Job, and never changes: once read it is kept for the run's life. Pure: times are arguments; each run's
 :class:`~kubejury_operator.memory.RunMemory` holds one, so it goes with the run.
 """
 
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubejury.records.progress import ProgressRecord
+from kubejury.records.reuse import ReuseDocument
 from kubejury_operator.observed import Observed, ProgressKey, current_attempts
 from kubejury_operator.vocabulary import aggregation_job_name
 
@@ -27,6 +29,7 @@ PROGRESS_MAX_AGE_SECONDS = 5.0
 
 RunKey = tuple[str, str]  # (namespace, name)
 Reading = tuple[Mapping[ProgressKey, ProgressRecord], Mapping[str, Any] | None]  # progress, summary
+ReuseReading = tuple[ReuseDocument | None, str | None]  # the document, or why it does not read
 
 
 def aggregation_finished(run: RunKey, observed: Observed) -> bool:
@@ -49,6 +52,7 @@ class ProgressCache:
 
     max_age: float = PROGRESS_MAX_AGE_SECONDS
     _entries: dict[RunKey, _Entry] = field(default_factory=dict)
+    _reuse: dict[RunKey, ReuseReading] = field(default_factory=dict)
 
     def fresh(self, run: RunKey, observed: Observed, now: float) -> Reading | None:
         """The last reading when it is younger than ``max_age`` and the aggregation did not finish
@@ -65,5 +69,13 @@ class ProgressCache:
     def store(self, run: RunKey, observed: Observed, reading: Reading, now: float) -> None:
         self._entries[run] = _Entry(now, aggregation_finished(run, observed), reading)
 
+    def reuse(self, run: RunKey) -> ReuseReading | None:
+        """The run's reuse document as read once (or why it did not read); None before."""
+        return self._reuse.get(run)
+
+    def keep_reuse(self, run: RunKey, reading: ReuseReading) -> None:
+        self._reuse[run] = reading
+
     def forget(self, run: RunKey) -> None:
         self._entries.pop(run, None)
+        self._reuse.pop(run, None)

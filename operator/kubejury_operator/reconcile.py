@@ -33,6 +33,11 @@ The orchestration it encodes:
   runs when every judge Job succeeded; ``Succeeded`` carries the summary read from the report.
 * A stage counts as done when its Job succeeded *or* its progress record says it is complete, so
   a Job deleted by someone (or by a TTL) is not re-run after it finished.
+* Reuse (``spec.reuse.from``) comes first: the reuse Job copies the records of the runs named and
+  nothing else starts before it succeeded (a source that cannot be used blocks the run, as a missing
+  Secret does). A stage whose every record was copied counts as done, and a judging round is due
+  only for models with answers that have no copied judgment, so servers come up only for the
+  answers and judgments still to make.
 * A Job that failed for good because a container was OOM-killed is replaced with twice its memory
   limit, up to ``jobs.oomRetry.maxMemory`` (:mod:`kubejury_operator.oom_retry`); every step reads
   a Job by its first name, standing for its latest attempt. Any other Job that failed for good
@@ -54,7 +59,7 @@ from kubejury_operator import oom_retry
 from kubejury_operator import status as st
 from kubejury_operator import vocabulary as vocab
 from kubejury_operator.cluster_run import ClusterRun
-from kubejury_operator.facts import Facts, judge_rounds, observe_facts
+from kubejury_operator.facts import Facts, covered_models, judge_rounds, observe_facts
 from kubejury_operator.gpu_accounting import account, lead_seconds
 from kubejury_operator.observed import Observed
 from kubejury_operator.vocabulary import Endpoint, Manifest
@@ -112,7 +117,7 @@ def desired_servers(run: ClusterRun, facts: Facts, observed: Observed, lead: flo
     time (docs/operator.md, "GPU accounting").
     """
     desired: dict[str, int] = {}
-    if facts.terminal or facts.blocked:
+    if facts.terminal or facts.blocked or facts.reusing:
         return desired
     judge_keys = {j.key for j in run.judges if j.in_cluster}
     soon = finishing_soon(run, observed, facts, lead)
@@ -157,20 +162,34 @@ def judged_all(run: ClusterRun, facts: Facts, judge: Endpoint) -> bool:
     return all((j.name, s) in facts.judged for j in users for s in run.series)
 
 
+def next_round(run: ClusterRun, observed: Observed, facts: Facts, judge: Endpoint, series: str) -> int | None:
+    """How many models have finished generating ``series`` when a new judging round of (judge,
+    series) is due now; ``None`` when none is. A round is due when no round is running, more models
+    have finished than the last round saw, and one of them has an answer without a judgment the
+    reuse step copied (a round for models whose judgments were all copied has nothing to judge)."""
+    if (judge.name, series) in facts.judged:
+        return None
+    rounds = judge_rounds(run, observed, judge, series)
+    if any(not r.finished for r in rounds):
+        return None
+    finished = [m.name for m in run.models if (m.name, series) in facts.generated]
+    covered = covered_models(observed, judge.name, series)
+    if len(finished) <= max((r.models_complete for r in rounds), default=0):
+        return None
+    return len(finished) if any(m not in covered for m in finished) else None
+
+
 def judging_due(run: ClusterRun, observed: Observed, facts: Facts, judge: Endpoint) -> bool:
     """A judge's server is wanted only while it has judging to do: a round of any judge sharing
-    the server is running, or one is due (more models have finished generating a series than the
-    last round saw). Between rounds and before the first model finishes it is scaled to zero, so
-    a judge never holds GPUs waiting for answers (docs/operator.md, "GPU accounting")."""
+    the server is running, or one is due (:func:`next_round`). Between rounds and before the first
+    model with answers to judge finishes it is scaled to zero, so a judge never holds GPUs waiting
+    for answers (docs/operator.md, "GPU accounting")."""
     for user in (j for j in run.judges if j.key == judge.key):
         for series in run.series:
             if (user.name, series) in facts.judged:
                 continue
             rounds = judge_rounds(run, observed, user, series)
-            if any(not r.finished for r in rounds):
-                return True
-            complete = sum(1 for m in run.models if (m.name, series) in facts.generated)
-            if complete > max((r.models_complete for r in rounds), default=0):
+            if any(not r.finished for r in rounds) or next_round(run, observed, facts, user, series):
                 return True
     return False
 
@@ -252,18 +271,16 @@ def _judge_jobs(
     """The next judging round of each (judge, series) that has one due.
 
     A round starts as soon as more models have finished generating the series than the previous
-    round saw, and no round is running; the round that starts after the last model finished is
-    the final one.
+    round saw, and no round is running (:func:`next_round`); the round that starts after the last
+    model finished is the final one.
     """
     actions: list[Action] = []
     for judge in run.judges:
         if not server_ready(run, observed, desired, judge):
             continue
         for series in run.series:
-            complete = sum(1 for m in run.models if (m.name, series) in facts.generated)
-            rounds = judge_rounds(run, observed, judge, series)
-            covered = max((r.models_complete for r in rounds), default=0)
-            if complete == 0 or complete <= covered or any(not r.finished for r in rounds):
+            complete = next_round(run, observed, facts, judge, series)
+            if not complete:
                 continue
             manifest = mf.judge_job(
                 run.ref,
@@ -271,7 +288,7 @@ def _judge_jobs(
                 series,
                 run.settings,
                 run.storage,
-                round_=len(rounds) + 1,
+                round_=len(judge_rounds(run, observed, judge, series)) + 1,
                 models_complete=complete,
             )
             actions.append(Action("create", "Job", manifest["metadata"]["name"], manifest))
@@ -307,7 +324,23 @@ def _slot_job(
                     return job, judge
     if vocab.aggregation_job_name(run.ref.name) == slot:
         return mf.aggregation_job(run.ref, run.settings, run.storage, gpu_usage=gpu), None
+    if vocab.reuse_job_name(run.ref.name) == slot:
+        return _reuse_manifest(run, observed), None
     return None
+
+
+def _reuse_manifest(run: ClusterRun, observed: Observed) -> Manifest:
+    sources = [(s.name, s.uri) for s in observed.reuse_sources.usable]
+    return mf.reuse_job(run.ref, sources, run.settings, run.storage)
+
+
+def _reuse_job(run: ClusterRun, observed: Observed) -> list[Action]:
+    """The reuse Job, once, with every source ``spec.reuse.from`` names that may be used (the run
+    is blocked while one may not)."""
+    name = vocab.reuse_job_name(run.ref.name)
+    if name in observed.jobs:
+        return []
+    return [Action("create", "Job", name, _reuse_manifest(run, observed))]
 
 
 def _oom_replacements(
@@ -340,12 +373,14 @@ def plan_actions(
     gpu: GpuUsage | None = None,
 ) -> list[Action]:
     """Step 3: what to create and scale. Servers are always scaled to what is desired (to zero
-    when the run is finished); nothing new is created while the run is blocked, and no Job once
-    it is finished."""
+    when the run is finished); nothing new is created while the run is blocked, no Job once it is
+    finished, and only the reuse Job while the run's reuse step has not finished."""
     actions: list[Action] = [] if facts.blocked else _shared_objects(run, observed)
     actions += _server_actions(run, observed, facts, desired)
     if facts.terminal or facts.blocked:
         return actions
+    if facts.reusing:  # the reuse step first, and nothing else until it succeeded
+        return actions + _reuse_job(run, observed) + _oom_replacements(run, observed, facts, desired, gpu)
     actions += _generation_jobs(run, observed, facts, desired)
     actions += _judge_jobs(run, observed, facts, desired)
     actions += _oom_replacements(run, observed, facts, desired, gpu)

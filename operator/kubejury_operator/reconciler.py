@@ -25,7 +25,14 @@ from kubejury_operator import status as st
 from kubejury_operator.apply import apply_plan
 from kubejury_operator.cluster_run import ClusterRun, cluster_run
 from kubejury_operator.memory import RunKey, RunMemory, run_key
-from kubejury_operator.observe import StorageReader, observe_cluster, observe_oom_kills, observe_storage
+from kubejury_operator.observe import (
+    StorageReader,
+    observe_cluster,
+    observe_oom_kills,
+    observe_reuse_document,
+    observe_reuse_sources,
+    observe_storage,
+)
 from kubejury_operator.observed import Observed
 from kubejury_operator.placing import compute_placements
 from kubejury_operator.reconcile import plan, plan_invalid_spec
@@ -113,7 +120,8 @@ async def _observe(
 ) -> Observed:
     """The run as it is: children from the caches, with this operator's writes the caches do not
     show yet (:mod:`.expectations`), the OOM kills of failed Jobs not yet replaced, then progress
-    from storage."""
+    from storage; for a run that reuses earlier runs, the document its reuse step wrote and, while
+    that step is not done, the runs it names."""
     api = runtime.gateway()
     observed = await observe_cluster(api, caches, *key, evalrun)
     memory.expectations.settle(observed, time.monotonic())
@@ -122,4 +130,6 @@ async def _observe(
         api, key[0], observed
     )  # after the view: a replacement just made counts
     reader = StorageReader(api, runtime.policy, memory.progress, logger)
-    return await observe_storage(reader, evalrun, run, observed, previous, time.monotonic())
+    observed = await observe_storage(reader, evalrun, run, observed, previous, time.monotonic())
+    observed = await observe_reuse_document(reader, evalrun, run, observed, previous)
+    return await observe_reuse_sources(api, run, evalrun, observed)

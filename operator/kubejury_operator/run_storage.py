@@ -28,6 +28,7 @@ from kubejury.errors import InputError
 from kubejury.files.storage import RunLayout, S3Credentials, S3Timeouts, Storage, StorageError, open_storage
 from kubejury.records.progress import ProgressRecord
 from kubejury.records.report import ReportDocument, ReportError
+from kubejury.records.reuse import ReuseDocument, ReuseDocumentError
 from kubejury.records.run_status import RunSummary
 from kubejury_operator.observed import ProgressKey, collect_progress, progress_key
 from kubejury_operator.status import summary_from_report
@@ -53,6 +54,10 @@ REPORT_MAX_BYTES = 16 * 1024 * 1024
 per answer, so 16 MiB holds about 60,000 answers. Parsed, a document this size takes roughly
 5-8 times as much memory, which the operator's 512 Mi limit still bears next to its ~340 MiB at a
 hundred runs. A larger report stays in storage untouched; the summary then says so."""
+
+REUSE_DOCUMENT_MAX_BYTES = 4 * 1024 * 1024
+"""reuse.json: one entry per stage (model or judge × series) with its sources and refusals, a few
+hundred bytes each; 4 MiB holds thousands of stages and refuses anything else."""
 
 OPERATOR_S3_TIMEOUTS = S3Timeouts(connect_s=5.0, read_s=15.0, body_s=30.0)
 """The operator waits at most this long per S3 request (two attempts): a slow or hostile endpoint
@@ -198,6 +203,34 @@ def read_progress_and_summary(
     entries = _progress_entries(store, layout, series)
     summary = _summary(store, layout) if want_summary else None
     return collect_progress(entries), summary
+
+
+def read_reuse_document(
+    evalrun: EvalRun,
+    ref: RunRef,
+    secret: SecretData | None,
+    *,
+    allowed_endpoints: tuple[str, ...] | None = None,
+) -> ReuseDocument | None:
+    """The run's ``reuse.json`` (:class:`~kubejury.records.reuse.ReuseDocument`), ``None`` while
+    there is none. A document that does not read raises
+    :class:`~kubejury.records.reuse.ReuseDocumentError` naming the key and the field."""
+    store = open_run_storage(evalrun, ref, secret, allowed_endpoints=allowed_endpoints)
+    key = RunLayout(ref.name).reuse_key
+    try:
+        data = store.read_json_or_none(key, max_bytes=REUSE_DOCUMENT_MAX_BYTES)
+    except InputError as exc:  # not JSON
+        raise ReuseDocumentError(str(exc)) from exc
+    except StorageError as exc:
+        if "larger than" not in str(exc):
+            raise
+        raise ReuseDocumentError(f"{store.uri_for(key)}: {exc}") from exc
+    if data is None:
+        return None
+    try:
+        return ReuseDocument.from_json(data)
+    except ReuseDocumentError as exc:
+        raise ReuseDocumentError(f"{store.uri_for(key)}: {exc}") from exc
 
 
 class ResultsKept(Exception):

@@ -21,8 +21,17 @@ from typing import TYPE_CHECKING, Any, Literal
 from kubejury.records.gpu_usage import GpuUsage
 from kubejury.records.placement import Placement
 from kubejury.records.report import ReportDocument
+from kubejury.records.reuse import ReuseDocument
 from kubejury.records.run_status import TERMINAL_PHASES as TERMINAL_PHASES
-from kubejury.records.run_status import RankingRow, RunCondition, RunStatus, RunSummary, StageCounts
+from kubejury.records.run_status import (
+    RankingRow,
+    ReusedRecords,
+    ReuseStatus,
+    RunCondition,
+    RunStatus,
+    RunSummary,
+    StageCounts,
+)
 from kubejury.redact import redact_tree
 from kubejury_operator import oom_retry
 from kubejury_operator import vocabulary as vocab
@@ -126,6 +135,10 @@ def _provisioned(view: StatusInputs) -> tuple[bool, str, str]:
     facts, observed = view.facts, view.observed
     if facts.missing_secrets:
         return False, "SecretMissing", "Missing secrets: " + ", ".join(facts.missing_secrets)
+    if facts.reuse_refusals:
+        return False, "ReuseSourceRefused", "Cannot reuse: " + "; ".join(facts.reuse_refusals)
+    if facts.reusing and not facts.terminal:
+        return False, "CopyingReusedRecords", "Copying answers and judgments of earlier runs first"
     if facts.waiting_for_node:
         return False, "Unschedulable", "Waiting for a node that can run every model"
     waiting = sorted(
@@ -277,6 +290,7 @@ def run_status(
         started_at=previous.started_at or (now if phase != "Pending" else ""),
         completed_at=previous.completed_at or (now if phase in TERMINAL_PHASES else ""),
         summary=_summary(view, previous),
+        reuse=reuse_status(view, previous),
     )
 
 
@@ -286,6 +300,43 @@ def _summary(view: StatusInputs, previous: RunStatus) -> RunSummary | None:
     if view.phase == "Succeeded" and found is not None:
         return RunSummary.from_json(found)
     return previous.summary
+
+
+def reuse_status(view: StatusInputs, previous: RunStatus) -> ReuseStatus | None:
+    """``status.reuse`` for a run whose spec names runs to reuse (``None`` otherwise): the sources
+    and, once the reuse step's document was read, the records copied per model and judge, by source
+    run, and the refusals (:meth:`~kubejury.records.run_status.ReuseStatus.capped`). What was
+    written from the document is kept when it is not read again (a finished run's storage)."""
+    if not view.run.reuse_from:
+        return None
+    document, note = view.observed.reuse, view.observed.reuse_note
+    if document is None and previous.reuse is not None and previous.reuse.copied:
+        return previous.reuse
+    if document is None:
+        return ReuseStatus(
+            sources=view.run.reuse_from, refused=ReuseStatus.capped(view.facts.reuse_refusals), note=note
+        )
+    return ReuseStatus(
+        sources=view.run.reuse_from,
+        copied=True,
+        models={n: ReusedRecords(r) for n, r in sorted(document.reused_by("generate").items())},
+        judges={n: ReusedRecords(r) for n, r in sorted(document.reused_by("judge").items())},
+        refused=ReuseStatus.capped(refusal_lines(document)),
+    )
+
+
+def refusal_lines(document: ReuseDocument) -> list[str]:
+    """One short line per refusal of the reuse document: a source that could not be read, then each
+    stage's ("judge j (primary) from run-a: prompt template changed, 12 records")."""
+    lines = [f"run {r.source}: {r.reason}" for r in document.missing_sources]
+    for entry in document.stages:
+        who = "model" if entry.stage == "generate" else "judge"
+        for refusal in entry.refused:
+            count = f", {refusal.records} records" if refusal.records else ""
+            lines.append(
+                f"{who} {entry.name} ({entry.series}) from {refusal.source}: {refusal.reason}{count}"
+            )
+    return lines
 
 
 def invalid_spec_status(generation: int, failed: RunCondition) -> dict[str, Any]:
@@ -325,7 +376,44 @@ def events(view: StatusInputs, conds: Mapping[str, RunCondition], previous: RunS
     unschedulable = conds["Unschedulable"]
     if unschedulable.is_true and not (before and before.is_true) and phase == previous_phase:
         found.append(Event("Warning", "Unschedulable", unschedulable.message))
-    return (*found, *_oom_events(view, conds, previous))
+    return (*found, *_oom_events(view, conds, previous), *_reuse_events(view, previous))
+
+
+def _reuse_events(view: StatusInputs, previous: RunStatus) -> tuple[Event, ...]:
+    """A Normal ``Reused`` Event when the reuse step's document is first read: what was copied from
+    which run, and the first refusals."""
+    document = view.observed.reuse
+    if document is None or (previous.reuse is not None and previous.reuse.copied):
+        return ()
+    return (Event("Normal", "Reused", sentence(reuse_message(document))),)
+
+
+def reuse_message(document: ReuseDocument) -> str:
+    """``Reused 24 answers and 48 judgments from run-a; refused: …`` (several sources: the counts
+    per run in brackets)."""
+    answers, judgments = _per_run(document, "generate"), _per_run(document, "judge")
+    runs = [r for r in document.sources if answers.get(r) or judgments.get(r)]
+    total = f"{sum(answers.values())} answers and {sum(judgments.values())} judgments"
+    if not runs:
+        text = "Reused nothing from " + ", ".join(document.sources or ("the runs named",))
+    elif len(runs) == 1:
+        text = f"Reused {total} from {runs[0]}"
+    else:
+        parts = ", ".join(f"{r} ({answers.get(r, 0)} answers, {judgments.get(r, 0)} judgments)" for r in runs)
+        text = f"Reused {total}: {parts}"
+    refused = refusal_lines(document)
+    if refused:
+        more = f"; and {len(refused) - 2} more" if len(refused) > 2 else ""
+        text += "; refused: " + "; ".join(refused[:2]) + more
+    return text
+
+
+def _per_run(document: ReuseDocument, stage: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for per_run in document.reused_by(stage).values():
+        for run, count in per_run.items():
+            counts[run] = counts.get(run, 0) + count
+    return counts
 
 
 def _oom_events(
@@ -463,7 +551,15 @@ def status_patch(previous: Mapping[str, Any], new: Mapping[str, Any]) -> dict[st
 # seconds: a status whose only changes are counters (items done, a Job's in-use time, condition
 # messages) is written at most this often per run; see :func:`significant_part`
 MINOR_STATUS_INTERVAL = 15.0
-_SIGNIFICANT_KEYS = ("phase", "observedGeneration", "placement", "startedAt", "completedAt", "summary")
+_SIGNIFICANT_KEYS = (
+    "phase",
+    "observedGeneration",
+    "placement",
+    "startedAt",
+    "completedAt",
+    "summary",
+    "reuse",
+)
 
 
 def significant_part(status: Mapping[str, Any]) -> Any:

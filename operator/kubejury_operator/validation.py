@@ -3,7 +3,8 @@
 The CRD's structural schema checks shapes and enums. This module adds what needs more than one
 field or a look at the cluster: unique model/judge/series names, at least one judge, a weight for
 every level asked, explicit quantization compatible with runtime and checkpoint (all shared with
-``kubejury validate`` through :func:`kubejury.config.spec.evalrun_problems`), and the chart's
+``kubejury validate`` through :func:`kubejury.config.spec.evalrun_problems`), a run that names
+itself in ``spec.reuse.from`` (it needs the object's own name), and the chart's
 allow-lists (:mod:`kubejury_operator.tenancy`: storage roots and what is read from them, storage
 endpoints, Job images, claims, server flags, node-selector keys), checked on the parsed spec.
 
@@ -69,6 +70,21 @@ def _secret_problems(spec: Mapping[str, Any], secrets_present: SecretsPresent) -
     return problems
 
 
+def _self_reuse_problems(body: Mapping[str, Any]) -> list[FieldProblem]:
+    """``spec.reuse.from[i]`` naming the EvalRun itself: a run cannot copy what it has not made."""
+    meta, spec = body.get("metadata"), body.get("spec")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    reuse = spec.get("reuse") if isinstance(spec, Mapping) else None
+    names = reuse.get("from") if isinstance(reuse, Mapping) else None
+    if not isinstance(name, str) or not isinstance(names, list):
+        return []
+    return [
+        FieldProblem(f"spec.reuse.from[{i}]", f"{name!r} is this EvalRun itself; a run cannot reuse itself")
+        for i, source in enumerate(names)
+        if source == name
+    ]
+
+
 def validate_evalrun(
     body: Mapping[str, Any],
     *,
@@ -81,6 +97,7 @@ def validate_evalrun(
     (e.g. a dry run without cluster access). An empty list means the EvalRun is admissible.
     """
     run, problems = evalrun_problems(body)
+    problems.extend(_self_reuse_problems(body))
     if policy is not None and run is not None:  # the policy reads the parsed spec, as rendered
         problems.extend(run_policy_problems(run, namespace_of(body), policy))
     spec = body.get("spec")

@@ -229,6 +229,11 @@ def aggregation_job_name(run: str) -> str:
     return dns_label("kj", run, "aggregate", limit=JOB_NAME_LIMIT)
 
 
+def reuse_job_name(run: str) -> str:
+    """``kj-<run>-reuse``: the Job that copies records of earlier runs before anything else runs."""
+    return dns_label("kj", run, "reuse", limit=JOB_NAME_LIMIT)
+
+
 def oom_retry_job_name(job: str, attempt: int) -> str:
     """The Job that replaces OOM-killed ``job`` (the Job's first name) at ``attempt`` (1, 2, …):
     ``<job>-oom<attempt>``, within :data:`JOB_NAME_LIMIT`. A name too long for the suffix is cut and

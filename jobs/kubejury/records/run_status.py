@@ -18,7 +18,10 @@ per model or judge), ``stages.aggregation`` (``done``, ``total``),
 ``gpu`` (:class:`kubejury.records.gpu_usage.GpuUsage`) and, once the run succeeded, ``summary``
 (``primarySeries``, ``reportUri``, ``ranking`` rows with ``rank``, ``model``, ``weighted``,
 ``weightedCI``, ``degradation``, ``sigma``, ``tier``; ``domainLeaders``, ``tiers``, ``leader``,
-``leaderWeighted``; ``note`` when the report was too large to read).
+``leaderWeighted``; ``note`` when the report was too large to read) and, only when the spec asks to
+reuse earlier runs (``spec.reuse.from``), ``reuse`` (:class:`ReuseStatus`: the sources, per model
+and per judge the records copied and from which run, and the refusals, at most
+:data:`MAX_REUSE_REFUSALS` lines).
 
 The status is written with a JSON merge patch, which deletes a key set to ``null`` and keeps a
 key left out; so :meth:`RunStatus.to_json` writes an absent ``gpu``, ``startedAt`` or
@@ -27,7 +30,7 @@ key left out; so :meth:`RunStatus.to_json` writes an absent ``gpu``, ``startedAt
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -230,6 +233,92 @@ class RunSummary:
         )
 
 
+MAX_REUSE_REFUSALS = 5  # lines of ``status.reuse.refused``; the rest are counted in one more line
+MAX_REUSE_LINE = 240  # characters of one refusal line (the reuse document in storage has them whole)
+
+
+@dataclass(frozen=True)
+class ReusedRecords:
+    """Records one model (answers) or judge (judgments) got by copy, in total and per source run."""
+
+    from_runs: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def reused(self) -> int:
+        return sum(self.from_runs.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {"reused": self.reused, "fromRuns": dict(sorted(self.from_runs.items()))}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ReusedRecords:
+        runs = data.get("fromRuns")
+        if not isinstance(runs, Mapping):
+            return cls()
+        return cls(from_runs={str(run): _int(count) for run, count in runs.items()})
+
+
+@dataclass(frozen=True)
+class ReuseStatus:
+    """``status.reuse``: what the run copied from the earlier runs its spec names.
+
+    ``sources``: the runs named, in order of preference. ``copied``: the reuse step's document has
+    been read (before that ``models`` and ``judges`` are empty). ``models``/``judges``: records
+    copied per model or judge, by source run. ``refused``: short lines saying what was not copied
+    and why (a source that could not be used, a part that differs), :data:`MAX_REUSE_REFUSALS` at
+    most and then one line counting the rest. ``note``: why the reuse document could not be read."""
+
+    sources: tuple[str, ...] = ()
+    copied: bool = False
+    models: Mapping[str, ReusedRecords] = field(default_factory=dict)
+    judges: Mapping[str, ReusedRecords] = field(default_factory=dict)
+    refused: tuple[str, ...] = ()
+    note: str | None = None
+
+    @staticmethod
+    def capped(lines: Sequence[str]) -> tuple[str, ...]:
+        """At most :data:`MAX_REUSE_REFUSALS` lines (each at most :data:`MAX_REUSE_LINE`
+        characters), then ``and N more`` for the rest."""
+        shown = [_short(line) for line in lines[:MAX_REUSE_REFUSALS]]
+        if len(lines) > MAX_REUSE_REFUSALS:
+            shown.append(f"and {len(lines) - MAX_REUSE_REFUSALS} more")
+        return tuple(shown)
+
+    def to_json(self) -> dict[str, Any]:
+        reuse: dict[str, Any] = {
+            "sources": list(self.sources),
+            "copied": self.copied,
+            "models": {name: r.to_json() for name, r in self.models.items()},
+            "judges": {name: r.to_json() for name, r in self.judges.items()},
+            "refused": list(self.refused),
+        }
+        if self.note is not None:
+            reuse["note"] = self.note
+        return reuse
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ReuseStatus:
+        sources, refused = data.get("sources"), data.get("refused")
+        return cls(
+            sources=tuple(str(s) for s in sources) if isinstance(sources, list | tuple) else (),
+            copied=data.get("copied") is True,
+            models=_reused(data.get("models")),
+            judges=_reused(data.get("judges")),
+            refused=tuple(str(r) for r in refused) if isinstance(refused, list | tuple) else (),
+            note=_optional_str(data.get("note")),
+        )
+
+
+def _short(line: str) -> str:
+    return line if len(line) <= MAX_REUSE_LINE else line[: MAX_REUSE_LINE - 1] + "…"
+
+
+def _reused(value: Any) -> dict[str, ReusedRecords]:
+    if not isinstance(value, Mapping):
+        return {}
+    return {str(k): ReusedRecords.from_json(v) for k, v in value.items() if isinstance(v, Mapping)}
+
+
 def _names(value: Any) -> dict[str, str] | None:
     """A JSON object of name → name; ``None`` when absent or no object."""
     return {str(k): _str(v) for k, v in value.items()} if isinstance(value, Mapping) else None
@@ -251,6 +340,7 @@ class RunStatus:
     placement: tuple[Placement, ...] = ()
     summary: RunSummary | None = None
     gpu: GpuUsage = field(default_factory=GpuUsage)  # GPU time per model server (status.gpu)
+    reuse: ReuseStatus | None = None  # only for a run whose spec names runs to reuse
     written: bool = True
 
     @property
@@ -280,6 +370,8 @@ class RunStatus:
         }
         if self.summary is not None:
             status["summary"] = self.summary.to_json()
+        if self.reuse is not None:
+            status["reuse"] = self.reuse.to_json()
         return status
 
     @classmethod
@@ -292,6 +384,7 @@ class RunStatus:
         placement = data.get("placement")
         placement = placement if isinstance(placement, Mapping) else {}
         summary = data.get("summary")
+        reuse = data.get("reuse")
         return cls(
             phase=_str(data.get("phase")) or "Pending",
             observed_generation=_int(data.get("observedGeneration")),
@@ -309,6 +402,7 @@ class RunStatus:
             ),
             summary=RunSummary.from_json(summary) if isinstance(summary, Mapping) else None,
             gpu=_gpu(data.get("gpu")),
+            reuse=ReuseStatus.from_json(reuse) if isinstance(reuse, Mapping) else None,
             written=bool(data),
         )
 
