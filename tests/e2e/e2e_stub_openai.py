@@ -5,7 +5,8 @@ whose quality (and therefore the judges' score) depends on the model, so the ran
 report is predictable; judge prompts (recognised by a ``response_format`` or a ``[[N]]``
 instruction) get a JSON verdict. It also serves ``/health`` like vLLM. The control-plane harness runs one per model-server Service,
 each on its own loopback address (``kubelet_runner.StubServices``). Requests are counted per
-model so tests can check who was asked.
+model so tests can check who was asked, and every prompt answered with a verdict is kept, so tests
+can check which answers were judged (an answer carries its model's ``quality=N`` mark).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class StubOpenAI:
         self.quality = dict(quality or {})
         self.answer_seconds = answer_seconds  # each reply waits this long, like a model decoding
         self.requests: collections.Counter[str] = collections.Counter()
+        self.judge_prompts: list[str] = []  # every prompt answered with a verdict, in order
         self._runner: web.AppRunner | None = None
         self.host = host
         self.port = port
@@ -73,6 +75,7 @@ class StubOpenAI:
         messages = body.get("messages") or []
         prompt = "\n".join(str(m.get("content") or "") for m in messages)
         if body.get("response_format") or "[[" in prompt:
+            self.judge_prompts.append(prompt)
             content = self._verdict(prompt)
         else:
             quality = self.quality.get(model, 5)
