@@ -220,7 +220,8 @@ _STAGE_SOURCES = {"generation": ("generate", "models"), "judging": ("judge", "ju
 
 def _stage_counts(view: StatusInputs, stage: str) -> StageCounts:
     """Items and Jobs done of ``generation`` or ``judging``, and the items done/total of each model
-    or judge over all series (at most :data:`MAX_SUMMARY_MODELS`)."""
+    or judge over all series (at most :data:`MAX_SUMMARY_MODELS`), copies the reuse step made
+    included."""
     record_stage, who_kind = _STAGE_SOURCES[stage]
     endpoints: Sequence[vocab.Endpoint] = view.run.models if who_kind == "models" else view.run.judges
     jobs_done = len(view.facts.generated) if who_kind == "models" else len(view.facts.judged)
@@ -229,11 +230,10 @@ def _stage_counts(view: StatusInputs, stage: str) -> StageCounts:
     for who in endpoints:
         mine = by_name.setdefault(who.name, (0, 0))
         for series in view.run.series:
-            record = view.observed.progress.get((record_stage, series, who.name))
-            if record is not None:
-                items += record.done
-                total += record.total
-                mine = (mine[0] + record.done, mine[1] + record.total)
+            done, needed = _items(view.observed, (record_stage, series, who.name))
+            items += done
+            total += needed
+            mine = (mine[0] + done, mine[1] + needed)
         by_name[who.name] = mine
     return StageCounts(
         stage=stage,
@@ -243,6 +243,16 @@ def _stage_counts(view: StatusInputs, stage: str) -> StageCounts:
         jobs=len(endpoints) * len(view.run.series),
         by_name=dict(list(by_name.items())[:MAX_SUMMARY_MODELS]),
     )
+
+
+def _items(observed: Observed, key: tuple[str, str, str]) -> tuple[int, int]:
+    """(done, total) of one stage: from its progress record, else — a stage the reuse step copied
+    and no Job of this run touched — what the reuse document says it copied of what it needs."""
+    record = observed.progress.get(key)
+    if record is not None:
+        return record.done, record.total
+    copied = observed.reuse.stage(*key) if observed.reuse is not None else None
+    return (copied.reused, max(copied.needed, copied.reused)) if copied is not None else (0, 0)
 
 
 def stage_progress(view: StatusInputs) -> tuple[StageCounts, ...]:

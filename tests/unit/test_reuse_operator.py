@@ -367,6 +367,14 @@ def test_status_reuse_says_per_model_and_judge_what_was_copied_from_which_run() 
     assert RunStatus.from_json(p.status).reuse == ReuseStatus.from_json(p.status["reuse"])
 
 
+def test_copied_records_count_in_the_progress_of_a_stage_no_job_of_this_run_touched() -> None:
+    everything = reuse_document(models=("a", "b", "c"), judged={"j": ("a", "b", "c")}, judges_complete=("j",))
+    status = plan(reusing_cluster_run(), after_reuse(everything), {"phase": "Provisioning"}, NOW).status
+    assert status["stages"]["judging"]["judges"] == {"j": {"done": 24, "total": 24}}
+    assert status["stages"]["generation"]["models"]["c"] == {"done": 8, "total": 8}
+    assert status["progress"] == "48/48"
+
+
 def test_refusals_in_status_are_capped_to_short_lines() -> None:
     refusals = [Refusal("run-a", f"question q{i} changed " + "x" * 400, 1) for i in range(12)]
     document = reuse_document(models=("a",), refused=refusals)
