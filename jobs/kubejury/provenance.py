@@ -7,8 +7,12 @@ them. A part changes exactly when the stored records would no longer be what the
 - generation: the benchmark's content hash (questions after the filters); the model's source,
   checkpoint, quantization, runtime and served name; every field of the series;
 - judging: the benchmark's content hash; the judge's model fields as above; the judging section
-  (prompt template hash, language/variant, sampling, retries, output format); and the generation
-  digests of every model whose answers it judges (new answers need new judgments).
+  (prompt template hash, language/variant, sampling, retries, output format); the anonymizer's
+  version. What the judge is shown is hashed per judgment instead (issue 24), so adding a model
+  changes no other model's judgments.
+
+:func:`reuse_differences` compares a stage with the same stage of an earlier run for reuse
+(issue 24): every part but the whole-benchmark hash must match, and each differing part is named.
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ from typing import Any
 
 from kubejury.config.spec import EvalRun, JudgeSpec, Judging, ModelSpec, Series
 from kubejury.files.benchmark import Benchmark
+from kubejury.judging.anonymize import ANONYMIZER_VERSION
 from kubejury.judging.judge_prompt import DEFAULT_TEMPLATES
-from kubejury.records.fingerprint import StageFingerprint
+from kubejury.records.fingerprint import StageFingerprint, digest_of
 from kubejury.records.results import AnswerRecord, JudgmentRecord, TokenUsage
 
 
@@ -76,7 +81,13 @@ def judging_fingerprint(
     answers: Mapping[str, str],
     seed: int = 0,
 ) -> StageFingerprint:
-    """``answers``: model name → generation digest of the answers judged."""
+    """``answers``: model name → generation digest of the answers judged.
+
+    The parts are what the judge *is* and how it is asked; what it is shown (question, reference,
+    anonymized answer) is hashed per judgment (``JudgmentRecord.input_sha256``), so a judgment
+    depends only on what its judge saw — not on the other models of the run, nor on the order.
+    Until issue 24 the parts named every model's generation digest (``answers.<model>``); that
+    digest is kept in ``earlier_digests`` so records judged then still read as this stage's."""
     parts = {"benchmark.sha256": bench_hash, **_model_parts(judge, "judge")}
     parts["judge.promptVariant"] = _text(getattr(judge, "prompt_variant", None))
     parts["judge.seed"] = _text(judge.seed)
@@ -87,9 +98,61 @@ def judging_fingerprint(
             parts[f"judging.{key}"] = _text(value)
     parts["judging.language"] = _text(judging.language or language)
     parts["judging.promptTemplate.sha256"] = sha256_text(judge_template(judging, language))
-    for model, digest in sorted(answers.items()):
-        parts[f"answers.{model}"] = digest
-    return StageFingerprint("judge", series, judge.name, parts)
+    before_issue_24 = {**parts, **{f"answers.{model}": digest for model, digest in sorted(answers.items())}}
+    parts["anonymization.version"] = str(ANONYMIZER_VERSION)
+    return StageFingerprint("judge", series, judge.name, parts, earlier_digests=(digest_of(before_issue_24),))
+
+
+#: Parts that name the whole benchmark: a record is compared question by question instead
+#: (``question_sha256``, ``input_sha256``), so a source run with other questions still lends the
+#: answers to the questions both share.
+WHOLE_BENCHMARK_PARTS = frozenset({"benchmark.sha256"})
+
+
+def reuse_differences(current: StageFingerprint, source: StageFingerprint) -> list[str]:
+    """Why records of ``source``'s stage may not be copied into ``current``'s, one readable reason
+    per part that differs (empty: they may, question by question)."""
+    if current.stage != source.stage:
+        return [f"stage {source.stage} is not {current.stage}"]
+    mine = {k: v for k, v in current.parts.items() if k not in WHOLE_BENCHMARK_PARTS}
+    theirs = {k: v for k, v in source.parts.items() if k not in WHOLE_BENCHMARK_PARTS}
+    return [
+        part_changed(current, key, theirs.get(key), mine.get(key))
+        for key in sorted(set(mine) | set(theirs))
+        if mine.get(key) != theirs.get(key)
+    ]
+
+
+_PART_NAMES = {
+    "source": "model source",
+    "checkpoint": "checkpoint",
+    "quantization": "quantization",
+    "runtime": "runtime",
+    "servedName": "served model name",
+    "promptVariant": "prompt variant",
+    "promptTemplate.sha256": "prompt template",
+    "version": "anonymization version",
+}
+
+
+def part_changed(fingerprint: StageFingerprint, key: str, before: str | None, after: str | None) -> str:
+    """``judge judge-gemma: prompt template changed (3f2a… → 9c41…)``: one part, said plainly."""
+    who = f"{'model' if fingerprint.stage == 'generate' else 'judge'} {fingerprint.name}"
+    group, _, rest = key.partition(".")
+    label = _PART_NAMES.get(rest, rest or group)
+    if group == "series":
+        label = f"series {fingerprint.series} {rest}"
+    elif group in ("judging", "scoring", "anonymization") and rest not in _PART_NAMES:
+        label = f"{group}.{rest}"
+    elif group == "anonymization":
+        label = _PART_NAMES[rest]
+    return f"{who}: {label} changed ({_short(before)} → {_short(after)})"
+
+
+def _short(value: str | None) -> str:
+    if value is None:
+        return "(none)"
+    return value if len(value) <= 24 else value[:12] + "…"
 
 
 def run_fingerprints(evalrun: EvalRun, benchmark: Benchmark) -> list[StageFingerprint]:
@@ -200,12 +263,16 @@ def stale_records(
     An answer is checked against its model's generation fingerprint, a judgment against its judge's
     judging fingerprint; a record without a fingerprint, or of a stage the spec does not have, is
     not stale."""
-    expected = {(fp.stage, fp.series, fp.name): fp.digest for fp in fingerprints}
+    expected = {(fp.stage, fp.series, fp.name): fp for fp in fingerprints}
     stale = set()
     for record in records:
         stage, name = _made_by(record)
-        digest = expected.get((stage, record.series, name))
-        if record.fingerprint is not None and digest is not None and record.fingerprint != digest:
+        fingerprint = expected.get((stage, record.series, name))
+        if (
+            record.fingerprint is not None
+            and fingerprint is not None
+            and not fingerprint.accepts(record.fingerprint)
+        ):
             stale.add(f"{stage} {name}/{record.series}")
     return sorted(stale)
 

@@ -7,6 +7,7 @@ carry the same keys plus ``format``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -25,6 +26,8 @@ from kubejury.records.results import (
     RecordFormatError,
     TokenUsage,
     field_types,
+    judged_sha256,
+    question_sha256,
     required_fields,
 )
 from kubejury.stages.generate import answer_record
@@ -164,10 +167,13 @@ def test_field_types_name_every_field_with_its_value_type_and_the_keys_every_lin
         "error_kind": str,
         "server_version": str,
         "fingerprint": str,
+        "question_sha256": str,
+        "reused_from": str,
     }
-    assert set(field_types(JudgmentRecord)) | {"format"} == set(
-        JudgmentRecord.from_json(FORMAT_1_JUDGMENT).with_fingerprint("f").to_json()
+    copied = dataclasses.replace(
+        JudgmentRecord.from_json(FORMAT_1_JUDGMENT).with_fingerprint("f"), input_sha256="h", reused_from="r"
     )
+    assert set(field_types(JudgmentRecord)) | {"format"} == set(copied.to_json())
     assert required_fields(AnswerRecord) == ("question_id", "model")
     assert required_fields(JudgmentRecord) == ("question_id", "model", "judge")
 
@@ -215,6 +221,17 @@ def test_the_generation_stage_writes_an_answer_record_with_today_s_keys() -> Non
     assert (record.answer, record.latency_s, record.usage) == ("Ответ", 1.2346, TokenUsage(12, 40))
 
 
+def test_a_record_carries_the_hash_of_what_its_model_or_judge_saw_so_another_run_may_copy_it() -> None:
+    question = Question(id="law-001", domain="law", level=1, question="Срок?", reference="Три года.")
+    item = JudgingItem(question, "qwen3.5-27b", "m-7f3a", "Ответ [model]")
+    judged = judgment_record(item, "primary", "judge-a", Verdict(score=9.0, rationale="ok"), chat_result(), 1)
+    assert judged.input_sha256 == judged_sha256("Срок?", "Три года.", "Ответ [model]")
+    assert judged_sha256("Срок?", "Три года.", "Ответ") != judged.input_sha256  # the answer as anonymized
+    assert judged_sha256("Срок?", "Иначе.", "Ответ [model]") != judged.input_sha256  # the reference
+    assert question_sha256("Срок?") != question_sha256("Срок? ")
+    assert JudgmentRecord.from_json(judged.to_json()) == judged
+
+
 def test_the_generation_stage_masks_its_secrets_in_every_text_field_of_the_record() -> None:
     leaked = chat_result(content=None, error="HTTP 401: bad key sk-secret-1")
     record = answer_record("law-001", "m", "primary", leaked, secrets=["sk-secret-1", None])
@@ -226,7 +243,7 @@ def test_the_judging_stage_writes_a_judgment_record_with_today_s_keys() -> None:
     question = Question(id="law-001", domain="law", level=1, question="?", reference="!")
     item = JudgingItem(question, "qwen3.5-27b", "m-7f3a", "Ответ")
     record = judgment_record(item, "primary", "judge-a", Verdict(score=9.0, rationale="ok"), chat_result(), 1)
-    assert set(record.to_json()) == set(FORMAT_1_JUDGMENT) | {"format"}
+    assert set(record.to_json()) == set(FORMAT_1_JUDGMENT) | {"format", "input_sha256"}
     assert (record.score, record.error_kind, record.answer_id) == (9.0, None, "m-7f3a")
     failed = judgment_record(item, "primary", "judge-a", None, chat_result(None, "HTTP 500"), 2)
     assert (failed.score, failed.rationale, failed.error_kind, failed.asks) == (None, "", "http", 2)

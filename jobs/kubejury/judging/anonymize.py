@@ -36,6 +36,10 @@ from kubejury.records.anonymization import AnonymizationMap
 
 T = TypeVar("T")
 
+#: Raise when the scrubber changes what a judge sees: judgments made by another version are never
+#: copied into a run (``kubejury.provenance.judging_fingerprint``, issue 24).
+ANONYMIZER_VERSION = 1
+
 TOKEN_EN = "[model]"
 TOKEN_RU = "[модель]"
 

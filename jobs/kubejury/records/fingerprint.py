@@ -31,6 +31,13 @@ class StageFingerprint:
     series: str
     name: str
     parts: Mapping[str, str] = field(default_factory=dict)
+    # digests the same spec had under an earlier definition of the stage's parts: records and
+    # documents stored with one of them are this stage's too (one place migrates: provenance)
+    earlier_digests: tuple[str, ...] = field(default=(), compare=False)
+
+    def accepts(self, digest: str | None) -> bool:
+        """``digest`` is this stage's, under today's definition or an earlier one."""
+        return digest == self.digest or digest in self.earlier_digests
 
     @property
     def digest(self) -> str:

@@ -10,7 +10,9 @@ tables' polars schemas are derived from the fields (:func:`field_types`).
 Versions. Every line written now carries ``"format": 2`` (:data:`RESULTS_FORMAT`). Lines written
 before the key existed are format 1; they hold the same keys (some may be missing: an older Job
 wrote no ``server_version`` or ``fingerprint``), and :func:`_migrated` — the one place that knows
-older formats — turns them into today's form before they are read. A line of a newer format than
+older formats — turns them into today's form before they are read. ``question_sha256``,
+``input_sha256`` and ``reused_from`` were added to format 2 as optional keys (an older reader
+ignores them); a record without the hashes is never copied into another run. A line of a newer format than
 this kubejury knows is refused, naming the field.
 
 Fields are in the order the stages have always written them (keyword-only, so a required field may
@@ -22,6 +24,8 @@ imports it too), and a judging stage makes millions of these, where a dataclass 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
@@ -65,9 +69,12 @@ class AnswerRecord:
     error_kind: str | None = None  # connection, http, rejected, timeout, malformed
     server_version: str | None = None  # the reply's system_fingerprint, when the server gives one
     fingerprint: str | None = None  # the stage's fingerprint digest (kubejury.records.fingerprint)
+    question_sha256: str | None = None  # of the question text the model saw (question_sha256)
+    reused_from: str | None = None  # the earlier run this record was copied from (issue 24)
 
     def to_json(self) -> dict[str, Any]:
-        """The stored form: one key per field, plus ``format``; no ``fingerprint`` key when unset."""
+        """The stored form: one key per field, plus ``format``; no ``fingerprint`` or
+        ``reused_from`` key when unset."""
         return _to_json(self)
 
     @classmethod
@@ -100,9 +107,12 @@ class JudgmentRecord:
     latency_s: float | None = None
     usage: TokenUsage | None = None
     fingerprint: str | None = None
+    input_sha256: str | None = None  # of what the judge saw (judged_sha256): question, reference, answer
+    reused_from: str | None = None  # the earlier run this record was copied from (issue 24)
 
     def to_json(self) -> dict[str, Any]:
-        """The stored form: one key per field, plus ``format``; no ``fingerprint`` key when unset."""
+        """The stored form: one key per field, plus ``format``; no ``fingerprint`` or
+        ``reused_from`` key when unset."""
         return _to_json(self)
 
     @classmethod
@@ -141,12 +151,27 @@ _REQUIRED: dict[type, tuple[str, ...]] = {}
 # ------------------------------------------------------------------------------ writing
 
 
+_OMITTED_WHEN_UNSET = frozenset({"fingerprint", "question_sha256", "input_sha256", "reused_from"})
+
+
+def question_sha256(question: str) -> str:
+    """What determines an answer besides its stage's fingerprint: the question text the model saw."""
+    return hashlib.sha256(question.encode("utf-8")).hexdigest()
+
+
+def judged_sha256(question: str, reference: str, answer: str) -> str:
+    """What determines a judgment besides its judge's fingerprint: what the judge saw — the
+    question, the reference and the anonymized answer (never the model's name, nor the order)."""
+    canonical = json.dumps([question, reference, answer], ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
 def _to_json(record: ResultRecord) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in fields(record):
         value = getattr(record, f.name)
-        if f.name == "fingerprint" and value is None:
-            continue  # a stage without a fingerprint wrote no such key
+        if value is None and f.name in _OMITTED_WHEN_UNSET:
+            continue  # a stage without a fingerprint wrote no such key; most records are not copies
         out[f.name] = value.to_json() if isinstance(value, TokenUsage) else value
     out[FORMAT_KEY] = RESULTS_FORMAT
     return out

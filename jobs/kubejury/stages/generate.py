@@ -27,7 +27,7 @@ from kubejury.files.storage import RunLayout, Storage
 from kubejury.inference.client import ChatClient
 from kubejury.inference.sampling import SamplingParams, request_fields
 from kubejury.records.fingerprint import StageFingerprint
-from kubejury.records.results import AnswerRecord, TokenUsage
+from kubejury.records.results import AnswerRecord, TokenUsage, question_sha256
 from kubejury.redact import redact_known
 from kubejury.stages.lifecycle import Handler, StageTarget, run_stage
 from kubejury.stages.progress import ProgressTracker, ProgressView
@@ -159,7 +159,8 @@ async def run_generation(
             tracker.retried(result.attempts - 1)
             if result.error_kind == "connection":
                 return UNREACHABLE
-            return answer_record(question.id, model_name, series_name, result, secrets)
+            record = answer_record(question.id, model_name, series_name, result, secrets)
+            return dataclasses.replace(record, question_sha256=question_sha256(question.question))
 
         return handle
 

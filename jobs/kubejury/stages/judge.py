@@ -31,7 +31,13 @@ from kubejury.judging.anonymize import Scrubber, mapping_document, opaque_ids, s
 from kubejury.judging.judge_prompt import SCORE_SCHEMA, JudgePrompt, Verdict, parse_verdict
 from kubejury.records.anonymization import AnonymizationMap
 from kubejury.records.fingerprint import StageFingerprint
-from kubejury.records.results import AnswerRecord, JudgmentRecord, RecordFormatError, TokenUsage
+from kubejury.records.results import (
+    AnswerRecord,
+    JudgmentRecord,
+    RecordFormatError,
+    TokenUsage,
+    judged_sha256,
+)
 from kubejury.stages.generate import QuestionLike, read_answers
 from kubejury.stages.lifecycle import Handler, StageTarget, run_stage
 from kubejury.stages.progress import ProgressTracker, ProgressView
@@ -88,6 +94,11 @@ class JudgingItem:
     answer_id: str
     text: str
 
+    @property
+    def input_sha256(self) -> str:
+        """What the judge sees, hashed: a stored judgment with the same hash may be copied."""
+        return judged_sha256(self.question.question, self.question.reference, self.text)
+
 
 def build_items(
     questions: Sequence[QuestionLike],
@@ -137,6 +148,7 @@ def judgment_record(
         asks=asks,
         latency_s=round(result.latency_s, 4),
         usage=TokenUsage(prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens),
+        input_sha256=item.input_sha256,
     )
 
 

@@ -166,9 +166,9 @@ def check_fingerprint(
     changes: list[str] = []
     if stored is not None:
         before = StageFingerprint.from_json(stored)
-        if before.digest != current.digest:
+        if not current.accepts(before.digest):
             changes = current.changes_from(before) or ["(fingerprint differs)"]
-    elif any(record.fingerprint != current.digest for record in existing):
+    elif any(not current.accepts(record.fingerprint) for record in existing):
         changes = ["records stored without this stage's fingerprint (an older kubejury or another spec)"]
     if changes:
         raise SpecChanged(
