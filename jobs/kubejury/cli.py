@@ -26,6 +26,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "judging stage: one judge scores the anonymized answers of one series",
     ),
     "aggregate": ("kubejury.commands.stages", "aggregation stage: compute the report from stored judgments"),
+    "reuse": (
+        "kubejury.commands.reuse",
+        "reuse stage: copy the records of earlier runs this run would make again",
+    ),
     "report": ("kubejury.commands.report", "compute report.json/.md/.html from benchmark and judgment files"),
     "plan": ("kubejury.commands.plan", "dry run of GPU placement: what the operator would deploy, per model"),
     "validate": ("kubejury.commands.validate", "check an EvalRun file and print what is wrong, by field"),

@@ -16,7 +16,7 @@ import os
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kubejury.config.spec import Concurrency, EvalRun, ModelSpec, Series, StorageSpec, load_evalrun
 from kubejury.errors import ConfigError, InputError, KubejuryError, SpecChanged
@@ -29,6 +29,10 @@ from kubejury.runtimes import runtime_of
 from kubejury.stages import ProgressView, StageOptions, StageSummary, run_generation, run_judging
 from kubejury.stages.generate import read_answers
 from kubejury.stages.judge import read_judgments
+
+if TYPE_CHECKING:
+    from kubejury.records.reuse import ReuseDocument
+    from kubejury.stages.reuse import ReuseInputs, Source
 
 ENDPOINT_ENV = "KUBEJURY_ENDPOINT"
 T = TypeVar("T")
@@ -200,6 +204,42 @@ def new_version(inputs: LoadedRun, limit: int = 1000) -> LoadedRun:
         if not spec_changes(candidate):
             return candidate
     raise ConfigError(f"run {inputs.name!r} has {limit} versions already; give the EvalRun a new name")
+
+
+def reuse_inputs(inputs: LoadedRun) -> ReuseInputs:
+    """What the reuse step needs of this run (:mod:`kubejury.stages.reuse`)."""
+    from kubejury.stages.reuse import ReuseInputs
+
+    return ReuseInputs(
+        inputs.evalrun, inputs.benchmark.questions, inputs.fingerprints, inputs.storage, inputs.layout
+    )
+
+
+def local_sources(inputs: LoadedRun) -> list[Source]:
+    """``spec.reuse.from`` as run folders of this run's own storage root (local mode)."""
+    from kubejury.stages.reuse import Source
+
+    sources = []
+    for i, name in enumerate(inputs.evalrun.spec.reuse.from_runs):
+        if name == inputs.layout.run:
+            raise ConfigError(f"spec.reuse.from[{i}]: {name!r} is this run; a run cannot reuse itself")
+        sources.append(Source(name, inputs.storage, RunLayout(name)))
+    return sources
+
+
+def reuse(inputs: LoadedRun, sources: Sequence[Source], *, write: bool = True) -> ReuseDocument:
+    """Copy what ``sources`` hold that this run would make again; the reuse document."""
+    from kubejury.stages.reuse import reuse_records
+
+    return reuse_records(reuse_inputs(inputs), sources, write=write)
+
+
+def stored_reuse(inputs: LoadedRun) -> ReuseDocument | None:
+    """The run's stored reuse document (``None``: the run reused nothing, or predates reuse)."""
+    from kubejury.records.reuse import ReuseDocument
+
+    stored = inputs.storage.read_json_or_none(inputs.layout.reuse_key)
+    return None if stored is None else ReuseDocument.from_json(stored)
 
 
 def client_settings(concurrency: Concurrency) -> ClientSettings:
@@ -471,5 +511,6 @@ def _aggregate(inputs: LoadedRun, work_dir: Path | None) -> tuple[Any, dict[str,
         prefix=inputs.layout.report_prefix + "/",
         provenance=provenance,
         gpu_usage=gpu_usage,
+        reuse=stored_reuse(inputs),
     )
     return analysis, written

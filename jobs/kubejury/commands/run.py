@@ -4,7 +4,9 @@ Loads and checks the EvalRun and its benchmark (a bad file stops here, before an
 starts a local llama.cpp server for every ``runtime: llamacpp`` model and judge (one per distinct
 model; the embedded Gemma-3 270M by default), runs generation, then judging, then aggregation,
 always stops the servers, and prints the ranking and where the HTML report is. Rerunning the same
-spec resumes: stored answers and judgments are not asked again.
+spec resumes: stored answers and judgments are not asked again. With ``spec.reuse.from``, the
+records of those earlier run folders (same storage root) that this spec would make again are
+copied first (:mod:`kubejury.stages.reuse`), and only the servers with work left are started.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ import math
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kubejury import pipeline
+from kubejury.config.spec import JudgeSpec, ModelSpec
 from kubejury.errors import ConfigError
 from kubejury.runtimes import runtime_of
 
@@ -70,7 +74,11 @@ def _check_endpoints(inputs: pipeline.LoadedRun) -> None:
 
 
 async def _stages(
-    inputs: pipeline.LoadedRun, endpoints: Mapping[str, str], local_urls: Mapping[str, str], progress: bool
+    inputs: pipeline.LoadedRun,
+    endpoints: Mapping[str, str],
+    local_urls: Mapping[str, str],
+    progress: bool,
+    work: Work,
 ) -> None:
     from kubejury.inference.client import EndpointPool
     from kubejury.stages.progress_lines import progress_view
@@ -81,13 +89,13 @@ async def _stages(
     try:
         if view is not None:
             view.__enter__()
-        await pipeline.generate(inputs, pool, endpoints, models=spec.models, series=spec.series, view=view)
+        await pipeline.generate(inputs, pool, endpoints, models=work.models, series=spec.series, view=view)
         # Local llama.cpp servers answer one request at a time: judges sharing one take turns.
         await pipeline.judge(
             inputs,
             pool,
             endpoints,
-            judges=spec.judges,
+            judges=work.judges,
             series=spec.series,
             view=view,
             serial_endpoints=set(local_urls.values()),
@@ -183,6 +191,38 @@ def _report_location(uri: str) -> str:
     return uri[len("file://") :] if uri.startswith("file://") else uri
 
 
+@dataclass(frozen=True)
+class Work:
+    """The models that still have answers to make and the judges that still have judging to do."""
+
+    models: list[ModelSpec]
+    judges: list[JudgeSpec]
+
+    @property
+    def endpoints(self) -> list[ModelSpec]:
+        """What must be served: only these servers are started."""
+        return [*self.models, *self.judges]
+
+
+def _reuse_first(inputs: pipeline.LoadedRun) -> Work:
+    """Copy what ``spec.reuse.from`` holds (issue 24), say so, and return what is left to run."""
+    spec = inputs.evalrun.spec
+    if not spec.reuse.from_runs:
+        return Work(list(spec.models), list(spec.judges))
+    from kubejury.commands.reuse import summary_lines
+
+    document = pipeline.reuse(inputs, pipeline.local_sources(inputs))
+    for line in summary_lines(document):
+        _say(line)
+    series = [s.name for s in spec.series]
+    models = [m for m in spec.models if not all(document.complete("generate", s, m.name) for s in series)]
+    judges = [j for j in spec.judges if not all(document.complete("judge", s, j.name) for s in series)]
+    skipped = [e.name for e in spec.all_endpoints() if e not in models and e not in judges]
+    if skipped:
+        _say(f"nothing left to make for {', '.join(skipped)}: their servers are not started")
+    return Work(models, judges)
+
+
 def run(args: argparse.Namespace) -> int:
     from kubejury.local.server import local_servers
     from kubejury.stages import run_async
@@ -210,13 +250,15 @@ def run(args: argparse.Namespace) -> int:
             "note: this run folder holds results of an earlier, different spec; stored records are reused by key"
         )
 
+    work = _reuse_first(inputs)
+
     def started_server(plan: Any, url: str) -> None:
         _say(f"started llama.cpp server for {plan.model_path.name} at {url}")
 
     try:
-        with local_servers(spec.all_endpoints(), on_start=started_server) as local_urls:
-            endpoints = {e.name: pipeline.endpoint_of(e, local_urls) for e in spec.all_endpoints()}
-            run_async(_stages(inputs, endpoints, local_urls, progress=not args.no_progress))
+        with local_servers(work.endpoints, on_start=started_server) as local_urls:
+            endpoints = {e.name: pipeline.endpoint_of(e, local_urls) for e in work.endpoints}
+            run_async(_stages(inputs, endpoints, local_urls, progress=not args.no_progress, work=work))
     except KeyboardInterrupt:
         _say("interrupted: what was stored is kept; run the same command again to resume")
         return 130

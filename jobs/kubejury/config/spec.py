@@ -722,12 +722,16 @@ class ModelCache(_Model):
         return normalize_mount_path(value)
 
 
+#: An EvalRun's name, or a local run folder's versioned name (``<name>.v<N>``, ``--new-version``).
+_RUN_NAME = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.v[0-9]{1,4})?$"
+
+
 class Reuse(_Model):
     """Earlier runs whose stored records this run may copy instead of asking again (docs/storage.md,
     "Reuse"). A record is copied only when everything that determined it is the same here; what
     differs is named in the report and that record is made again."""
 
-    from_runs: list[Annotated[str, Field(pattern=_DNS_LABEL)]] = Field(
+    from_runs: list[Annotated[str, Field(pattern=_RUN_NAME)]] = Field(
         default_factory=list,
         alias="from",
         max_length=32,
