@@ -555,6 +555,34 @@ class GpuUsageSection(_Section):
     servers: dict[str, GpuServerCost] = Field(default_factory=dict)
 
 
+class ReusedRecords(_Section):
+    """``reuse.models.<model>`` / ``reuse.judges.<judge>``: records copied from earlier runs, over
+    every series, and of how many the run needed (judging: the answers known when copying)."""
+
+    reused: Count = 0
+    needed: Count = 0
+    from_runs: dict[str, Count] = Field(default_factory=dict)
+
+
+class ReuseRefusal(_Section):
+    """One reason records of a source run were not copied (a differing part, or a question)."""
+
+    source: str = ""
+    reason: str = ""
+    records: Count = 0
+
+
+class ReuseSection(_Section):
+    """``reuse`` (a run with ``spec.reuse.from``): what was copied from earlier runs and what was
+    refused, part by part (kubejury.records.reuse)."""
+
+    sources: list[str] = Field(default_factory=list)
+    models: dict[str, ReusedRecords] = Field(default_factory=dict)
+    judges: dict[str, ReusedRecords] = Field(default_factory=dict)
+    refused: list[ReuseRefusal] = Field(default_factory=list)
+    missing_sources: list[ReuseRefusal] = Field(default_factory=list)
+
+
 def _absent(value: object) -> bool:
     return value is None
 
@@ -589,6 +617,7 @@ class ReportDocument(_Section):
     series_comparison: SeriesComparison = Field(default_factory=SeriesComparison)
     provenance: Provenance | Absent = Field(default=None, exclude_if=_absent)
     gpu_usage: GpuUsageSection | Absent = Field(default=None, exclude_if=_absent)
+    reuse: ReuseSection | Absent = Field(default=None, exclude_if=_absent)
 
     @model_validator(mode="before")
     @classmethod

@@ -175,6 +175,27 @@ class ReuseDocument:
         )
 
 
+def report_section(document: ReuseDocument) -> dict[str, Any]:
+    """report.json's ``reuse`` (``kubejury.records.report.ReuseSection``): per model and per judge,
+    over every series, the records copied and from which run; every refusal, each once."""
+    sections: dict[str, dict[str, dict[str, Any]]] = {"generate": {}, "judge": {}}
+    refused: list[dict[str, Any]] = []
+    for stage in document.stages:
+        entry = sections[stage.stage].setdefault(stage.name, {"reused": 0, "needed": 0, "from_runs": {}})
+        entry["reused"] += stage.reused
+        entry["needed"] += stage.needed
+        for run, count in stage.from_runs.items():
+            entry["from_runs"][run] = entry["from_runs"].get(run, 0) + count
+        refused.extend(r.to_json() for r in stage.refused if r.to_json() not in refused)
+    return {
+        "sources": list(document.sources),
+        "models": sections["generate"],
+        "judges": sections["judge"],
+        "refused": refused,
+        "missing_sources": [r.to_json() for r in document.missing_sources],
+    }
+
+
 def stages_of(document: ReuseDocument | None, stage: str) -> Sequence[StageReuse]:
     return () if document is None else tuple(s for s in document.stages if s.stage == stage)
 
