@@ -232,8 +232,9 @@ def crd() -> dict[str, Any]:
             "status": {
                 "type": "object",
                 "description": (
-                    "Written by the operator: phase, conditions, progress per stage, placement decisions and the "
-                    "aggregated summary (ranking, W, D, σ, CI, tiers, report URI)."
+                    "Written by the operator: phase, conditions, progress per stage, placement decisions, the "
+                    "aggregated summary (ranking, W, D, σ, CI, tiers, report URI) and, for a run that reuses "
+                    "earlier runs, the records it copied from each (reuse)."
                 ),
                 "x-kubernetes-preserve-unknown-fields": True,
                 "properties": {

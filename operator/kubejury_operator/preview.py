@@ -40,10 +40,17 @@ from kubejury.config import spec as specmod
 from kubejury.errors import InputError
 from kubejury_operator.chart_defaults import default_policy_env
 from kubejury_operator.cluster_run import ClusterRun, cluster_run
-from kubejury_operator.observed import DeploymentState, Observed, deployment_state, job_state
+from kubejury_operator.observed import (
+    DeploymentState,
+    Observed,
+    ReuseSource,
+    ReuseSources,
+    deployment_state,
+    job_state,
+)
 from kubejury_operator.reconcile import plan
 from kubejury_operator.settings import WorkloadSettings
-from kubejury_operator.tenancy import TenantPolicy
+from kubejury_operator.tenancy import TenantPolicy, run_storage_uri
 from kubejury_operator.validation import admission_message, validate_evalrun
 from kubejury_operator.vocabulary import Manifest
 
@@ -145,9 +152,27 @@ def _scaled(observed: Observed, name: str, replicas: int) -> Observed:
     return dataclasses.replace(observed, deployments={**observed.deployments, name: state})
 
 
+#: What stands for a source run's uid in a preview: the operator reads it from the EvalRun.
+PREVIEW_SOURCE_UID = "<uid>"
+
+
+def preview_sources(run: ClusterRun) -> ReuseSources:
+    """The runs ``spec.reuse.from`` names as the reuse Job would be given them, their uid unknown
+    without a cluster (:data:`PREVIEW_SOURCE_UID`)."""
+    root = run.storage.root or run.storage.uri
+    return ReuseSources(
+        usable=tuple(
+            ReuseSource(name, run_storage_uri(root, run.ref.namespace, name, PREVIEW_SOURCE_UID))
+            for name in dict.fromkeys(run.reuse_from)
+        )
+    )
+
+
 def simulate(run: ClusterRun) -> list[Manifest]:
-    """Every object the planner creates for ``run`` while servers come up and Jobs succeed, in order."""
-    observed = Observed()
+    """Every object the planner creates for ``run`` while servers come up and Jobs succeed, in order
+    (for a run that reuses earlier runs: the reuse Job first, then everything as if it had copied
+    nothing — what it copies is known only when it ran)."""
+    observed = Observed(reuse_sources=preview_sources(run))
     status: dict[str, Any] = {}
     created: list[Manifest] = []
     for _ in range(_MAX_PASSES):

@@ -335,10 +335,11 @@ def _reuse_manifest(run: ClusterRun, observed: Observed) -> Manifest:
 
 
 def _reuse_job(run: ClusterRun, observed: Observed) -> list[Action]:
-    """The reuse Job, once, with every source ``spec.reuse.from`` names that may be used (the run
-    is blocked while one may not)."""
+    """The reuse Job, once, with every source ``spec.reuse.from`` names, each resolved to its own
+    prefix (the run is blocked while one may not be used; none is created before all are read)."""
     name = vocab.reuse_job_name(run.ref.name)
-    if name in observed.jobs:
+    resolved = {s.name for s in observed.reuse_sources.usable}
+    if name in observed.jobs or not set(run.reuse_from) <= resolved:
         return []
     return [Action("create", "Job", name, _reuse_manifest(run, observed))]
 

@@ -329,10 +329,17 @@ def reuse_status(view: StatusInputs, previous: RunStatus) -> ReuseStatus | None:
     return ReuseStatus(
         sources=view.run.reuse_from,
         copied=True,
-        models={n: ReusedRecords(r) for n, r in sorted(document.reused_by("generate").items())},
-        judges={n: ReusedRecords(r) for n, r in sorted(document.reused_by("judge").items())},
+        models=_reused_records(document, "generate"),
+        judges=_reused_records(document, "judge"),
         refused=ReuseStatus.capped(refusal_lines(document)),
     )
+
+
+def _reused_records(document: ReuseDocument, stage: str) -> dict[str, ReusedRecords]:
+    """Per model (or judge), at most :data:`MAX_SUMMARY_MODELS`, what was copied by source run (a
+    model the sources had nothing for is listed with nothing)."""
+    found = sorted(document.reused_by(stage).items())[:MAX_SUMMARY_MODELS]
+    return {name: ReusedRecords(per_run) for name, per_run in found}
 
 
 def refusal_lines(document: ReuseDocument) -> list[str]:

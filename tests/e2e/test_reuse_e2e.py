@@ -120,7 +120,7 @@ def report_of(state: OperatorState, run: str) -> dict[str, Any]:
     return report
 
 
-def reused_from(status: dict[str, Any], source: str, models: list[str]) -> dict[str, Any]:
+def reused_from(source: str, models: list[str]) -> dict[str, Any]:
     """status.reuse.models as it is when every answer of ``models`` came from ``source``."""
     return {m: {"reused": QUESTIONS, "fromRuns": {source: QUESTIONS}} for m in models}
 
@@ -161,7 +161,10 @@ async def test_adding_a_model_runs_only_its_generation_and_the_judgments_of_its_
     assert generation == {vocab.generation_job_name("lb-b", "gamma", "primary")}, generation
 
     assert status_b["reuse"]["sources"] == ["lb-a"] and status_b["reuse"]["copied"] is True
-    assert status_b["reuse"]["models"] == reused_from(status_b, "lb-a", ["alpha", "beta"]), status_b["reuse"]
+    nothing = {"reused": 0, "fromRuns": {}}
+    assert status_b["reuse"]["models"] == {**reused_from("lb-a", ["alpha", "beta"]), "gamma": nothing}, (
+        status_b["reuse"]
+    )
     judges_b = status_b["reuse"]["judges"]
     assert judges_b == {
         j: {"reused": 2 * QUESTIONS, "fromRuns": {"lb-a": 2 * QUESTIONS}} for j in ("judge-a", "hosted")
@@ -200,7 +203,7 @@ async def test_adding_a_model_runs_only_its_generation_and_the_judgments_of_its_
         vocab.reuse_job_name("lb-c"),
         vocab.aggregation_job_name("lb-c"),
     }
-    assert status_c["reuse"]["models"] == reused_from(status_c, "lb-b", ["alpha", "beta", "gamma"])
+    assert status_c["reuse"]["models"] == reused_from("lb-b", ["alpha", "beta", "gamma"])
     assert status_c["summary"]["leader"] == status_b["summary"]["leader"] == "alpha"
     assert len(answer_keys(results, NAMESPACE, "lb-c")) == 3 * QUESTIONS
 

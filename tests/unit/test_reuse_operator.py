@@ -52,6 +52,7 @@ from kubejury_operator.validation import validate_evalrun
 NOW = "2026-11-30T02:00:00Z"
 LOG = logging.getLogger("test")
 REUSE_JOB = vocab.reuse_job_name("r")
+REPO = Path(__file__).resolve().parents[2]
 SOURCE_URI = "s3://b/runs/ns/run-a-uid-a"
 USABLE = ReuseSources(usable=(ReuseSource("run-a", SOURCE_URI),))
 # a and b were generated and judged by run-a; c is new
@@ -228,6 +229,28 @@ def test_the_sources_are_passed_in_the_order_the_spec_prefers_them() -> None:
     assert args[3:] == ["--source", "run-b=s3://b/runs/ns/run-b-2", "--source", f"run-a={SOURCE_URI}"]
 
 
+def test_no_reuse_job_is_created_before_every_source_was_read() -> None:
+    run = reusing_cluster_run("run-a", "run-b")
+    assert creates(plan(run, Observed(reuse_sources=USABLE), {}, NOW), "Job") == set()
+    assert creates(plan(run, Observed(), {}, NOW), "Job") == set()
+
+
+def test_the_preview_shows_the_reuse_job_first_with_each_source_at_its_prefix() -> None:
+    from kubejury.placement.gpu_nodes import parse_node_list
+    from kubejury.placement.planner import plan_placements
+    from kubejury_operator.preview import PREVIEW_SOURCE_UID, simulate
+
+    body = build_evalrun("r", namespace="ns", storage={"uri": "s3://b/runs"}, reuse={"from": ["run-a"]})
+    evalrun = parse_evalrun(body)
+    nodes = parse_node_list(orjson.loads((REPO / "examples" / "nodes" / "h100-cluster.json").read_bytes()))
+    created = simulate(cluster_run(body, evalrun, plan_placements(evalrun.spec, nodes), WorkloadSettings()))
+    jobs = [m for m in created if m["kind"] == "Job"]
+    assert jobs[0]["metadata"]["name"] == REUSE_JOB
+    uri = run_storage_uri("s3://b/runs", "ns", "run-a", PREVIEW_SOURCE_UID)
+    assert jobs[0]["spec"]["template"]["spec"]["containers"][0]["args"][-1] == f"run-a={uri}"
+    assert [m["kind"] for m in created].index("Job") < [m["kind"] for m in created].index("Deployment")
+
+
 def test_a_refused_source_blocks_the_run_like_a_missing_secret_and_it_starts_once_fixed() -> None:
     run = reusing_cluster_run("run-a", "gone")
     refused = ReuseSources(
@@ -240,7 +263,8 @@ def test_a_refused_source_blocks_the_run_like_a_missing_secret_and_it_starts_onc
     assert "spec.reuse.from[1]: no EvalRun 'gone'" in provisioned["message"]
     assert blocked.status["reuse"]["refused"] == ["spec.reuse.from[1]: no EvalRun 'gone' in namespace 'ns'"]
     assert any("spec.reuse.from[1]" in e.message for e in blocked.events)
-    fixed = plan(run, Observed(reuse_sources=USABLE), blocked.status, NOW)
+    both = ReuseSources(usable=(*USABLE.usable, ReuseSource("gone", "s3://b/runs/ns/gone-uid-g")))
+    fixed = plan(run, Observed(reuse_sources=both), blocked.status, NOW)
     assert creates(fixed, "Job") == {REUSE_JOB}
 
 
