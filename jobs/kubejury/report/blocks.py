@@ -22,6 +22,8 @@ from kubejury.records.report import (
     LeaveOneJudgeOutSection,
     ModelFacts,
     Provenance,
+    ReusedRecords,
+    ReuseSection,
     ScoringSection,
     SelectionSection,
     SelfPreferenceSection,
@@ -40,6 +42,7 @@ from kubejury.report.view import (
 )
 
 MAX_MATRIX_MODELS = 20  # P(better) matrices wider than this are left to report.json
+MAX_REFUSALS = 20  # reasons a run's records were not copied, listed before "and N more"
 
 
 @dataclass(frozen=True)
@@ -638,6 +641,8 @@ def report_blocks(document: Report) -> tuple[ReportView, list[Block]]:
     blocks += _summary(report)
     if report.gpu_usage is not None:
         blocks += [Heading(2, "GPU cost", "gpu-cost"), *_gpu_cost(report.gpu_usage)]
+    if report.reuse is not None:
+        blocks += [Heading(2, "Reused from earlier runs", "reuse"), *_reuse(report.reuse)]
     for view in report.series:
         blocks += series_blocks(view, report)
     blocks += [Heading(2, "Series effects", "series-effects"), *_comparison(report)]
@@ -672,6 +677,48 @@ def _gpu_cost(section: GpuUsageSection) -> list[Block]:
             f"primary series per held GPU-hour ({section.source}, as of {section.as_of})."
         ),
         table(["server", "role", "GPUs", "held GPU-h", "used GPU-h", "W", "W per GPU-h"], rows),
+    ]
+
+
+def _reuse(section: ReuseSection) -> list[Block]:
+    """Per model and judge, the records copied from earlier runs and from which; what was refused."""
+    answers = sum(e.reused for e in section.models.values())
+    judgments = sum(e.reused for e in section.judges.values())
+    blocks: list[Block] = [
+        para(
+            f"This run copied {counted(answers, 'answer')} and {counted(judgments, 'judgment')} from "
+            f"earlier runs ({', '.join(section.sources) or 'none named'}) instead of making them again. "
+            "A record is copied only when everything that determined it is the same here: the model or "
+            "judge and its serving, the prompt, the series and the question (for a judgment, also the "
+            "anonymized answer it judged)."
+        ),
+        table(
+            ["model / judge", "stage", "reused", "needed", "from"],
+            [*_reuse_rows("generation", section.models), *_reuse_rows("judging", section.judges)],
+            "llrrl",
+        ),
+    ]
+    refusals = [*section.missing_sources, *section.refused]
+    if refusals:
+        rows = [[r.source, r.reason, r.records or "all"] for r in refusals[:MAX_REFUSALS]]
+        blocks.append(table(["source", "not copied because", "records"], rows, "llr"))
+    if len(refusals) > MAX_REFUSALS:
+        rest = len(refusals) - MAX_REFUSALS
+        blocks.append(para(f"… and {rest} more (report.json → reuse.refused)."))
+    return blocks
+
+
+def _reuse_rows(stage: str, entries: dict[str, ReusedRecords]) -> list[list[Cell]]:
+    """One row per model (or judge): records copied, of how many it needed, by source run."""
+    return [
+        [
+            name,
+            stage,
+            entry.reused,
+            entry.needed,
+            ", ".join(f"{run} ({count})" for run, count in entry.from_runs.items()) or None,
+        ]
+        for name, entry in entries.items()
     ]
 
 

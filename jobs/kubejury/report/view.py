@@ -24,6 +24,7 @@ from kubejury.records.report import (
     PowerSection,
     Provenance,
     ReportDocument,
+    ReuseSection,
     ScoringSection,
     SelectionSection,
     SelfPreferenceSection,
@@ -143,6 +144,7 @@ class ReportView:
     inputs: Mapping[str, InputSource]
     gpu_usage: GpuUsageSection | None = None
     provenance: Provenance | None = None
+    reuse: ReuseSection | None = None
 
 
 def _levels_of(document: ReportDocument) -> tuple[int, ...]:
@@ -252,6 +254,7 @@ def read_report(report: Report) -> ReportView:
         inputs=document.inputs,
         gpu_usage=document.gpu_usage,
         provenance=document.provenance,
+        reuse=document.reuse,
     )
 
 
