@@ -19,6 +19,11 @@ the spec, the placements (:mod:`kubejury.placement.planner`) and the benchmark's
   arrive, scaled to zero when none wait, as the operator does); a model that is also a judge
   (``sameAs``) served once, outside the budget.
 
+With :class:`~kubejury.placement.remaining.RemainingWork` (a run with ``spec.reuse.from``), only
+what earlier runs' copies leave is estimated: each stage's requests and tokens scaled by the share
+left, no server for a model whose every answer is copied (its answers are there from the start),
+and a judge's server up only for the judgments still to make.
+
 It also decides the order evaluated models are brought up in (:func:`bringup_plan`), for the
 operator and for ``--order``. Pure: no I/O, no clock. Every assumption is a named constant and is
 reported with the estimate.
@@ -28,11 +33,12 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from kubejury.config.spec import EvalRunSpec, ModelSpec
 from kubejury.judging.judge_prompt import JudgePrompt
+from kubejury.placement.remaining import RemainingWork
 from kubejury.placement.roofline import DEFAULT_EFFICIENCY, Efficiency, stage_time
 from kubejury.placement.server_model import (
     STARTUP_FIXED_SECONDS,
@@ -150,6 +156,15 @@ def _stage(
     )
 
 
+def _reused_stage(name: str, stage: Stage, facts: ServerFacts, note: str) -> StageEstimate:
+    """A stage every record of which is copied from earlier runs: nothing runs, no GPU time."""
+    return StageEstimate(name, stage, 0, 0, 0, facts.gpus, facts.device, facts.precision, 0.0, note=note)
+
+
+def _reuse_note(left: int, full: int, noun: str) -> str:
+    return f"reuse: {full - left:,} of {full:,} {noun} copied" if left < full else ""
+
+
 def _placement_of(placements: Mapping[str, Placement], entry: ModelSpec, judge: bool) -> Placement | None:
     if judge:
         return judge_placement(placements, entry.name)
@@ -170,15 +185,34 @@ class _Stages:
     facts: Mapping[str, ServerFacts]  # "model:<name>" / "judge:<name>" → the server
     judge_server: Mapping[str, str]  # judge name → its server's key
     assumptions: Mapping[str, Any]
+    remaining: RemainingWork | None = None  # what reuse leaves (None: everything)
+
+    def generates(self, model: str) -> bool:
+        """The model has answers to generate (reuse did not copy all of them)."""
+        return self.remaining is None or self.remaining.answers_left(model) > 0
+
+    def judging_weights(self, judge: str, models: Sequence[str]) -> dict[str, float]:
+        """The share of the judge's stage time spent on each model's answers (summing to 1, or
+        empty when nothing is left to judge)."""
+        if self.remaining is None:
+            return {m: 1 / len(models) for m in models} if models else {}
+        left = {m: self.remaining.judgments_left(judge, m) for m in models}
+        total = sum(left.values())
+        return {m: n / total for m, n in left.items() if n > 0} if total else {}
 
     def seconds(self, stage: Stage) -> dict[str, float]:
         return {s.name: s.seconds or 0.0 for s in self.stages if s.stage == stage}
 
 
 def _stages(
-    spec: EvalRunSpec, placements: Mapping[str, Placement], workload: Workload, efficiency: Efficiency
+    spec: EvalRunSpec,
+    placements: Mapping[str, Placement],
+    workload: Workload,
+    efficiency: Efficiency,
+    remaining: RemainingWork | None = None,
 ) -> _Stages:
-    """Tokens and time of every model's generation and every judge's judging."""
+    """Tokens and time of every model's generation and every judge's judging (of what reuse
+    leaves, with ``remaining``)."""
     language = spec.judging.language or spec.benchmark.language
     q = workload.questions
     series = spec.series
@@ -197,18 +231,26 @@ def _stages(
         placement = _placement_of(placements, model, judge=False)
         f = server_facts(model, placement) if placement else ServerFacts(None, note="no placement")
         facts[f"model:{model.name}"] = f
-        stages.append(
-            _stage(
-                model.name,
-                "generation",
-                f,
-                requests=q * len(series),
-                prompt_tokens=gen_prompt,
-                output_tokens=gen_output,
-                in_flight=gen_in_flight,
-                efficiency=efficiency,
-            )
+        share = 1.0 if remaining is None else remaining.generation_share(model.name)
+        note = (
+            ""
+            if remaining is None
+            else _reuse_note(remaining.answers_left(model.name), remaining.per_model, "answers")
         )
+        if share == 0.0:
+            stages.append(_reused_stage(model.name, "generation", f, note))
+            continue
+        stage = _stage(
+            model.name,
+            "generation",
+            f,
+            requests=round(q * len(series) * share),
+            prompt_tokens=gen_prompt * share,
+            output_tokens=gen_output * share,
+            in_flight=gen_in_flight,
+            efficiency=efficiency,
+        )
+        stages.append(_with_note(stage, note))
 
     # --- judging, per judge --------------------------------------------------------------------
     rendered = JudgePrompt.create(spec.judging.prompt_template, language=language).render("", "", "")
@@ -242,23 +284,27 @@ def _stages(
             facts[key] = (
                 server_facts(judge, placement) if placement else ServerFacts(None, note="no placement")
             )
-        stages.append(
-            _stage(
-                judge.name,
-                "judging",
-                facts[key],
-                requests=judge_requests,
-                prompt_tokens=judge_prompt,
-                output_tokens=judge_output,
-                in_flight=judge_in_flight,
-                efficiency=efficiency,
-                cached_prompt_tokens=judge_requests * shared_prefix_tokens,
-            )
+        share, note = _judging_share(judge.name, [m.name for m in spec.models], remaining)
+        if share == 0.0:
+            stages.append(_reused_stage(judge.name, "judging", facts[key], note))
+            continue
+        stage = _stage(
+            judge.name,
+            "judging",
+            facts[key],
+            requests=round(judge_requests * share),
+            prompt_tokens=judge_prompt * share,
+            output_tokens=judge_output * share,
+            in_flight=judge_in_flight,
+            efficiency=efficiency,
+            cached_prompt_tokens=judge_requests * share * shared_prefix_tokens,
         )
+        stages.append(_with_note(stage, note))
     return _Stages(
         stages=tuple(stages),
         facts=facts,
         judge_server=judge_server,
+        remaining=remaining,
         assumptions={
             "decode_bandwidth_efficiency": efficiency.bandwidth,
             "compute_efficiency": efficiency.compute,
@@ -272,6 +318,22 @@ def _stages(
             "not_modelled": "aggregation Job; retries; node capacity beyond placement; hosted (openai) endpoints' time",
         },
     )
+
+
+def _judging_share(judge: str, models: Sequence[str], remaining: RemainingWork | None) -> tuple[float, str]:
+    """The share of the judge's judgments still to make over every model, and the stage's note."""
+    if remaining is None or not models:
+        return 1.0, ""
+    left = sum(remaining.judgments_left(judge, m) for m in models)
+    full = remaining.per_model * len(models)
+    share = 1.0 if full <= 0 else left / full
+    return share, _reuse_note(left, full, "judgments")
+
+
+def _with_note(stage: StageEstimate, note: str) -> StageEstimate:
+    if not note:
+        return stage
+    return replace(stage, note=f"{stage.note}; {note}" if stage.note else note)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -398,12 +460,14 @@ class _Schedule:
 
 def _budgeted(spec: EvalRunSpec, st: _Stages) -> list[str]:
     """Evaluated models whose servers count against ``maxConcurrentModels``, in spec order:
-    deployed ones that do not also serve a judge."""
+    deployed ones with answers to generate that do not also serve a judge."""
     shared = {key for key in st.judge_server.values() if key.startswith("model:")}
     return [
         m.name
         for m in spec.models
-        if st.facts[f"model:{m.name}"].server is not None and f"model:{m.name}" not in shared
+        if st.facts[f"model:{m.name}"].server is not None
+        and f"model:{m.name}" not in shared
+        and st.generates(m.name)
     ]
 
 
@@ -438,14 +502,15 @@ def _schedule(spec: EvalRunSpec, st: _Stages, order: Order) -> _Schedule:
     own_generation_end: dict[str, float] = {}
     for key in sorted({k for k in st.judge_server.values() if k.startswith("model:") and k in deployed}):
         name = key.split(":", 1)[1]
-        answers_at[name] = own_generation_end[key] = startup_seconds(facts[key]) + gen_seconds[name]
-    models_count = max(1, len(spec.models))
+        if st.generates(name):  # else its answers were copied: there from the start
+            answers_at[name] = own_generation_end[key] = startup_seconds(facts[key]) + gen_seconds[name]
+    models = [m.name for m in spec.models]
     for key in sorted({k for k in st.judge_server.values() if k in deployed}):
         jobs = [
-            (answers_at[m.name], judge_seconds[j.name] / models_count)
+            (answers_at[model], judge_seconds[j.name] * weight)
             for j in spec.judges
             if st.judge_server[j.name] == key
-            for m in spec.models
+            for model, weight in st.judging_weights(j.name, models).items()
         ]
         name = key.split(":", 1)[1]
         for start, ready, end in _judging_windows(
@@ -467,9 +532,11 @@ def estimate_run(
     *,
     order: Order = "spec",
     efficiency: Efficiency = DEFAULT_EFFICIENCY,
+    remaining: RemainingWork | None = None,
 ) -> RunEstimate:
-    """Tokens, time and GPU-hours of a run (see the module docstring)."""
-    st = _stages(spec, placements, workload, efficiency)
+    """Tokens, time and GPU-hours of a run, or of what ``remaining`` says reuse leaves of it (see
+    the module docstring)."""
+    st = _stages(spec, placements, workload, efficiency, remaining)
     schedule = _schedule(spec, st, order)
     return RunEstimate(
         workload=workload,
