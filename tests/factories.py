@@ -524,3 +524,68 @@ def watched_caches(
     caches = Caches.from_handler_kwargs(indexes)
     assert caches is not None
     return caches
+
+
+# --------------------------------------------------------------------------- stored runs
+
+
+def store_finished_run(spec_path: Path, root: Path, score: float = 5.0) -> None:
+    """Store under ``root``, with the engine's own writers, what a finished ``kubejury run`` of the
+    EvalRun at ``spec_path`` leaves for a later run to reuse — without any server: the spec, each
+    stage's fingerprint document, an answer of every model to every question of every series
+    (``question_sha256`` set) and every judge's judgment of each (``score``; ``input_sha256`` of the
+    answer as anonymized), every record carrying its stage's digest."""
+    from kubejury import pipeline
+    from kubejury.judging.anonymize import Scrubber
+    from kubejury.records.results import AnswerRecord, JudgmentRecord, question_sha256
+    from kubejury.stages.generate import STAGE as GENERATE
+    from kubejury.stages.judge import STAGE as JUDGE
+    from kubejury.stages.judge import build_items
+
+    inputs = pipeline.load_inputs(str(spec_path), out=str(root))
+    pipeline.record_spec(inputs)
+    spec, storage, layout = inputs.evalrun.spec, inputs.storage, inputs.layout
+    questions = inputs.benchmark.questions
+    for series in spec.series:
+        answers: dict[str, list[AnswerRecord]] = {}
+        for model in spec.models:
+            fingerprint = inputs.fingerprint(GENERATE, series.name, model.name)
+            storage.write_json(
+                layout.fingerprint_key(series.name, GENERATE, model.name), fingerprint.to_json()
+            )
+            answers[model.name] = [
+                AnswerRecord(
+                    question_id=q.id,
+                    model=model.name,
+                    series=series.name,
+                    answer=f"Answer {i} to question {q.id}.",
+                    finish_reason="stop",
+                    fingerprint=fingerprint.digest,
+                    question_sha256=question_sha256(q.question),
+                )
+                for i, q in enumerate(questions)
+            ]
+            storage.write_shard(
+                layout.answers_prefix(series.name, model.name), [r.to_json() for r in answers[model.name]]
+            )
+        scrubber = Scrubber([m.name for m in spec.models])
+        items, _, _ = build_items(questions, answers, seed=spec.scoring.seed, scrubber=scrubber)
+        for judge in spec.judges:
+            fingerprint = inputs.fingerprint(JUDGE, series.name, judge.name)
+            storage.write_json(layout.fingerprint_key(series.name, JUDGE, judge.name), fingerprint.to_json())
+            judgments = [
+                JudgmentRecord(
+                    question_id=item.question.id,
+                    model=item.model,
+                    series=series.name,
+                    judge=judge.name,
+                    answer_id=item.answer_id,
+                    score=score,
+                    fingerprint=fingerprint.digest,
+                    input_sha256=item.input_sha256,
+                )
+                for item in items
+            ]
+            storage.write_shard(
+                layout.judgments_prefix(series.name, judge.name), [r.to_json() for r in judgments]
+            )

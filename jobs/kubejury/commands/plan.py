@@ -1,29 +1,45 @@
 """``kubejury plan``: what the operator would deploy for each model and judge, before applying a run.
 
 A dry run of GPU placement (``kubejury.placement.planner``) on a node list saved with
-``kubectl get nodes -o json``. It reads the EvalRun spec and the node list only — never storage —
-so it runs anywhere, offline, in a second. With ``--manifests`` it prints every object the operator
+``kubectl get nodes -o json``. It reads the EvalRun spec and the node list only — storage only for
+the estimate of a run that reuses earlier runs (below) — so it runs anywhere, offline, in a second. With ``--manifests`` it prints every object the operator
 would create for the run, as one YAML stream, rendered by the operator's own planner (found through the
 ``kubejury.manifests`` entry point: the engine does not import the operator) — or, for a run the
 cluster's admission would refuse (the allow-lists of ``--settings``, else of a default install of the
 chart), no object and admission's own message on stderr, with a non-zero exit (issue 28). With ``--estimate`` it also prints what the run will
 cost (``kubejury.placement.estimate``): tokens, hours and GPU-hours per model and stage, and the
 totals; for that it reads a local benchmark file to count the questions (or takes ``--questions``).
+
+For a run with ``spec.reuse.from`` (issue 24), ``--estimate`` runs the reuse step without writing
+(:func:`kubejury.pipeline.reuse`, ``write=False``) against the spec's storage, or ``--out`` as
+``kubejury run`` has it — the earlier runs are run folders of that root, as in local mode — and
+estimates only what the copies leave (:mod:`kubejury.placement.remaining`): it prints, per model
+and judge, what would be copied and from which run, the refusals' reasons, the estimate without
+reuse and the GPU-hours saved. Storage it cannot read (a cluster-only prefix, no credentials) is
+said, and the estimate is then the one without reuse: the plan never fails for it.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from kubejury.config.spec import load_evalrun
 from kubejury.errors import InputError
 from kubejury.runtimes import runtime_of
+
+if TYPE_CHECKING:
+    from kubejury.records.reuse import ReuseDocument
+
+#: Refusals printed one by one under the reuse table; the rest are counted.
+LISTED_REFUSALS = 20
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
@@ -67,6 +83,15 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
         type=_positive_int,
         metavar="N",
         help="with --estimate: expected judge verdict length in tokens (default: 250)",
+    )
+    parser.add_argument(
+        "--out",
+        metavar="URI",
+        help=(
+            "with --estimate, for a run with spec.reuse.from: the output root the earlier runs are in "
+            "(a directory or s3://bucket/prefix, as `kubejury run --out`; default spec.storage.uri); "
+            "read only, never written"
+        ),
     )
     parser.add_argument(
         "--order",
@@ -224,18 +249,22 @@ def run(args: argparse.Namespace) -> int:
     if args.manifests:
         return _print_manifests(args)
     plans = plan_placements(evalrun.spec, nodes, _chart_tolerations(args.settings))
-    estimate = _estimate(args, evalrun, plans) if args.estimate else None
+    estimate, reuse = _estimate(args, evalrun, plans) if args.estimate else (None, None)
     if args.format == "json":
         document: dict[str, Any] = {
             "models": {name: placement.plan_entry() for name, placement in plans.items()}
         }
         if estimate is not None:
             document["estimate"] = estimate.to_json()
+        if reuse is not None:
+            document["reuse"] = reuse.to_json(estimate)
         sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
     else:
         _print_table(evalrun.name, plans, len(nodes))
         if estimate is not None:
             _print_estimate(estimate)
+        if reuse is not None:
+            _print_reuse(reuse, estimate)
     unschedulable = [name for name, placement in plans.items() if not placement.schedulable]
     return 1 if unschedulable and args.fail_unschedulable else 0
 
@@ -296,11 +325,87 @@ def _workload(args: argparse.Namespace, evalrun: Any) -> Any:
     return est.Workload.from_texts(pairs, language, source=f"benchmark {uri} (filters applied)", **lengths)
 
 
-def _estimate(args: argparse.Namespace, evalrun: Any, plans: dict[str, Any]) -> Any:
+def _estimate(
+    args: argparse.Namespace, evalrun: Any, plans: dict[str, Any]
+) -> tuple[Any, ReuseEstimate | None]:
+    """The run's estimate — of what reuse leaves, for a run with ``spec.reuse.from`` — and, for
+    such a run, what reuse copies and the estimate without it."""
     from kubejury.placement.estimate import bringup_plan, estimate_run
+    from kubejury.placement.remaining import remaining_from_reuse
 
     order = bringup_plan(evalrun.spec, plans)[0] if args.order == "operator" else args.order
-    return estimate_run(evalrun.spec, plans, _workload(args, evalrun), order=order)
+    workload = _workload(args, evalrun)
+    without = estimate_run(evalrun.spec, plans, workload, order=order)
+    if not evalrun.spec.reuse.from_runs:
+        return without, None
+    copies = _what_reuse_copies(args, evalrun)
+    if copies.document is None:
+        return without, copies
+    remaining = remaining_from_reuse(
+        copies.document, [m.name for m in evalrun.spec.models], [j.name for j in evalrun.spec.judges]
+    )
+    estimate = estimate_run(evalrun.spec, plans, workload, order=order, remaining=remaining)
+    return estimate, dataclasses.replace(copies, without=without, per_model=remaining.per_model)
+
+
+@dataclass(frozen=True)
+class ReuseEstimate:
+    """What the reuse step would copy for the planned run (``document``; ``None`` with the reason
+    in ``unreadable`` when the storage could not be read) and the estimate without reuse."""
+
+    sources: tuple[str, ...]
+    storage: str
+    document: ReuseDocument | None = None
+    unreadable: str | None = None
+    without: Any = None  # the RunEstimate of the whole run, nothing copied
+    per_model: int = 0  # answers one model makes over every series (and judgments per judge)
+
+    def saved(self, estimate: Any) -> dict[str, float]:
+        """GPU-hours (busy and held) and wall hours the copies save, against ``estimate``."""
+        if self.without is None or self.document is None:
+            return {"gpu_hours_busy": 0.0, "gpu_hours_held": 0.0, "wall_hours": 0.0}
+        return {
+            "gpu_hours_busy": round(self.without.gpu_hours_busy - estimate.gpu_hours_busy, 3),
+            "gpu_hours_held": round(self.without.gpu_hours_held - estimate.gpu_hours_held, 3),
+            "wall_hours": round((self.without.makespan_seconds - estimate.makespan_seconds) / 3600, 3),
+        }
+
+    def to_json(self, estimate: Any) -> dict[str, Any]:
+        from kubejury.records.reuse import report_section
+
+        section = (
+            report_section(self.document)
+            if self.document is not None
+            else {
+                "sources": list(self.sources),
+                "models": {},
+                "judges": {},
+                "refused": [],
+                "missing_sources": [],
+            }
+        )
+        return {
+            **section,
+            "storage": self.storage,
+            "unreadable": self.unreadable,
+            "without_reuse": None if self.without is None else self.without.to_json()["totals"],
+            "saved": self.saved(estimate),
+        }
+
+
+def _what_reuse_copies(args: argparse.Namespace, evalrun: Any) -> ReuseEstimate:
+    """The reuse step run without writing on the spec's storage (or ``--out``): never raises, a
+    storage or benchmark that cannot be read comes back as ``unreadable``."""
+    from kubejury import pipeline
+
+    sources = tuple(evalrun.spec.reuse.from_runs)
+    uri = args.out or evalrun.spec.storage.uri
+    try:
+        inputs = pipeline.load_inputs(args.evalrun, out=args.out)
+        document = pipeline.reuse(inputs, pipeline.local_sources(inputs), write=False)
+    except Exception as exc:  # storage raises OSError, KubejuryError or botocore's: all are "cannot read"
+        return ReuseEstimate(sources, uri, unreadable=f"{type(exc).__name__}: {exc}")
+    return ReuseEstimate(sources, inputs.storage.uri_for("").rstrip("/") or uri, document=document)
 
 
 def _hours(value: float | None) -> str:
@@ -383,3 +488,64 @@ def _print_estimate(estimate: Any) -> None:
     console.print(
         "A roofline estimate: see docs/placement.md for the model and its measured error against published vLLM runs."
     )
+
+
+def _print_reuse(reuse: ReuseEstimate, estimate: Any) -> None:
+    """What reuse would copy, per model and judge, the refusals, and what it saves."""
+    from rich.console import Console
+
+    console = Console(width=max(200, Console().width))
+    froms = ", ".join(reuse.sources)
+    if reuse.document is None:
+        console.print(
+            f"Reuse from {froms}: cannot read the benchmark or the storage {reuse.storage} ({reuse.unreadable}); "
+            "the estimate above is without reuse (every answer generated, every judgment made)."
+        )
+        return
+    if len(reuse.document.missing_sources) == len(reuse.sources):
+        console.print(
+            f"No run named {froms} is stored in {reuse.storage}: plan reads earlier runs as run folders of "
+            "that root (<root>/<name>/, as `kubejury run` writes them); give --out the root they are in."
+        )
+    console.print(_reuse_table(reuse, reuse.document))
+    for line in _refusal_lines(reuse.document):
+        console.print(line, markup=False)
+    before = reuse.without.to_json()["totals"]
+    saved = reuse.saved(estimate)
+    console.print(
+        f"Without reuse: {before['gpu_hours_busy']:.2f} GPU-hours busy, {before['gpu_hours_held']:.2f} GPU-hours "
+        f"held, wall time {before['wall_hours']:.2f} h. Reuse saves {saved['gpu_hours_busy']:.2f} GPU-hours busy, "
+        f"{saved['gpu_hours_held']:.2f} GPU-hours held and {saved['wall_hours']:.2f} h of wall time."
+    )
+
+
+def _reuse_table(reuse: ReuseEstimate, document: ReuseDocument) -> Any:
+    """Per model and judge, over every series: records copied, of how many, and from which run."""
+    from rich.table import Table
+
+    from kubejury.records.reuse import report_section
+
+    section = report_section(document)
+    table = Table(title=f"Reuse from {', '.join(reuse.sources)} in {reuse.storage} (nothing written)")
+    for column in ("model / judge", "stage", "copied", "of", "from"):
+        table.add_column(column, justify="right" if column in ("copied", "of") else "left")
+    rows = [("generation", name, entry, reuse.per_model) for name, entry in section["models"].items()]
+    judged = reuse.per_model * len(section["models"])
+    rows += [("judging", name, entry, judged) for name, entry in section["judges"].items()]
+    for stage, name, entry, full in rows:
+        runs = ", ".join(f"{run}: {count:,}" for run, count in sorted(entry["from_runs"].items())) or "-"
+        table.add_row(name, stage, f"{entry['reused']:,}", f"{full:,}", runs)
+    return table
+
+
+def _refusal_lines(document: ReuseDocument) -> list[str]:
+    """Why records were not copied, one line each up to :data:`LISTED_REFUSALS`, then a count."""
+    from kubejury.records.reuse import report_section
+
+    section = report_section(document)
+    reasons = [f"  not copied from {r['source']}: {r['reason']}" for r in section["missing_sources"]]
+    reasons += [f"  refused from {r['source']}: {r['reason']}" for r in section["refused"]]
+    shown = reasons[:LISTED_REFUSALS]
+    if len(reasons) > LISTED_REFUSALS:
+        shown.append(f"  … and {len(reasons) - LISTED_REFUSALS} more (--format json lists them all)")
+    return shown
