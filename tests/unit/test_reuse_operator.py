@@ -507,3 +507,12 @@ async def test_an_unreadable_document_is_reported_in_a_note(tmp_path: Path) -> N
         reader(), evalrun, run, Observed(jobs={REUSE_JOB: JOB_DONE}), {}
     )
     assert seen.reuse is None and seen.reuse_note is not None and "stages" in seen.reuse_note
+
+
+def test_a_stored_status_reuse_that_is_not_one_reads_as_empty_parts() -> None:
+    stored = RunStatus.from_json(
+        {"phase": "Generating", "reuse": {"sources": 3, "models": {"a": 1}, "copied": "yes"}}
+    )
+    assert stored.reuse == ReuseStatus()
+    assert RunStatus.from_json({"phase": "Generating"}).reuse is None
+    assert "reuse" not in RunStatus(phase="Generating").to_json()
