@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +10,7 @@ import pytest
 
 from kubejury.config.spec import JudgeSpec, ModelSpec
 from kubejury.errors import ConfigError
+from kubejury.local.llama_entry import evaluate_each_prompt_whole
 from kubejury.local.server import ServerPlan, plan_servers, resolve_gguf, server_command, threads_per_server
 
 
@@ -163,3 +165,29 @@ def test_system_messages_move_into_the_first_user_turn() -> None:
     assert merge_system_messages(body)
     assert body["messages"] == [{"role": "user", "content": "Будь краток.\n\nВопрос?"}]
     assert not merge_system_messages({"messages": [{"role": "user", "content": "x"}]})
+
+
+class CachingModel:
+    """Stands in for llama-cpp-python's ``Llama``: it remembers how many prompt tokens it holds."""
+
+    def __init__(self) -> None:
+        self.n_tokens = 0
+        self.resets = 0
+
+    def reset(self) -> None:
+        self.n_tokens = 0
+        self.resets += 1
+
+    def generate(self, tokens: list[int], *args: object, **kwargs: object) -> Iterator[int]:
+        held = self.n_tokens
+        self.n_tokens = len(tokens)
+        yield held  # how many tokens of this prompt the cache would have spared
+
+
+def test_every_local_request_is_evaluated_whole_so_a_reply_does_not_depend_on_the_one_before() -> None:
+    evaluate_each_prompt_whole(CachingModel)
+    evaluate_each_prompt_whole(CachingModel)  # once only, however often the server module runs it
+    model = CachingModel()
+    assert list(model.generate([1, 2, 3])) == [0]
+    assert list(model.generate([1, 2, 3, 4])) == [0]  # the cached prefix [1, 2, 3] is not reused
+    assert model.resets == 2

@@ -14,6 +14,13 @@ used in the cluster. Two more differences are smoothed over the same way:
   its values, which the grammar does enforce — the same set of valid documents.
 - Its ``gemma`` chat format drops system messages; Gemma's own chat template puts the system text
   at the start of the first user turn, and so does this middleware when serving that format.
+- It keeps the previous request's tokens in the KV cache and evaluates only the new suffix of the
+  next prompt. The floats of a suffix evaluated on top of a cached prefix differ in the last bits
+  from those of the whole prompt evaluated at once, and a greedy reply can follow them: a judge's
+  verdict on an answer then depended on which answer it judged before. So every request here is
+  evaluated whole, from an empty cache (:func:`evaluate_each_prompt_whole`): a reply depends only
+  on its request, which is what lets a judgment be copied into another run (issue 24). The cost
+  is the shared prompt prefix evaluated again, small for the models local mode serves.
 
 Run as ``python -m kubejury.local.llama_entry <llama_cpp.server flags>``.
 """
@@ -152,10 +159,26 @@ def _replay(messages: list[Message], then: Receive | None = None) -> Receive:
     return receive
 
 
+def evaluate_each_prompt_whole(llama_class: Any) -> None:
+    """Make ``llama_class.generate`` (llama-cpp-python's ``Llama``) forget the previous prompt
+    before each generation, so no cached prefix is reused (see the module docstring)."""
+    original = llama_class.generate
+    if getattr(original, "evaluates_whole_prompt", False):
+        return
+
+    def generate(self: Any, tokens: Any, *args: Any, **kwargs: Any) -> Any:
+        self.reset()
+        return original(self, tokens, *args, **kwargs)
+
+    generate.evaluates_whole_prompt = True  # type: ignore[attr-defined]
+    llama_class.generate = generate
+
+
 def main() -> None:  # pragma: no cover - runs in the server subprocess (covered by the slow tests)
     import argparse
 
     import uvicorn
+    from llama_cpp import Llama
     from llama_cpp.server.app import create_app
     from llama_cpp.server.cli import add_args_from_model, parse_model_from_args
     from llama_cpp.server.settings import ModelSettings, ServerSettings, Settings
@@ -163,6 +186,7 @@ def main() -> None:  # pragma: no cover - runs in the server subprocess (covered
     parser = argparse.ArgumentParser(description="llama-cpp-python server with OpenAI json_schema output")
     add_args_from_model(parser, Settings)
     args = parser.parse_args()
+    evaluate_each_prompt_whole(Llama)
     # parse_model_from_args returns an instance (its annotation says the class).
     server_settings: Any = parse_model_from_args(ServerSettings, args)
     model_settings: Any = [parse_model_from_args(ModelSettings, args)]
