@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from kubejury.config.spec import Concurrency, EvalRun, ModelSpec, Series, StorageSpec, load_evalrun
 from kubejury.errors import ConfigError, InputError, KubejuryError, SpecChanged
 from kubejury.files.benchmark import Benchmark, Format, parse_benchmark
-from kubejury.files.storage import STORAGE_MOUNT_ENV, RunLayout, Storage, open_storage, read_uri
+from kubejury.files.storage import STORAGE_MOUNT_ENV, RunLayout, Storage, open_storage, read_uri, safe_name
 from kubejury.inference.client import ClientSettings, EndpointPool
 from kubejury.records.fingerprint import StageFingerprint
 from kubejury.records.results import AnswerRecord, JudgmentRecord
@@ -225,6 +225,17 @@ def local_sources(inputs: LoadedRun) -> list[Source]:
             raise ConfigError(f"spec.reuse.from[{i}]: {name!r} is this run; a run cannot reuse itself")
         sources.append(Source(name, inputs.storage, RunLayout(name)))
     return sources
+
+
+def source_at(inputs: LoadedRun, name: str, uri: str | None) -> Source:
+    """The earlier run ``name`` stored at its own prefix ``uri`` (opened with this run's storage
+    settings and credentials), or — without ``uri`` — as a run folder of this run's storage."""
+    from kubejury.stages.reuse import Source
+
+    safe_name(name, "source run name")
+    if uri is None:
+        return Source(name, inputs.storage, RunLayout(name))
+    return Source(name, open_run_storage(inputs.evalrun.spec.storage, uri), RunLayout(name))
 
 
 def reuse(inputs: LoadedRun, sources: Sequence[Source], *, write: bool = True) -> ReuseDocument:

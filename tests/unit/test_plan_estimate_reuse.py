@@ -188,3 +188,13 @@ def test_out_names_the_root_the_earlier_runs_are_in(tmp_path: Path, capsys: Capt
     assert plan_json(capsys, spec)["reuse"]["missing_sources"]  # not in spec.storage.uri
     document = plan_json(capsys, spec, "--out", str(elsewhere))
     assert document["reuse"]["models"]["gpt-oss-120b"]["reused"] == QUESTIONS
+
+
+def test_source_places_a_cluster_run_stored_under_its_own_prefix(tmp_path: Path, capsys: Capture) -> None:
+    """In the cluster a run lives at <root>/<namespace>/<name>-<uid>/: --source says where."""
+    prefix = tmp_path / "runs" / "evals" / "board-1a2b3c4d"
+    store_finished_run(write_spec(tmp_path, "board", OLD), prefix)
+    spec = write_spec(tmp_path, "board-grown", [*OLD, NEW], reuse={"from": ["board"]})
+    assert plan_json(capsys, spec)["reuse"]["missing_sources"]
+    document = plan_json(capsys, spec, "--source", f"board={prefix.as_uri()}")
+    assert document["reuse"]["models"]["gpt-oss-120b"]["from_runs"] == {"board": QUESTIONS}

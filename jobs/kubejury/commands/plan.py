@@ -94,6 +94,17 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
         ),
     )
     parser.add_argument(
+        "--source",
+        action="append",
+        default=[],
+        metavar="NAME=URI",
+        help=(
+            "with --estimate, for a run with spec.reuse.from: where an earlier run is stored when it is "
+            "not a run folder of the root (a cluster run's own prefix, <root>/<namespace>/<name>-<uid>, "
+            "status.summary.reportUri of that run without its /<name>/report/ tail); repeatable"
+        ),
+    )
+    parser.add_argument(
         "--order",
         choices=("operator", "spec", "longest-first"),
         default="operator",
@@ -402,10 +413,21 @@ def _what_reuse_copies(args: argparse.Namespace, evalrun: Any) -> ReuseEstimate:
     uri = args.out or evalrun.spec.storage.uri
     try:
         inputs = pipeline.load_inputs(args.evalrun, out=args.out)
-        document = pipeline.reuse(inputs, pipeline.local_sources(inputs), write=False)
+        document = pipeline.reuse(inputs, _plan_sources(inputs, args.source), write=False)
     except Exception as exc:  # storage raises OSError, KubejuryError or botocore's: all are "cannot read"
         return ReuseEstimate(sources, uri, unreadable=f"{type(exc).__name__}: {exc}")
     return ReuseEstimate(sources, inputs.storage.uri_for("").rstrip("/") or uri, document=document)
+
+
+def _plan_sources(inputs: Any, given: list[str]) -> list[Any]:
+    """``spec.reuse.from`` as run folders of the root, except those ``--source NAME=URI`` places."""
+    from kubejury import pipeline
+
+    placed = dict(item.partition("=")[::2] for item in given)
+    return [
+        pipeline.source_at(inputs, name, placed.get(name) or None)
+        for name in inputs.evalrun.spec.reuse.from_runs
+    ]
 
 
 def _hours(value: float | None) -> str:

@@ -22,7 +22,6 @@ import re
 
 from kubejury import pipeline
 from kubejury.errors import ConfigError
-from kubejury.files.storage import RunLayout, safe_name
 from kubejury.records.reuse import ReuseDocument
 from kubejury.stages.reuse import Source
 
@@ -65,17 +64,13 @@ def run(args: argparse.Namespace) -> int:
 def _sources(inputs: pipeline.LoadedRun, given: list[str]) -> list[Source]:
     own = inputs.storage.uri_for("").rstrip("/")
     sources = []
-    for i, item in enumerate(given):
+    for item in given:
         name, sep, uri = item.partition("=")
-        safe_name(name, f"--source[{i}] name")
         if name == inputs.layout.run:
             raise ConfigError(f"--source {item}: {name!r} is this run; a run cannot reuse itself")
-        if not sep:
-            sources.append(Source(name, inputs.storage, RunLayout(name)))
-            continue
-        _check_sibling(item, name, uri.rstrip("/"), own)
-        storage = pipeline.open_run_storage(inputs.evalrun.spec.storage, uri)
-        sources.append(Source(name, storage, RunLayout(name)))
+        if sep:
+            _check_sibling(item, name, uri.rstrip("/"), own)
+        sources.append(pipeline.source_at(inputs, name, uri.rstrip("/") if sep else None))
     return sources
 
 
