@@ -226,3 +226,22 @@ def test_a_placement_of_a_runtime_this_version_does_not_know_is_shown_as_a_serve
     assert _where(Placement(runtime="some-future-runtime", quantization="", tensor_parallel_size=0)) == "CPU"
     assert _where(Placement(runtime="openai", quantization="", tensor_parallel_size=0)) == "external"
     assert _where(Placement(runtime="llamacpp", quantization="q4_k_m", tensor_parallel_size=0)) == "CPU"
+
+
+def test_a_run_that_reused_earlier_runs_shows_what_it_copied_and_from_which_run() -> None:
+    reuse = {
+        "sources": ["board"],
+        "copied": True,
+        "models": {"qwen": {"reused": 24, "fromRuns": {"board": 24}}, "gemma": {"reused": 0, "fromRuns": {}}},
+        "judges": {"gpt": {"reused": 24, "fromRuns": {"board": 24}}},
+        "refused": ["model gemma: quantization changed (q4_k_m → q8_0)"],
+    }
+    text = render(_evalrun({**_judging_status(), "reuse": reuse}))
+    rows = [row.split() for row in section(text, "Reused from board")]
+    assert rows[0] == ["name", "role", "copied", "from"]
+    assert ["qwen", "model", "24", "24", "from", "board"] in rows
+    assert ["gemma", "model", "0", "—"] in rows
+    assert rows[-1][:3] == ["refused:", "model", "gemma:"]
+    waiting = render(_evalrun({**_judging_status(), "reuse": {"sources": ["board"], "copied": False}}))
+    assert section(waiting, "Reused from board") == ["  not copied yet: the reuse Job runs first"]
+    assert "Reused from" not in render(_evalrun(_judging_status()))

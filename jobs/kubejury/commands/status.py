@@ -23,7 +23,7 @@ from typing import Any
 from kubejury.config.spec import API_GROUP, API_VERSION
 from kubejury.errors import KubejuryError
 from kubejury.records.placement import Placement
-from kubejury.records.run_status import RunStatus
+from kubejury.records.run_status import ReuseStatus, RunStatus
 from kubejury.records.timestamps import now_time
 from kubejury.runtimes import recorded_runtime
 
@@ -58,6 +58,27 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
 
 def _number(value: float | None, digits: int = 3) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
+
+
+def _reuse_lines(reuse: ReuseStatus) -> list[str]:
+    """``status.reuse``: per model and judge, records copied and from which run; what was refused."""
+    lines = [f"Reused from {', '.join(reuse.sources) or '—'}"]
+    if not reuse.copied:
+        lines.append(f"  {reuse.note or 'not copied yet: the reuse Job runs first'}")
+        return lines
+    rows = [
+        (
+            name,
+            role,
+            str(r.reused),
+            ", ".join(f"{n} from {run}" for run, n in sorted(r.from_runs.items())) or "—",
+        )
+        for role, records in (("model", reuse.models), ("judge", reuse.judges))
+        for name, r in records.items()
+    ]
+    lines += _table(("name", "role", "copied", "from"), rows)
+    lines += [f"  refused: {line}" for line in reuse.refused]
+    return lines
 
 
 def _where(p: Placement) -> str:
@@ -124,6 +145,9 @@ def render(evalrun: Mapping[str, Any]) -> str:
                 cells.append(f"{done}/{total}" if who in s.by_name else "—")
             rows.append((who, *cells))
         lines += _table(("name", *(s.stage for s in per_name)), rows)
+
+    if status.reuse is not None:
+        lines += ["", *_reuse_lines(status.reuse)]
 
     lines += ["", "Models and judges (placement)"]
     judges = {str(j.get("name")) for j in spec.get("judges") or [] if isinstance(j, Mapping)}
