@@ -25,6 +25,7 @@ import argparse
 import dataclasses
 import json
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from kubejury.config.spec import load_evalrun
-from kubejury.errors import InputError
+from kubejury.errors import InputError, KubejuryError
 from kubejury.runtimes import runtime_of
 
 if TYPE_CHECKING:
@@ -114,6 +115,33 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
         ),
     )
     parser.add_argument(
+        "--queue",
+        metavar="NAME",
+        help=(
+            "with --estimate: the Kueue LocalQueue the run is admitted by (default with --quota: the spec's "
+            "queueName). Reads its ClusterQueue's GPU quota — from the cluster through the kubeconfig, or "
+            "from --quota — and says when the run can start and how long it takes under it, with "
+            "maxConcurrentModels chosen to fit"
+        ),
+    )
+    parser.add_argument(
+        "--quota",
+        metavar="FILE",
+        help=(
+            "with --estimate: the ClusterQueue as YAML or JSON instead of the cluster's, with its status "
+            "(flavorsUsage: what others use now) if you have it, and the ResourceFlavors it names (several "
+            "YAML documents, or `kubectl get clusterqueue,resourceflavor -o yaml`)"
+        ),
+    )
+    parser.add_argument(
+        "--kubeconfig",
+        default=None,
+        help="with --queue: kubeconfig file (default: KUBECONFIG or ~/.kube/config)",
+    )
+    parser.add_argument(
+        "--context", default=None, help="with --queue: kubeconfig context (default: the current one)"
+    )
+    parser.add_argument(
         "--manifests",
         action="store_true",
         help=(
@@ -135,7 +163,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
     parser.add_argument(
         "--namespace",
         default=None,
-        help="with --manifests: namespace of the run when the EvalRun file names none (default: default)",
+        help=(
+            "with --manifests or --queue: namespace of the run when the EvalRun file names none (default: "
+            "default; with --queue, the kubeconfig context's)"
+        ),
     )
     parser.add_argument(
         "--fail-unschedulable",
@@ -259,8 +290,10 @@ def run(args: argparse.Namespace) -> int:
     nodes = _load_nodes(args.nodes)
     if args.manifests:
         return _print_manifests(args)
+    if (args.queue or args.quota) and not args.estimate:
+        raise InputError("--queue" if args.queue else "--quota", "goes with --estimate")
     plans = plan_placements(evalrun.spec, nodes, _chart_tolerations(args.settings))
-    estimate, reuse = _estimate(args, evalrun, plans) if args.estimate else (None, None)
+    estimate, reuse, quota = _estimate(args, evalrun, plans) if args.estimate else (None, None, None)
     if args.format == "json":
         document: dict[str, Any] = {
             "models": {name: placement.plan_entry() for name, placement in plans.items()}
@@ -269,6 +302,8 @@ def run(args: argparse.Namespace) -> int:
             document["estimate"] = estimate.to_json()
         if reuse is not None:
             document["reuse"] = reuse.to_json(estimate)
+        if quota is not None:
+            document["quota"] = quota.to_json()
         sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
     else:
         _print_table(evalrun.name, plans, len(nodes))
@@ -276,7 +311,11 @@ def run(args: argparse.Namespace) -> int:
             _print_estimate(estimate)
         if reuse is not None:
             _print_reuse(reuse, estimate)
+        if quota is not None:
+            _print_quota(quota, estimate)
     unschedulable = [name for name, placement in plans.items() if not placement.schedulable]
+    if quota is not None:
+        unschedulable += [name for name, _ in quota.fit.uncoverable]
     return 1 if unschedulable and args.fail_unschedulable else 0
 
 
@@ -336,27 +375,73 @@ def _workload(args: argparse.Namespace, evalrun: Any) -> Any:
     return est.Workload.from_texts(pairs, language, source=f"benchmark {uri} (filters applied)", **lengths)
 
 
-def _estimate(
-    args: argparse.Namespace, evalrun: Any, plans: dict[str, Any]
-) -> tuple[Any, ReuseEstimate | None]:
-    """The run's estimate — of what reuse leaves, for a run with ``spec.reuse.from`` — and, for
-    such a run, what reuse copies and the estimate without it."""
-    from kubejury.placement.estimate import bringup_plan, estimate_run
+@dataclass(frozen=True)
+class _EstimateInputs:
+    """What every estimate of the run is made of, read once: the workload and, for a run with
+    ``spec.reuse.from``, what reuse copies and what it leaves."""
+
+    workload: Any
+    copies: ReuseEstimate | None = None
+    remaining: Any = None  # RemainingWork, when the copies could be read
+
+
+def _estimate_inputs(args: argparse.Namespace, evalrun: Any) -> _EstimateInputs:
     from kubejury.placement.remaining import remaining_from_reuse
 
-    order = bringup_plan(evalrun.spec, plans)[0] if args.order == "operator" else args.order
     workload = _workload(args, evalrun)
-    without = estimate_run(evalrun.spec, plans, workload, order=order)
     if not evalrun.spec.reuse.from_runs:
-        return without, None
+        return _EstimateInputs(workload)
     copies = _what_reuse_copies(args, evalrun)
     if copies.document is None:
-        return without, copies
+        return _EstimateInputs(workload, copies)
     remaining = remaining_from_reuse(
         copies.document, [m.name for m in evalrun.spec.models], [j.name for j in evalrun.spec.judges]
     )
-    estimate = estimate_run(evalrun.spec, plans, workload, order=order, remaining=remaining)
-    return estimate, dataclasses.replace(copies, without=without, per_model=remaining.per_model)
+    return _EstimateInputs(workload, copies, remaining)
+
+
+def _estimate_of(
+    args: argparse.Namespace, spec: Any, plans: dict[str, Any], inputs: _EstimateInputs
+) -> tuple[Any, ReuseEstimate | None]:
+    """The estimate of ``spec`` — of what reuse leaves, for a run with ``spec.reuse.from`` — and,
+    for such a run, what reuse copies and the estimate without it."""
+    from kubejury.placement.estimate import bringup_plan, estimate_run
+
+    order = bringup_plan(spec, plans)[0] if args.order == "operator" else args.order
+    without = estimate_run(spec, plans, inputs.workload, order=order)
+    if inputs.copies is None or inputs.remaining is None:
+        return without, inputs.copies
+    estimate = estimate_run(spec, plans, inputs.workload, order=order, remaining=inputs.remaining)
+    return estimate, dataclasses.replace(inputs.copies, without=without, per_model=inputs.remaining.per_model)
+
+
+def _estimate(
+    args: argparse.Namespace, evalrun: Any, plans: dict[str, Any]
+) -> tuple[Any, ReuseEstimate | None, QuotaEstimate | None]:
+    """The run's estimate and what reuse copies (see :func:`_estimate_of`); with ``--queue`` or
+    ``--quota``, both at the ``maxConcurrentModels`` the queue's quota fits, and what the quota allows."""
+    inputs = _estimate_inputs(args, evalrun)
+    estimate, reuse = _estimate_of(args, evalrun.spec, plans, inputs)
+    if not (args.queue or args.quota):
+        return estimate, reuse, None
+    from kubejury.placement.quota import fit_quota
+
+    quota = _load_quota(args, evalrun)
+    work = {(s.name, s.stage): s.requests > 0 for s in estimate.stages}
+    fit = fit_quota(evalrun.spec, plans, quota, work, estimate.order)
+
+    def at(concurrency: int) -> tuple[Any, ReuseEstimate | None]:
+        if concurrency == evalrun.spec.max_concurrent_models:
+            return estimate, reuse
+        spec = evalrun.spec.model_copy(update={"max_concurrent_models": concurrency})
+        return _estimate_of(args, spec, plans, inputs)
+
+    chosen, chosen_reuse = at(fit.max_concurrent_models)
+    if chosen is not estimate:  # the bring-up order, and so the first server, may differ
+        fit = fit_quota(evalrun.spec, plans, quota, work, chosen.order)
+    short = fit.can_run and fit.wait is None and fit.now < fit.max_concurrent_models
+    now = at(max(1, fit.now))[0] if short else None
+    return chosen, chosen_reuse, QuotaEstimate(fit, estimate, now)
 
 
 @dataclass(frozen=True)
@@ -428,6 +513,128 @@ def _plan_sources(inputs: Any, given: list[str]) -> list[Any]:
         pipeline.source_at(inputs, name, placed.get(name) or None)
         for name in inputs.evalrun.spec.reuse.from_runs
     ]
+
+
+@dataclass(frozen=True)
+class QuotaEstimate:
+    """What a Kueue queue's quota allows the run (:class:`kubejury.placement.quota.QuotaFit`), the
+    estimate at the spec's own ``maxConcurrentModels`` and, when the GPUs free now hold fewer
+    models than the quota does, the estimate if no other workload frees any."""
+
+    fit: Any  # QuotaFit
+    spec_estimate: Any  # RunEstimate at spec.maxConcurrentModels
+    now_estimate: Any = None  # RunEstimate at what the free GPUs hold, or None
+
+    def to_json(self) -> dict[str, Any]:
+        totals = self.spec_estimate.to_json()["totals"]
+        return {
+            **self.fit.to_json(),
+            "spec_wall_hours": totals["wall_hours"],
+            "if_nothing_is_freed": None
+            if self.now_estimate is None
+            else {
+                "max_concurrent_models": self.now_estimate.max_concurrent_models,
+                "wall_hours": self.now_estimate.to_json()["totals"]["wall_hours"],
+            },
+        }
+
+
+KUEUE_VERSIONS = ("v1beta2", "v1beta1")  # v1beta2 is stored since Kueue 0.15; older ones serve v1beta1
+
+
+def _load_quota(args: argparse.Namespace, evalrun: Any) -> Any:
+    """The GPU quota behind ``--queue`` (or the spec's queueName): from ``--quota FILE``, else from
+    the cluster through the kubeconfig."""
+    from kubejury.placement.quota import parse_quota
+
+    name = args.queue or getattr(evalrun.spec, "queue_name", None)
+    if args.quota:
+        documents, source = _read_quota_file(args.quota), args.quota
+    elif name:
+        documents, source = _read_quota_from_cluster(args, evalrun, name), f"LocalQueue {name}"
+    else:
+        raise InputError(
+            "--quota", "give the LocalQueue with --queue NAME, or a ClusterQueue file with --quota"
+        )
+    try:
+        return parse_quota(documents, name)
+    except ValueError as exc:
+        raise InputError(source, str(exc)) from None
+
+
+def _read_quota_file(path: str) -> list[Any]:
+    """The documents of a ``--quota`` file: JSON (one object or a List) or YAML, several documents allowed."""
+    import re
+
+    from kubejury.safe_input import load_yaml, loads_json
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise InputError(path, "file not found") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(path, f"cannot read: {exc}") from exc
+    try:
+        return [loads_json(text, path)]
+    except json.JSONDecodeError:
+        pass
+    parts = re.split(r"^---[ \t]*(?:#.*)?$", text, flags=re.MULTILINE)
+    return [load_yaml(part, path)[0] for part in parts if part.strip()]  # bounded, as every input
+
+
+def _read_quota_from_cluster(args: argparse.Namespace, evalrun: Any, name: str) -> list[Any]:
+    """LocalQueue ``name`` of the run's namespace, its ClusterQueue and the ResourceFlavors, read
+    with the kubeconfig as ``kubejury status`` reads (read-only: get and list)."""
+    from kubejury.commands.status import _api
+
+    namespace = args.namespace or evalrun.metadata.namespace
+    api, namespace = _api(
+        argparse.Namespace(kubeconfig=args.kubeconfig, context=args.context, namespace=namespace)
+    )
+    for version in KUEUE_VERSIONS:
+        local = _kueue_get(api, version, "localqueues", name, namespace)
+        if local is not None:
+            break
+    else:
+        raise KubejuryError(
+            f"LocalQueue {namespace}/{name} not found (is Kueue installed? `kubectl get localqueues -n {namespace}`)"
+        )
+    target = str((local.get("spec") or {}).get("clusterQueue", ""))
+    queue = _kueue_get(api, version, "clusterqueues", target, None)
+    if queue is None:
+        raise KubejuryError(
+            f"LocalQueue {namespace}/{name} points at ClusterQueue {target!r}, which does not exist"
+        )
+    flavors = _kueue_call(
+        api.list_cluster_custom_object, "resourceflavors", "kueue.x-k8s.io", version, "resourceflavors"
+    )
+    return [local, queue, *((flavors or {}).get("items") or [])]
+
+
+def _kueue_get(
+    api: Any, version: str, plural: str, name: str, namespace: str | None
+) -> dict[str, Any] | None:
+    """One Kueue object, ``None`` when it (or this API version) does not exist."""
+    if namespace is None:
+        return _kueue_call(api.get_cluster_custom_object, plural, "kueue.x-k8s.io", version, plural, name)
+    return _kueue_call(
+        api.get_namespaced_custom_object, plural, "kueue.x-k8s.io", version, namespace, plural, name
+    )
+
+
+def _kueue_call(method: Any, plural: str, *call: str) -> dict[str, Any] | None:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        found: dict[str, Any] = method(*call)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise KubejuryError(
+            f"reading Kueue {plural} failed: {exc.status} {exc.reason} (plan needs get on localqueues and "
+            "clusterqueues and list on resourceflavors, all read-only)"
+        ) from exc
+    return found
 
 
 def _hours(value: float | None) -> str:
@@ -571,3 +778,116 @@ def _refusal_lines(document: ReuseDocument) -> list[str]:
     if len(reasons) > LISTED_REFUSALS:
         shown.append(f"  … and {len(reasons) - LISTED_REFUSALS} more (--format json lists them all)")
     return shown
+
+
+def _print_quota(quota: QuotaEstimate, estimate: Any) -> None:
+    from rich.console import Console
+
+    console = Console(width=max(200, Console().width))
+    for line in quota_lines(quota, estimate):
+        console.print(line, markup=False, highlight=False)
+
+
+def _gpus(need: Mapping[str, int], flavors: Any) -> str:
+    nominal = {f.name: f.nominal for f in flavors}
+    return ", ".join(f"{n} of {name} (quota {nominal.get(name, 0)})" for name, n in need.items()) or "none"
+
+
+def quota_lines(quota: QuotaEstimate, estimate: Any) -> list[str]:
+    """What ``plan --estimate --queue`` prints after the estimate: the queue's flavours and this
+    run's servers on them, the maxConcurrentModels that fits, when the run starts and how long it takes."""
+    fit, q = quota.fit, quota.fit.quota
+    lines = [
+        f"Quota: {'LocalQueue ' + q.local_queue + ' → ' if q.local_queue else ''}ClusterQueue {q.cluster_queue}, nvidia.com/gpu"
+    ]
+    rows = [
+        (
+            "flavour",
+            "nominal",
+            "in use",
+            "free",
+            "GPUs of (nodeLabels)",
+            "servers of this run that may use it",
+        )
+    ]
+    for f in q.flavors:
+        users = [
+            f"{s.name} ({s.gpus}{'' if s.role == 'model' else ', ' + s.role})"
+            for s in fit.servers
+            if f in q.matching(s.placement)
+        ]
+        rows.append(
+            (f.name, str(f.nominal), str(f.used), str(f.free), f.labels_text(), ", ".join(users) or "-")
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    lines += [f"  not coverable by this queue: {name}: {why}" for name, why in fit.uncoverable]
+    wall = estimate.to_json()["totals"]
+    chosen = fit.max_concurrent_models
+    spec_value = fit.spec_max_concurrent_models
+    said = "as the spec says" if chosen == spec_value else f"the spec says {spec_value}"
+    if not fit.servers:
+        lines.append("The run's servers request no nvidia.com/gpu: the GPU quota does not limit it.")
+    elif fit.fits:
+        more = (
+            ""
+            if fit.need_one_more is None
+            else f"; {chosen + 1} would need {_gpus(fit.need_one_more, q.flavors)}"
+        )
+        lines.append(
+            f"maxConcurrentModels={chosen} fits the quota ({said}): {chosen} evaluated model(s) and every judge's "
+            f"server at once need at most {_gpus(fit.need, q.flavors)}{more}."
+        )
+    else:
+        lines.append(
+            f"maxConcurrentModels={chosen} ({said}): even one evaluated model with every judge's server needs "
+            f"{_gpus(fit.need, q.flavors)}; the servers take turns (Kueue keeps the next one gated until GPUs are "
+            "freed), so the run takes longer than estimated."
+        )
+    lines += _start_lines(quota, wall)
+    if chosen < spec_value:
+        lines.append(
+            f"With the spec's maxConcurrentModels={spec_value} the servers would ask for more than the quota at once: "
+            f"Kueue would keep some gated (estimated {quota.spec_estimate.to_json()['totals']['wall_hours']:.2f} h "
+            "without the quota); set maxConcurrentModels to the value above."
+        )
+    lines += [f"Note: {note}." for note in fit.notes]
+    return lines
+
+
+def _start_lines(quota: QuotaEstimate, wall: Mapping[str, Any]) -> list[str]:
+    """When the run can start, and how long it takes from then."""
+    fit = quota.fit
+    takes = f"the run takes {wall['wall_hours']:.2f} h (all answers in {wall['answers_done_hours']:.2f} h)"
+    if fit.uncoverable:
+        names = ", ".join(name for name, _ in fit.uncoverable)
+        return [
+            f"Start: the run cannot complete under this queue: Kueue never admits the servers of {names} "
+            f"(above); the other servers run, and the estimate ({wall['wall_hours']:.2f} h) assumes all do."
+        ]
+    if fit.first is None:
+        return [f"Start: now; {takes}."]
+    if fit.wait is not None:
+        flavor, gpus = fit.wait
+        used = next(f for f in fit.quota.flavors if f.name == flavor)
+        return [
+            f"Start: waits for {gpus} GPU(s) of flavour {flavor} to be freed ({used.used} of {used.nominal} in use by "
+            f"other workloads; the first server, {fit.first.name}, needs {fit.first.gpus}). When they are freed "
+            f"cannot be known from the queue: other workloads hold them. From that moment {takes}."
+        ]
+    lines = [
+        f"Start: now (the first server, {fit.first.name}, needs {fit.first.gpus} GPU(s) and they are free); {takes}."
+    ]
+    if quota.now_estimate is not None:
+        now = quota.now_estimate
+        hours = now.to_json()["totals"]["wall_hours"]
+        held = (
+            f"maxConcurrentModels={fit.now} only"
+            if fit.now
+            else "the first server but not one model with every judge's server (they take turns)"
+        )
+        lines.append(
+            f"The GPUs free now hold {held}: until other workloads free more, fewer servers run at once — "
+            f"{hours:.2f} h if none are freed{'' if fit.now else ' (at maxConcurrentModels=1, optimistic)'}."
+        )
+    return lines
