@@ -19,7 +19,14 @@ from kubejury.records.placement import Placement
 from kubejury.runtimes import judge_placement, judge_shares_server, runtime_of
 from kubejury_operator.settings import WorkloadSettings
 from kubejury_operator.tenancy import run_storage_uri
-from kubejury_operator.vocabulary import Endpoint, JobStorage, RunRef, endpoint_key, namespace_of
+from kubejury_operator.vocabulary import (
+    DEFAULT_LOCAL_QUEUE,
+    Endpoint,
+    JobStorage,
+    RunRef,
+    endpoint_key,
+    namespace_of,
+)
 
 
 @dataclass(frozen=True)
@@ -44,6 +51,9 @@ class ClusterRun:
     bringup_order: tuple[str, ...] = ()
     # spec.reuse.from: earlier runs of the namespace whose records are copied before anything runs
     reuse_from: tuple[str, ...] = ()
+    # The Kueue LocalQueue that admits the run's servers and Jobs (spec.queueName, else "default"
+    # with the chart's kueue.enabled); None: the run is not queued and nothing Kueue applies.
+    queue_name: str | None = None
 
     def models_in_bringup_order(self) -> list[Endpoint]:
         """The evaluated models in bring-up order; any not named keep spec order after the others."""
@@ -175,4 +185,15 @@ def cluster_run(
         generation_shards=int(spec.jobs.generation_shards),
         report_uri=storage_uri.rstrip("/") + f"/{ref.name}/report/",
         reuse_from=tuple(spec.reuse.from_runs),
+        queue_name=queue_name(spec.queue_name, base.kueue_enabled),
     )
+
+
+def queue_name(spec_queue: str | None, kueue_enabled: bool) -> str | None:
+    """The LocalQueue a run is admitted through: its ``spec.queueName``; else, with the chart's
+    ``kueue.enabled``, the namespace's LocalQueue ``default`` (the one Kueue 0.17's
+    LocalQueueDefaulting would apply itself; named here so status can name it and a missing one is
+    reported instead of running outside quota); else none."""
+    if spec_queue:
+        return spec_queue
+    return DEFAULT_LOCAL_QUEUE if kueue_enabled else None

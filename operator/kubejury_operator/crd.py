@@ -41,7 +41,8 @@ HEADER = (
 
 #: ``kubectl get evalruns`` columns. The operator writes these status fields:
 #: ``status.phase`` (Pending…Succeeded/Failed), ``status.progress`` ("judged/total", e.g. "1234/4608"),
-#: ``status.summary.leader`` (top model of the primary series) and ``status.summary.leaderWeighted`` (its W).
+#: ``status.summary.leader`` (top model of the primary series) and ``status.summary.leaderWeighted`` (its W);
+#: for a run admitted through Kueue, the reason of its ``Queued`` condition.
 PRINTER_COLUMNS: list[dict[str, Any]] = [
     {
         "name": "Phase",
@@ -67,6 +68,12 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
         "format": "float",
         "jsonPath": ".status.summary.leaderWeighted",
         "description": "Weighted score W (0–10) of the leader.",
+    },
+    {
+        "name": "Queued",
+        "type": "string",
+        "jsonPath": '.status.conditions[?(@.type=="Queued")].reason',
+        "description": "Kueue: WaitingForQuota, LocalQueueNotFound or Admitted (empty: the run is not queued).",
     },
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]

@@ -2,7 +2,8 @@
 
 Why this module exists: which (model, series) are generated, which (judge, series) judged (by the
 run's own Jobs, or by copies its reuse step made), what failed, which servers have no node, and
-whether the run may start anything at all — every later
+whether the run may start anything at all (a missing Secret, a refused reuse source, a missing Kueue
+LocalQueue) — every later
 step of :func:`kubejury_operator.reconcile.plan` and every condition in the status reads these,
 so they are computed here once instead of re-derived wherever they are needed. Pure.
 """
@@ -16,6 +17,7 @@ from kubejury_operator import vocabulary as vocab
 from kubejury_operator.cluster_run import ClusterRun
 from kubejury_operator.observed import JobState, Observed, reuse_step_done
 from kubejury_operator.oom_retry import OomDecision, attempt_name, failure_detail
+from kubejury_operator.queueing import deadline_exempt, local_queue_missing
 from kubejury_operator.vocabulary import Endpoint
 
 Pair = tuple[str, str]  # (model or judge name, series)
@@ -46,6 +48,7 @@ class Facts:
     oom: Mapping[str, OomDecision] = field(default_factory=dict)
     reusing: bool = False  # spec.reuse.from is set and the reuse step has not finished
     reuse_refusals: tuple[str, ...] = ()  # sources that cannot be used, while reusing
+    local_queue_missing: bool = False  # Kueue: the run's LocalQueue does not exist (queueing.py)
 
     @property
     def generation_complete(self) -> bool:
@@ -65,7 +68,12 @@ class Facts:
 
     @property
     def blocked(self) -> bool:
-        return self.waiting_for_node or bool(self.missing_secrets) or bool(self.reuse_refusals)
+        return (
+            self.waiting_for_node
+            or bool(self.missing_secrets)
+            or bool(self.reuse_refusals)
+            or self.local_queue_missing
+        )
 
 
 def in_cluster_servers(run: ClusterRun) -> dict[str, Endpoint]:
@@ -155,10 +163,15 @@ def _failed_reason(observed: Observed, key: tuple[str, str, str]) -> str:
     return record.message if record is not None and record.state == "failed" else ""
 
 
-def _failures(run: ClusterRun, observed: Observed, oom: Mapping[str, OomDecision]) -> tuple[str, ...]:
+def _failures(
+    run: ClusterRun, observed: Observed, oom: Mapping[str, OomDecision], now: str | None = None
+) -> tuple[str, ...]:
     """Jobs failed for good (with their stage's own reason where it wrote one, and the OOM kill that
-    was not retried) and servers past their progress deadline, as sentences' parts."""
+    was not retried) and servers past their progress deadline — not a queued server waiting for
+    Kueue's admission, or admitted less than a deadline ago (:func:`.queueing.deadline_exempt`) —
+    as sentences' parts."""
     reasons = _stage_reasons(run, observed)
+    exempt = deadline_exempt(run, observed, now)
     failures: list[str] = []
     for job_name, job in sorted(observed.jobs.items()):
         if job.failed:
@@ -168,7 +181,7 @@ def _failures(run: ClusterRun, observed: Observed, oom: Mapping[str, OomDecision
                     text += f" ({reason})"
             failures.append(text)
     for dep_name, dep in sorted(observed.deployments.items()):
-        if dep.stalled and dep.replicas > 0:
+        if dep.stalled and dep.replicas > 0 and dep_name not in exempt:
             failures.append(
                 f"Model server {dep_name} did not become ready: {dep.message or 'progress deadline exceeded'}"
             )
@@ -182,10 +195,15 @@ def _oom_detail(run: ClusterRun, decision: OomDecision | None) -> str:
 
 
 def observe_facts(
-    run: ClusterRun, observed: Observed, previous_phase: str, oom: Mapping[str, OomDecision] | None = None
+    run: ClusterRun,
+    observed: Observed,
+    previous_phase: str,
+    oom: Mapping[str, OomDecision] | None = None,
+    now: str | None = None,
 ) -> Facts:
     """Step 1: the facts every later step reads (``observed``: Jobs by first name, each its latest
-    attempt, as :func:`kubejury_operator.oom_retry.planning_view` gives them; ``oom``: its decisions)."""
+    attempt, as :func:`kubejury_operator.oom_retry.planning_view` gives them; ``oom``: its decisions;
+    ``now``: for a queued server's progress deadline, counted from its admission)."""
     oom = oom or {}
     reusing = bool(run.reuse_from) and not reuse_step_done(run.ref.name, observed)
     servers = in_cluster_servers(run)
@@ -199,11 +217,12 @@ def observe_facts(
         generation_jobs=len(run.models) * len(run.series),
         judging_jobs=len(run.judges) * len(run.series),
         aggregation=observed.jobs.get(vocab.aggregation_job_name(run.ref.name)),
-        failures=_failures(run, observed, oom),
+        failures=_failures(run, observed, oom, now),
         unschedulable=unschedulable,
         waiting_for_node=bool(unschedulable) and previous_phase == "Pending" and not observed.deployments,
         missing_secrets=tuple(observed.missing_secrets),
         oom=oom,
         reusing=reusing,
         reuse_refusals=observed.reuse_sources.refusals if reusing else (),
+        local_queue_missing=local_queue_missing(run, observed),
     )

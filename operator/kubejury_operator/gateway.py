@@ -63,6 +63,10 @@ RESOURCES: dict[str, Resource] = {
     "Deployment": Resource("apis/apps/v1", "deployments"),
     "Job": Resource("apis/batch/v1", "jobs"),
     "EvalRun": Resource(f"apis/{API_GROUP}/{API_VERSION}", "evalruns"),
+    # Kueue's objects, read only (observe.observe_queue; v1beta2 is Kueue 0.17's storage version)
+    "LocalQueue": Resource("apis/kueue.x-k8s.io/v1beta2", "localqueues"),
+    "ClusterQueue": Resource("apis/kueue.x-k8s.io/v1beta2", "clusterqueues", namespaced=False),
+    "Workload": Resource("apis/kueue.x-k8s.io/v1beta2", "workloads"),
 }
 
 

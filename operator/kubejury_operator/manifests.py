@@ -28,6 +28,7 @@ Objects per run (all carry an owner reference to the EvalRun, so deleting the ru
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -53,6 +54,7 @@ from kubejury_operator.vocabulary import (
     EVALRUN_KIND,
     LABEL_COMPONENT,
     LABEL_ENDPOINT,
+    LABEL_QUEUE_NAME,
     LABEL_RUN,
     SERVING_PORT,
     Endpoint,
@@ -760,6 +762,18 @@ def _job(
         },
         "spec": spec,
     }
+
+
+def queued(manifest: Manifest, queue_name: str | None) -> Manifest:
+    """``manifest`` (a Job or a model server's Deployment) admitted through Kueue's LocalQueue
+    ``queue_name``: the label ``kueue.x-k8s.io/queue-name`` on the object itself. Kueue's webhooks
+    do the rest — a Job is suspended until admitted, a Deployment's Pods get the label and the
+    admission scheduling gate — so nothing else changes. ``None``: the manifest as it is."""
+    if queue_name is None:
+        return manifest
+    labelled = copy.deepcopy(manifest)
+    labelled["metadata"]["labels"] = {**labelled["metadata"].get("labels", {}), LABEL_QUEUE_NAME: queue_name}
+    return labelled
 
 
 def _api_key(endpoint: Endpoint) -> tuple[str, str, str] | None:

@@ -38,10 +38,20 @@ from kubejury_operator.observed import (
     pod_scheduling_problems,
     reuse_sources,
     reuse_step_done,
+    server_pod_keys,
+    servers_admitted_at,
     servers_bringup_seconds,
+    servers_gated,
     servers_ready_since,
 )
 from kubejury_operator.progress_cache import ProgressCache
+from kubejury_operator.queue_observed import (
+    PendingWorkload,
+    QueueState,
+    cluster_queue_usage,
+    local_queue_target,
+    pending_workloads,
+)
 from kubejury_operator.tenancy import TenantPolicy
 from kubejury_operator.watched import Caches
 
@@ -90,7 +100,62 @@ async def observe_cluster(
         unschedulable_pods=pod_scheduling_problems(children["Pod"]),
         servers_ready_since=servers_ready_since(children["Pod"]),
         servers_bringup_seconds=servers_bringup_seconds(children["Pod"]),
+        servers_gated=servers_gated(children["Pod"]),
+        servers_admitted_at=servers_admitted_at(children["Pod"]),
     )
+
+
+def queue_waiting(observed: Observed) -> bool:
+    """Something of the run waits for Kueue's admission: a model server's Pod held by a scheduling
+    gate, or a Job suspended and not finished."""
+    return bool(observed.servers_gated) or any(
+        j.suspended_since is not None and not j.finished for j in observed.jobs.values()
+    )
+
+
+async def observe_queue(
+    api: KubeApi,
+    caches: Caches,
+    run: ClusterRun,
+    observed: Observed,
+    previous: Mapping[str, Any],
+    readable: bool,
+) -> Observed:
+    """``observed`` with the run's queue (:class:`~.queue_observed.QueueState`): the one place the
+    operator reads Kueue's objects, and only reads them. For a queued run, while nothing of it
+    exists yet (a missing LocalQueue must block it) or something of it waits for admission: the
+    LocalQueue, its ClusterQueue, and — while something waits — the namespace's Workloads, of which
+    those owned by the run's Jobs and server Pods are kept. A run whose servers and Jobs are all
+    admitted costs no request. ``readable`` False (the chart's ``kueue.enabled`` is off, so there is
+    no RBAC for it): nothing is read, and the queue says so. A refused read is said, never fatal."""
+    name = run.queue_name
+    if name is None or st.finished(previous):
+        return observed
+    waiting = queue_waiting(observed)
+    if not waiting and (observed.deployments or observed.jobs):
+        return observed
+    if not readable:
+        error = "the chart's kueue.enabled is off: the operator does not read Kueue's objects"
+        return dataclasses.replace(observed, queue=QueueState(local_queue=name, error=error))
+    namespace = run.ref.namespace
+    try:
+        local = await api.get("LocalQueue", namespace, name)
+        if local is None:
+            return dataclasses.replace(observed, queue=QueueState(local_queue=name, found=False))
+        target = local_queue_target(local)
+        cluster = await api.get("ClusterQueue", None, target) if target else None
+        pending: tuple[PendingWorkload, ...] = ()
+        if waiting:
+            workloads = await api.list_objects("Workload", namespace)
+            pods = caches.children_of("Pod", namespace, vocab.label_value(run.ref.name))
+            pending = pending_workloads(workloads, observed.jobs, server_pod_keys(pods))
+    except GatewayError as exc:
+        error = f"cannot read Kueue's objects: {exc}"
+        return dataclasses.replace(observed, queue=QueueState(local_queue=name, error=error[:300]))
+    state = QueueState(
+        local_queue=name, cluster_queue=target, usage=cluster_queue_usage(cluster), pending=pending
+    )
+    return dataclasses.replace(observed, queue=state)
 
 
 async def observe_oom_kills(api: KubeApi, namespace: str, observed: Observed) -> Observed:

@@ -25,6 +25,7 @@ from kubejury.records.progress import (
 )
 from kubejury.records.reuse import ReuseDocument
 from kubejury_operator import vocabulary as vocab
+from kubejury_operator.queue_observed import QueueState
 from kubejury_operator.tenancy import run_storage_uri
 
 ProgressKey = tuple[str, str, str]  # (stage "generate"|"judge", series, model or judge name)
@@ -85,6 +86,9 @@ class JobState:
     finished_at: str | None = None  # completionTime, or when it failed for good
     retry: RetryNote | None = None
     oom: OomKill | None = None
+    # Kueue: suspended (spec.suspend, the Job's Suspended condition) since then; None when running.
+    # A queued Job is suspended by Kueue's webhook until its Workload is admitted.
+    suspended_since: str | None = None
 
     @property
     def finished(self) -> bool:
@@ -135,6 +139,13 @@ class Observed:
     # <run>/reuse.json once the reuse step wrote it; reuse_note: why it could not be read
     reuse: ReuseDocument | None = None
     reuse_note: str | None = None
+    # Kueue: server Pods held by a scheduling gate (waiting for admission): endpoint key -> when the
+    # earliest of them was created; and, of Pods Kueue manages, when each server's Pod was last
+    # scheduled (admitted and placed: the progress deadline counts from there).
+    servers_gated: Mapping[str, str] = field(default_factory=dict)
+    servers_admitted_at: Mapping[str, str] = field(default_factory=dict)
+    # The run's LocalQueue, ClusterQueue and waiting Workloads, when read (observe.observe_queue).
+    queue: QueueState | None = None
 
 
 def reuse_step_done(run: str, observed: Observed) -> bool:
@@ -236,9 +247,12 @@ def job_state(obj: Mapping[str, Any]) -> JobState:
     succeeded = failed = False
     message = ""
     failed_at: str | None = None
+    suspended_since: str | None = None
     for c in status.get("conditions") or []:
         if c.get("status") != "True":
             continue
+        if c.get("type") == "Suspended":
+            suspended_since = str(c.get("lastTransitionTime") or "") or None
         if c.get("type") in ("Complete", "SuccessCriteriaMet"):
             succeeded = True
         elif c.get("type") in ("Failed", "FailureTarget"):
@@ -261,6 +275,7 @@ def job_state(obj: Mapping[str, Any]) -> JobState:
         started_at=status.get("startTime"),
         finished_at=(status.get("completionTime") or failed_at) if (succeeded or failed) else None,
         retry=retry_note(annotations),
+        suspended_since=suspended_since,
     )
 
 
@@ -361,18 +376,83 @@ def pod_scheduling_problems(pods: Sequence[Mapping[str, Any]]) -> dict[str, str]
     return problems
 
 
+def _server_key(pod: Mapping[str, Any]) -> str | None:
+    """The endpoint key of a model server's Pod not being deleted; ``None`` for any other Pod."""
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    if labels.get(vocab.LABEL_COMPONENT) != "server" or meta.get("deletionTimestamp"):
+        return None
+    key = labels.get(vocab.LABEL_ENDPOINT)
+    return str(key) if key else None
+
+
+def _scheduled(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "PodScheduled":
+            return c  # type: ignore[no-any-return]
+    return None
+
+
+def servers_gated(pods: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Endpoint key → creation time of the earliest model-server Pod held by a scheduling gate
+    (``PodScheduled=False``, reason ``SchedulingGated``): under Kueue, a Pod waiting for its
+    Workload's admission (the gate ``kueue.x-k8s.io/admission``)."""
+    gated: dict[str, str] = {}
+    for pod in pods:
+        key, scheduled = _server_key(pod), _scheduled(pod)
+        if key is None or scheduled is None or scheduled.get("reason") != "SchedulingGated":
+            continue
+        created = str((pod.get("metadata") or {}).get("creationTimestamp") or "")
+        gated[key] = min(gated.get(key, created), created)
+    return gated
+
+
+def servers_admitted_at(pods: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Endpoint key → when its Kueue-managed model-server Pod was scheduled (``PodScheduled=True``
+    since then; the latest of several): the Pod was admitted just before. Pods Kueue does not
+    manage are left out."""
+    admitted: dict[str, str] = {}
+    for pod in pods:
+        key, scheduled = _server_key(pod), _scheduled(pod)
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        if key is None or scheduled is None or labels.get(vocab.LABEL_KUEUE_MANAGED) != "true":
+            continue
+        if scheduled.get("status") == "True" and scheduled.get("lastTransitionTime"):
+            admitted[key] = max(admitted.get(key, ""), str(scheduled["lastTransitionTime"]))
+    return admitted
+
+
+def server_pod_keys(pods: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Pod name → endpoint key of each model server's Pod (whose Workload is whose, under Kueue)."""
+    return {
+        str((pod.get("metadata") or {}).get("name") or ""): key
+        for pod in pods
+        if (key := _server_key(pod)) is not None
+    }
+
+
 def _ready_server_pods(pods: Sequence[Mapping[str, Any]]) -> Iterator[tuple[str, Any, Any]]:
-    """(endpoint key, creationTimestamp, Ready lastTransitionTime) of each model-server Pod that is
-    Ready now and not being deleted."""
+    """(endpoint key, start of its bring-up, Ready lastTransitionTime) of each model-server Pod that
+    is Ready now and not being deleted. The bring-up starts at the Pod's creation — or, for a Pod
+    Kueue manages, when it was scheduled: the time it waited for quota is queueing, not bring-up
+    (it would otherwise make the next model's server start a whole wait early)."""
     for pod in pods:
         meta = pod.get("metadata") or {}
         labels = meta.get("labels") or {}
         key = labels.get(vocab.LABEL_ENDPOINT) if labels.get(vocab.LABEL_COMPONENT) == "server" else None
         if not key or meta.get("deletionTimestamp"):
             continue
+        start = meta.get("creationTimestamp")
+        scheduled = _scheduled(pod)
+        if (
+            labels.get(vocab.LABEL_KUEUE_MANAGED) == "true"
+            and scheduled
+            and scheduled.get("status") == "True"
+        ):
+            start = scheduled.get("lastTransitionTime") or start
         for c in (pod.get("status") or {}).get("conditions") or []:
             if c.get("type") == "Ready" and c.get("status") == "True":
-                yield str(key), meta.get("creationTimestamp"), c.get("lastTransitionTime")
+                yield str(key), start, c.get("lastTransitionTime")
 
 
 def servers_ready_since(pods: Sequence[Mapping[str, Any]]) -> dict[str, str]:

@@ -44,24 +44,30 @@ The orchestration it encodes:
   (backoffLimit / activeDeadlineSeconds), or an OOM kill past the cap, fails the run; a server
   whose Deployment exceeds its progress deadline fails the run too. On failure and on success
   every server is scaled to zero.
+* Kueue (a run with a queue): every Job and server Deployment created carries the queue label;
+  a server comes first (its Pod waits gated until admitted) and its Jobs only once it is Ready;
+  the guards of :mod:`kubejury_operator.queueing` scale a server whose Jobs all wait for quota to
+  zero and stop the Jobs of a server Kueue preempted; a missing LocalQueue blocks the run; a
+  server's progress deadline is not counted while its Pod waits for admission.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from kubejury.records.gpu_usage import GpuUsage
 from kubejury.records.run_status import RunStatus, RunSummary
 from kubejury_operator import manifests as mf
-from kubejury_operator import oom_retry
+from kubejury_operator import oom_retry, queueing
 from kubejury_operator import status as st
 from kubejury_operator import vocabulary as vocab
 from kubejury_operator.cluster_run import ClusterRun
 from kubejury_operator.facts import Facts, covered_models, judge_rounds, observe_facts
 from kubejury_operator.gpu_accounting import account, lead_seconds
 from kubejury_operator.observed import Observed
+from kubejury_operator.queueing import Guards
 from kubejury_operator.vocabulary import Endpoint, Manifest
 
 PHASES = st.PHASES
@@ -366,6 +372,24 @@ def _oom_replacements(
     return actions
 
 
+def queued(run: ClusterRun, actions: Sequence[Action]) -> list[Action]:
+    """``actions`` with every Job and Deployment created carrying the run's Kueue queue label
+    (:func:`kubejury_operator.manifests.queued`); unchanged for a run that is not queued."""
+    if run.queue_name is None:
+        return list(actions)
+    return [
+        replace(a, manifest=mf.queued(a.manifest, run.queue_name))
+        if a.verb == "create" and a.kind in ("Job", "Deployment") and a.manifest is not None
+        else a
+        for a in actions
+    ]
+
+
+def guard_actions(guards: Guards) -> list[Action]:
+    """The Jobs the Kueue guards stop (:func:`kubejury_operator.queueing.guards`), deleted."""
+    return [Action("delete", "Job", name) for name in guards.stop]
+
+
 def plan_actions(
     run: ClusterRun,
     observed: Observed,
@@ -375,7 +399,18 @@ def plan_actions(
 ) -> list[Action]:
     """Step 3: what to create and scale. Servers are always scaled to what is desired (to zero
     when the run is finished); nothing new is created while the run is blocked, no Job once it is
-    finished, and only the reuse Job while the run's reuse step has not finished."""
+    finished, and only the reuse Job while the run's reuse step has not finished. A queued run's
+    Jobs and Deployments carry its queue label (:func:`queued`)."""
+    return queued(run, _plan_actions(run, observed, facts, desired, gpu))
+
+
+def _plan_actions(
+    run: ClusterRun,
+    observed: Observed,
+    facts: Facts,
+    desired: Mapping[str, int],
+    gpu: GpuUsage | None = None,
+) -> list[Action]:
     actions: list[Action] = [] if facts.blocked else _shared_objects(run, observed)
     actions += _server_actions(run, observed, facts, desired)
     if facts.terminal or facts.blocked:
@@ -453,10 +488,12 @@ def plan(run: ClusterRun, observed: Observed, previous: Mapping[str, Any], now: 
     before = RunStatus.from_json(previous)
     every_job = observed  # GPU accounting counts the time of every attempt of a Job
     observed, oom = oom_retry.planning_view(observed, run.settings.job_oom_max_memory)
-    facts = observe_facts(run, observed, before.phase, oom)
+    facts = observe_facts(run, observed, before.phase, oom, now)
+    guard = queueing.guards(run, observed, now)
     desired = desired_servers(run, facts, observed, lead_seconds(before.gpu, observed))
+    desired = {key: want for key, want in desired.items() if key not in guard.release}
     gpu = account(run, every_job, desired, before.gpu, now)
-    actions = plan_actions(run, observed, facts, desired, gpu)
+    actions = plan_actions(run, observed, facts, desired, gpu) + guard_actions(guard)
     phase = decide_phase(run, observed, facts, acting=bool(actions))
     if _stays_finished(before, run.generation, phase):
         return _finished_plan(previous, before, observed)

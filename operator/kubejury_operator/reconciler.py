@@ -29,6 +29,7 @@ from kubejury_operator.observe import (
     StorageReader,
     observe_cluster,
     observe_oom_kills,
+    observe_queue,
     observe_reuse_document,
     observe_reuse_sources,
     observe_storage,
@@ -121,7 +122,7 @@ async def _observe(
     """The run as it is: children from the caches, with this operator's writes the caches do not
     show yet (:mod:`.expectations`), the OOM kills of failed Jobs not yet replaced, then progress
     from storage; for a run that reuses earlier runs, the document its reuse step wrote and, while
-    that step is not done, the runs it names."""
+    that step is not done, the runs it names; for a queued run, what Kueue says of its queue."""
     api = runtime.gateway()
     observed = await observe_cluster(api, caches, *key, evalrun)
     memory.expectations.settle(observed, time.monotonic())
@@ -132,4 +133,5 @@ async def _observe(
     reader = StorageReader(api, runtime.policy, memory.progress, logger)
     observed = await observe_storage(reader, evalrun, run, observed, previous, time.monotonic())
     observed = await observe_reuse_document(reader, evalrun, run, observed, previous)
-    return await observe_reuse_sources(api, run, evalrun, observed)
+    observed = await observe_reuse_sources(api, run, evalrun, observed)
+    return await observe_queue(api, caches, run, observed, previous, runtime.settings.kueue_enabled)

@@ -91,7 +91,18 @@ class ModelCacheSettings:
 
 
 @dataclass(frozen=True)
-class WorkloadSettings(ImageSettings, JobSettings, StorageSettings, ServerSettings, ModelCacheSettings):
+class QueueSettings:
+    """Whether Kueue admits the runs (the chart's ``kueue.enabled``) and how long a Job may wait
+    for quota while its model server holds GPUs (docs/operator.md, "Kueue")."""
+
+    kueue_enabled: bool = False  # a run without spec.queueName uses the LocalQueue "default"
+    kueue_job_grace_seconds: int = 60  # guard 1: a Job of a Ready server still unadmitted after this
+
+
+@dataclass(frozen=True)
+class WorkloadSettings(
+    ImageSettings, JobSettings, StorageSettings, ServerSettings, ModelCacheSettings, QueueSettings
+):
     """Every cluster-wide knob at once (from the operator's environment, set by the Helm chart).
 
     One flat object, so a builder that needs one knob reads it by name; each base class is one
@@ -171,6 +182,15 @@ def json_object(raw: str, default: Any, name: str) -> Any:
     return value or default
 
 
+def boolean(raw: str, default: Any, name: str) -> Any:
+    """``true`` or ``false`` (any case); empty keeps the default."""
+    if not raw:
+        return default
+    if raw.lower() in ("true", "false"):
+        return raw.lower() == "true"
+    raise ValueError(f"{name} must be true or false, got {raw!r}")
+
+
 def tolerations(raw: str, default: Any, name: str) -> Any:
     """The chart's GPU tolerations, a JSON list of objects (see ``chart_tolerations_from_env``)."""
     return chart_tolerations_from_env({name: raw})
@@ -220,6 +240,8 @@ ENVIRONMENT: tuple[EnvSetting, ...] = (
     EnvSetting("extra_tolerations", GPU_TOLERATIONS_ENV, tolerations),
     # model cache
     EnvSetting("model_cache_pvc", "KUBEJURY_MODEL_CACHE_PVC", text_or_none),
+    # Kueue
+    EnvSetting("kueue_enabled", "KUBEJURY_KUEUE_ENABLED", boolean),
 )
 
 READ_ELSEWHERE: Mapping[str, str] = {

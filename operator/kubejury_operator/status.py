@@ -33,7 +33,7 @@ from kubejury.records.run_status import (
     StageCounts,
 )
 from kubejury.redact import redact_tree
-from kubejury_operator import oom_retry
+from kubejury_operator import oom_retry, queueing
 from kubejury_operator import vocabulary as vocab
 from kubejury_operator.cluster_run import ClusterRun
 from kubejury_operator.facts import Facts
@@ -53,6 +53,7 @@ CONDITION_TYPES = (
     "JobsHealthy",
     "Failed",
 )
+QUEUED = "Queued"  # only for a run admitted through Kueue (queueing.queued_condition)
 MAX_SUMMARY_MODELS = 100  # etcd objects stay small: the summary never grows with the benchmark
 
 
@@ -137,6 +138,8 @@ def _provisioned(view: StatusInputs) -> tuple[bool, str, str]:
         return False, "SecretMissing", "Missing secrets: " + ", ".join(facts.missing_secrets)
     if facts.reuse_refusals:
         return False, "ReuseSourceRefused", "Cannot reuse: " + "; ".join(facts.reuse_refusals)
+    if facts.local_queue_missing:
+        return False, "LocalQueueNotFound", f"Waiting for LocalQueue {view.run.queue_name}"
     if facts.reusing and not facts.terminal:
         return False, "CopyingReusedRecords", "Copying answers and judgments of earlier runs first"
     if facts.waiting_for_node:
@@ -205,9 +208,13 @@ def conditions(view: StatusInputs, previous: RunStatus, now: str) -> dict[str, R
             "; ".join(facts.failures) if facts.failures else "Nothing has failed",
         ),
     }
+    types: tuple[str, ...] = CONDITION_TYPES
+    if view.run.queue_name is not None:
+        states[QUEUED] = queueing.queued_condition(view.run, view.observed, facts.terminal)
+        types = (*types, QUEUED)
     return {
         ctype: condition(previous.conditions, ctype, *states[ctype], view.run.generation, now)
-        for ctype in CONDITION_TYPES
+        for ctype in types
     }
 
 
@@ -301,6 +308,7 @@ def run_status(
         completed_at=previous.completed_at or (now if phase in TERMINAL_PHASES else ""),
         summary=_summary(view, previous),
         reuse=reuse_status(view, previous),
+        queue=queueing.queue_status(view.run, view.observed, previous.queue, view.facts.terminal, now),
     )
 
 
@@ -393,7 +401,19 @@ def events(view: StatusInputs, conds: Mapping[str, RunCondition], previous: RunS
     unschedulable = conds["Unschedulable"]
     if unschedulable.is_true and not (before and before.is_true) and phase == previous_phase:
         found.append(Event("Warning", "Unschedulable", unschedulable.message))
+    found.extend(_queued_events(conds, previous))
     return (*found, *_oom_events(view, conds, previous), *_reuse_events(view, previous))
+
+
+def _queued_events(conds: Mapping[str, RunCondition], previous: RunStatus) -> tuple[Event, ...]:
+    """A Normal ``Queued`` Event when the run starts waiting for Kueue's quota, a Warning
+    ``LocalQueueNotFound`` when its LocalQueue is missing (once per change of reason)."""
+    queued = conds.get(QUEUED)
+    before = previous.condition(QUEUED)
+    if queued is None or not queued.is_true or (before and before.is_true and before.reason == queued.reason):
+        return ()
+    kind: Literal["Normal", "Warning"] = "Warning" if queued.reason == "LocalQueueNotFound" else "Normal"
+    return (Event(kind, queued.reason if kind == "Warning" else QUEUED, queued.message),)
 
 
 def _reuse_events(view: StatusInputs, previous: RunStatus) -> tuple[Event, ...]:
@@ -576,6 +596,7 @@ _SIGNIFICANT_KEYS = (
     "completedAt",
     "summary",
     "reuse",
+    "queue",
 )
 
 

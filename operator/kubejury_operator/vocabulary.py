@@ -59,6 +59,13 @@ ANNOTATION_MEMORY_LIMIT = "kubejury.io/memory-limit"
 # Pods are listed.
 LABEL_JOB_NAME = "batch.kubernetes.io/job-name"
 
+# Kueue (docs/operator.md, "Kueue"): the LocalQueue a Job or Deployment is admitted through; the
+# LocalQueue a run without spec.queueName uses when the chart's kueue.enabled is set (the one Kueue's
+# LocalQueueDefaulting would apply itself); what Kueue's webhook marks the Pods it manages with.
+LABEL_QUEUE_NAME = "kueue.x-k8s.io/queue-name"
+DEFAULT_LOCAL_QUEUE = "default"
+LABEL_KUEUE_MANAGED = "kueue.x-k8s.io/managed"
+
 SERVING_PORT = 8000  # every model server listens here; its Service forwards the same port
 
 

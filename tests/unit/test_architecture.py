@@ -239,6 +239,8 @@ OPERATOR_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
             "placing",
             "preview",
             "progress_cache",
+            "queue_observed",
+            "queueing",
             "reconcile",
             "settings",
             "status",

@@ -16,7 +16,14 @@ from kubejury_operator.settings import ENVIRONMENT, READ_ELSEWHERE, WorkloadSett
 REPO = Path(__file__).resolve().parents[2]
 CONFIGMAP = REPO / "charts" / "kubejury" / "templates" / "configmap.yaml"
 CHART_DOC = REPO / "docs" / "chart.md"
-CONCERNS = (st.ImageSettings, st.JobSettings, st.StorageSettings, st.ServerSettings, st.ModelCacheSettings)
+CONCERNS = (
+    st.ImageSettings,
+    st.JobSettings,
+    st.StorageSettings,
+    st.ServerSettings,
+    st.ModelCacheSettings,
+    st.QueueSettings,
+)
 
 # Fields no chart variable sets: constants of the cluster or overridden per run from the spec.
 NOT_FROM_THE_CHART = {
@@ -25,6 +32,7 @@ NOT_FROM_THE_CHART = {
     "job_uid",
     "model_cache_mount",
     "model_cache_size_limit",
+    "kueue_job_grace_seconds",  # guard 1's grace (docs/operator.md, "Kueue"): a fixed default
 }
 
 # A value each reader takes, and the value the field then holds.
@@ -34,6 +42,7 @@ SAMPLES: dict[Any, tuple[str, Any]] = {
     st.integer: ("42", 42),
     st.decimal: ("0.5", 0.5),
     st.memory_quantity: ("16Gi", "16Gi"),
+    st.boolean: ("true", True),
     st.json_object: ('{"requests": {"cpu": "1"}}', {"requests": {"cpu": "1"}}),
     st.tolerations: (
         '[{"key": "pool", "operator": "Exists", "effect": "NoSchedule"}]',

@@ -811,6 +811,15 @@ class EvalRunSpec(_Model):
         default_factory=Reuse,
         description="Earlier runs whose answers and judgments may be copied instead of made again.",
     )
+    queue_name: str | None = Field(
+        default=None,
+        pattern=_DNS_LABEL,
+        max_length=63,
+        description=(
+            "Kueue LocalQueue of the run's namespace that admits its model servers and Jobs (cluster only). "
+            "Default: none, or the namespace's LocalQueue 'default' when the chart's kueue.enabled is set."
+        ),
+    )
 
     @model_validator(mode="after")
     def _cross_field(self) -> EvalRunSpec:

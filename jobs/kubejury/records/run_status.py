@@ -21,7 +21,8 @@ per model or judge), ``stages.aggregation`` (``done``, ``total``),
 ``leaderWeighted``; ``note`` when the report was too large to read) and, only when the spec asks to
 reuse earlier runs (``spec.reuse.from``), ``reuse`` (:class:`ReuseStatus`: the sources, per model
 and per judge the records copied and from which run, and the refusals, at most
-:data:`MAX_REUSE_REFUSALS` lines).
+:data:`MAX_REUSE_REFUSALS` lines) and, only for a run admitted through Kueue, ``queue``
+(:class:`QueueStatus`: its LocalQueue and ClusterQueue and how long it waited for quota).
 
 The status is written with a JSON merge patch, which deletes a key set to ``null`` and keeps a
 key left out; so :meth:`RunStatus.to_json` writes an absent ``gpu``, ``startedAt`` or
@@ -319,6 +320,39 @@ def _reused(value: Any) -> dict[str, ReusedRecords]:
     return {str(k): ReusedRecords.from_json(v) for k, v in value.items() if isinstance(v, Mapping)}
 
 
+@dataclass(frozen=True)
+class QueueStatus:
+    """``status.queue``: how the run waits for Kueue's quota (only for a run that is queued).
+
+    ``localQueue``: the LocalQueue its servers and Jobs name; ``clusterQueue``: the ClusterQueue
+    behind it, once read. ``waitingSince``: the open interval — something of the run (a model
+    server's Pod or a Job) has waited for admission since then; readers add now − waitingSince.
+    ``waitedSeconds``: the closed intervals, summed. Time queued is never GPU time held: a server
+    Pod waiting for quota is not Ready (``status.gpu``)."""
+
+    local_queue: str
+    cluster_queue: str | None = None
+    waiting_since: str | None = None
+    waited_seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "localQueue": self.local_queue,
+            "clusterQueue": self.cluster_queue,
+            "waitingSince": self.waiting_since,
+            "waitedSeconds": round(self.waited_seconds, 1),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> QueueStatus:
+        return cls(
+            local_queue=_str(data.get("localQueue")),
+            cluster_queue=_optional_str(data.get("clusterQueue")),
+            waiting_since=_optional_str(data.get("waitingSince")),
+            waited_seconds=_float(data.get("waitedSeconds")) or 0.0,
+        )
+
+
 def _names(value: Any) -> dict[str, str] | None:
     """A JSON object of name → name; ``None`` when absent or no object."""
     return {str(k): _str(v) for k, v in value.items()} if isinstance(value, Mapping) else None
@@ -341,6 +375,7 @@ class RunStatus:
     summary: RunSummary | None = None
     gpu: GpuUsage = field(default_factory=GpuUsage)  # GPU time per model server (status.gpu)
     reuse: ReuseStatus | None = None  # only for a run whose spec names runs to reuse
+    queue: QueueStatus | None = None  # only for a run admitted through Kueue
     written: bool = True
 
     @property
@@ -372,6 +407,8 @@ class RunStatus:
             status["summary"] = self.summary.to_json()
         if self.reuse is not None:
             status["reuse"] = self.reuse.to_json()
+        if self.queue is not None:
+            status["queue"] = self.queue.to_json()
         return status
 
     @classmethod
@@ -385,6 +422,7 @@ class RunStatus:
         placement = placement if isinstance(placement, Mapping) else {}
         summary = data.get("summary")
         reuse = data.get("reuse")
+        queue = data.get("queue")
         return cls(
             phase=_str(data.get("phase")) or "Pending",
             observed_generation=_int(data.get("observedGeneration")),
@@ -403,6 +441,7 @@ class RunStatus:
             summary=RunSummary.from_json(summary) if isinstance(summary, Mapping) else None,
             gpu=_gpu(data.get("gpu")),
             reuse=ReuseStatus.from_json(reuse) if isinstance(reuse, Mapping) else None,
+            queue=QueueStatus.from_json(queue) if isinstance(queue, Mapping) else None,
             written=bool(data),
         )
 
