@@ -17,6 +17,12 @@ estimates only what the copies leave (:mod:`kubejury.placement.remaining`): it p
 and judge, what would be copied and from which run, the refusals' reasons, the estimate without
 reuse and the GPU-hours saved. Storage it cannot read (a cluster-only prefix, no credentials) is
 said, and the estimate is then the one without reuse: the plan never fails for it.
+
+With ``--queue NAME`` (issue 25) the estimate is made under a Kueue queue's GPU quota: the
+ClusterQueue behind LocalQueue NAME, read read-only through the kubeconfig as ``kubejury status``
+reads, or from ``--quota FILE``. :mod:`kubejury.placement.quota` picks the ``maxConcurrentModels``
+that fits the nominal quota of the flavours the placements use and says when the first server can
+start given what others use now; the estimate is then made again at that concurrency.
 """
 
 from __future__ import annotations
