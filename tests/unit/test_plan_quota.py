@@ -155,6 +155,11 @@ def test_the_local_queue_picks_the_cluster_queue_and_an_ambiguous_file_is_refuse
         parse_quota(documents[:2], None)
 
 
+def test_a_cluster_queue_without_a_name_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"no metadata\.name"):
+        parse_quota([{"kind": "ClusterQueue"}])
+
+
 def test_a_fractional_gpu_quota_is_refused() -> None:
     with pytest.raises(ValueError, match="not a whole number of GPUs"):
         parse_quota([cluster_queue({"h100": "1500m"})])

@@ -834,6 +834,8 @@ def quota_lines(quota: QuotaEstimate, estimate: Any) -> list[str]:
     said = "as the spec says" if chosen == spec_value else f"the spec says {spec_value}"
     if not fit.servers:
         lines.append("The run's servers request no nvidia.com/gpu: the GPU quota does not limit it.")
+    elif len(fit.uncoverable) == len(fit.servers):
+        pass  # no server this queue admits: nothing to fit
     elif fit.fits:
         more = (
             ""

@@ -248,6 +248,8 @@ def parse_quota(documents: Iterable[Any], local_queue: str | None = None) -> Quo
     queue = _pick_cluster_queue(
         _of_kind(objects, "ClusterQueue"), _of_kind(objects, "LocalQueue"), local_queue
     )
+    if not _name(queue):
+        raise ValueError("the ClusterQueue has no metadata.name")
     spec, status = _map(queue, "spec"), _map(queue, "status")
     specs = {_name(f): _map(f, "spec") for f in _of_kind(objects, "ResourceFlavor")}
     group: Any = next(
