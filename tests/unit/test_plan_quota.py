@@ -210,6 +210,18 @@ def test_a_flavour_whose_taint_the_server_does_not_tolerate_is_not_used() -> Non
     assert [f.name for f in tolerant.matching(gpu_placement(1))] == ["h100"]
 
 
+def test_the_gpu_taint_of_a_flavour_is_tolerated_by_every_gpu_server() -> None:
+    quota = parse_quota([cluster_queue({"h100": 8}), flavor("h100", {PRODUCT: H100}, nodeTaints=[GPU_TAINT])])
+    untainted_nodes = Placement(
+        runtime="vllm",
+        quantization="fp8",
+        tensor_parallel_size=1,
+        gpu_product=H100,
+        node_selector={PRODUCT: H100},
+    )
+    assert [f.name for f in quota.matching(untainted_nodes)] == ["h100"]
+
+
 def test_a_flavour_named_but_not_given_matches_nothing() -> None:
     quota = parse_quota([cluster_queue({"h100": 8})])
     assert quota.matching(gpu_placement(1)) == ()

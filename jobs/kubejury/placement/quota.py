@@ -36,6 +36,8 @@ from kubejury.runtimes import judge_placement, judge_shares_server
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")  # the taint effects Kueue checks a flavour for
+#: Every GPU server the operator deploys tolerates the GPU taint, whatever the nodes file said.
+SERVER_GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
 UNBOUNDED = 10**9  # room of a flavour when counting what servers would need, fitting or not
 
 Role = Literal["model", "judge", "model+judge"]
@@ -126,9 +128,9 @@ class Quota:
 
 
 def _tolerated(flavor: Flavor, placement: Placement) -> bool:
-    """Every blocking taint of the flavour's nodes is tolerated by the server or by the flavour's
-    own tolerations (which Kueue adds to the pod)."""
-    given = [*placement.tolerations, *flavor.tolerations]
+    """Every blocking taint of the flavour's nodes is tolerated by the server (the GPU taint and
+    its placement's tolerations) or by the flavour's own tolerations (which Kueue adds to the pod)."""
+    given = [SERVER_GPU_TOLERATION, *placement.tolerations, *flavor.tolerations]
     return all(
         any(tolerates(t, taint) for t in given)
         for taint in flavor.node_taints
