@@ -589,3 +589,137 @@ def store_finished_run(spec_path: Path, root: Path, score: float = 5.0) -> None:
             storage.write_shard(
                 layout.judgments_prefix(series.name, judge.name), [r.to_json() for r in judgments]
             )
+
+
+# --------------------------------------------------------------------------- Kueue (issue 25)
+
+QUEUE = "gpu-queue"
+CLUSTER_QUEUE = "gpus"
+
+
+def queued_cluster_run(queue: str = QUEUE, **changes: Any) -> ClusterRun:
+    """Run ``r`` (models ``a``, ``b``, ``c``, judge ``j``) admitted through Kueue's LocalQueue ``queue``;
+    ``changes`` are :class:`~kubejury_operator.settings.WorkloadSettings` fields."""
+    run = build_cluster_run()
+    return replace(run, queue_name=queue, settings=replace(run.settings, **changes))
+
+
+def suspended(since: str, state: JobState = JOB_RUNNING) -> JobState:
+    """A Job Kueue keeps suspended (waiting for admission) since ``since``."""
+    return replace(state, suspended_since=since)
+
+
+def kueue_server_pod(
+    key: str,
+    name: str | None = None,
+    *,
+    gated: bool = False,
+    scheduled_at: str | None = None,
+    ready_at: str | None = None,
+    created: str = "2026-11-30T01:00:00Z",
+) -> dict[str, Any]:
+    """A model-server Pod of run ``r`` as Kueue's deployment integration makes it: labelled
+    ``kueue.x-k8s.io/managed``, held by the admission gate (``gated``), or scheduled at
+    ``scheduled_at`` and Ready at ``ready_at``."""
+    conditions: list[dict[str, Any]] = []
+    if gated:
+        conditions.append({"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"})
+    elif scheduled_at is not None:
+        conditions.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": scheduled_at})
+    if ready_at is not None:
+        conditions.append({"type": "Ready", "status": "True", "lastTransitionTime": ready_at})
+    labels = {
+        vocab.LABEL_MANAGED_BY: vocab.MANAGED_BY,
+        vocab.LABEL_RUN: "r",
+        vocab.LABEL_COMPONENT: "server",
+        vocab.LABEL_ENDPOINT: key,
+        vocab.LABEL_KUEUE_MANAGED: "true",
+    }
+    return {
+        "kind": "Pod",
+        "metadata": {
+            "name": name or f"{workload_of(key)}-0",
+            "namespace": "ns",
+            "labels": labels,
+            "creationTimestamp": created,
+        },
+        "status": {"phase": "Pending" if gated else "Running", "conditions": conditions},
+    }
+
+
+def kueue_workload(
+    owner_kind: str,
+    owner: str,
+    *,
+    reserved: bool = False,
+    reason: str = "Pending",
+    message: str = "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu "
+    "in flavor h100, 1 more needed",
+    requests: Mapping[str, str] | None = None,
+    name: str | None = None,
+) -> dict[str, Any]:
+    """A Kueue Workload owned by the Job or Pod ``owner``: holding quota (``reserved``) or pending."""
+    quota = {"type": "QuotaReserved", "status": "True" if reserved else "False", "reason": reason}
+    if not reserved:
+        quota["message"] = message
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {
+            "name": name or f"{owner_kind.lower()}-{owner}-1a2b3",
+            "namespace": "ns",
+            "ownerReferences": [{"kind": owner_kind, "name": owner, "controller": True}],
+        },
+        "spec": {"queueName": QUEUE},
+        "status": {
+            "conditions": [quota],
+            "resourceRequests": [
+                {"name": "main", "resources": dict(requests or {"cpu": "2", "nvidia.com/gpu": "1"})}
+            ],
+        },
+    }
+
+
+def local_queue(name: str = QUEUE, cluster_queue: str = CLUSTER_QUEUE) -> dict[str, Any]:
+    """A Kueue LocalQueue in namespace ``ns`` pointing at ``cluster_queue``."""
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "LocalQueue",
+        "metadata": {"name": name, "namespace": "ns"},
+        "spec": {"clusterQueue": cluster_queue},
+    }
+
+
+def cluster_queue(
+    name: str = CLUSTER_QUEUE, gpus: int = 8, in_use: int = 8, flavour: str = "h100"
+) -> dict[str, Any]:
+    """A ClusterQueue with ``gpus`` of flavour ``flavour`` (and CPU in flavour ``default``), ``in_use``
+    of them reserved."""
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ClusterQueue",
+        "metadata": {"name": name},
+        "spec": {
+            "resourceGroups": [
+                {
+                    "coveredResources": ["cpu"],
+                    "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": "64"}]}],
+                },
+                {
+                    "coveredResources": ["nvidia.com/gpu"],
+                    "flavors": [
+                        {
+                            "name": flavour,
+                            "resources": [{"name": "nvidia.com/gpu", "nominalQuota": str(gpus)}],
+                        }
+                    ],
+                },
+            ]
+        },
+        "status": {
+            "flavorsReservation": [
+                {"name": flavour, "resources": [{"name": "nvidia.com/gpu", "total": str(in_use)}]},
+                {"name": "default", "resources": [{"name": "cpu", "total": "10"}]},
+            ]
+        },
+    }

@@ -166,6 +166,8 @@ def test_custom_resources_of_other_projects_have_their_essential_fields(
         ({"watchNamespaces": ["Not_A_Namespace"]}, "watchNamespaces"),
         ({"inference": {"gpuMemoryUtilization": 1.5}}, "gpuMemoryUtilization"),
         ({"image": {"pullPolicy": "Sometimes"}}, "pullPolicy"),
+        ({"kueue": {"enabled": "yes"}}, "kueue"),
+        ({"kueue": {"queue": "x"}}, "kueue"),
     ],
 )
 def test_schema_rejects_bad_values(values: dict[str, Any], complaint: str, tmp_values: Path) -> None:
@@ -726,3 +728,47 @@ def test_development_url_points_the_webhook_at_loopback_and_the_certificate_name
     assert ipaddress.ip_address("127.0.0.1") in sans.get_values_for_type(x509.IPAddress)
     (default,) = of_kind(render(tmp_values), "ValidatingWebhookConfiguration")
     assert "url" not in default["webhooks"][0]["clientConfig"]
+
+
+# ------------------------------------------------------------------------------------ Kueue
+
+
+KUEUE_RESOURCES = {"localqueues", "workloads", "clusterqueues", "resourceflavors"}
+
+
+def kueue_rules(objects: Iterable[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    return [(where, rule) for where, rule in rbac_rules(objects) if "kueue.x-k8s.io" in rule["apiGroups"]]
+
+
+def test_no_kueue_rule_or_setting_by_default(default_objects: list[dict[str, Any]]) -> None:
+    assert kueue_rules(default_objects) == []
+    assert "KUBEJURY_KUEUE_ENABLED" not in settings_data(default_objects)
+
+
+@pytest.mark.parametrize("watch", [[], ["team-a"]], ids=["cluster-wide", "per-namespace"])
+def test_kueue_enabled_adds_read_only_rules_on_kueue_objects_and_nothing_else(
+    watch: list[str], tmp_values: Path
+) -> None:
+    on = render(tmp_values, {"kueue": {"enabled": True}, "watchNamespaces": watch})
+    off = render(tmp_values, {"watchNamespaces": watch})
+    rules = kueue_rules(on)
+    assert {r for _, rule in rules for r in rule["resources"]} == KUEUE_RESOURCES
+    for where, rule in rules:
+        assert rule["apiGroups"] == ["kueue.x-k8s.io"], where
+        assert set(rule["verbs"]) == {"get", "list", "watch"}, where
+    # cluster-scoped Kueue objects live in the cluster-scoped ClusterRole, namespaced ones beside the
+    # run's other children (the Role of each watched namespace, or the cluster-wide ClusterRole)
+    (cluster_role,) = [
+        r for r in operator_roles(on, "ClusterRole") if r["metadata"]["name"].endswith("-cluster")
+    ]
+    cluster_kueue = {
+        r
+        for rule in cluster_role["rules"]
+        if "kueue.x-k8s.io" in rule["apiGroups"]
+        for r in rule["resources"]
+    }
+    assert cluster_kueue == {"clusterqueues", "resourceflavors"}
+    # every other rule is what it was
+    others = [(w, rule) for w, rule in rbac_rules(on) if "kueue.x-k8s.io" not in rule["apiGroups"]]
+    assert others == rbac_rules(off)
+    assert settings_data(on)["KUBEJURY_KUEUE_ENABLED"] == "true"
