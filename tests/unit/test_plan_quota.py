@@ -406,6 +406,17 @@ def test_the_table_says_when_it_starts_and_how_long_it_takes(
     assert "cohort research" in out
 
 
+def test_a_spec_below_what_the_quota_fits_is_shown_beside_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = write_run(tmp_path, max_models=1)
+    args = ["plan", "--evalrun", str(run), "--nodes", str(NODES), "--estimate", "--questions", "200"]
+    assert main([*args, "--quota", str(QUOTA_FILE)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "maxConcurrentModels=3 fits the quota (the spec says 1)" in out
+    assert "With the spec's maxConcurrentModels=1 the run takes" in out
+
+
 def test_a_product_no_flavour_covers_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = ["plan", "--evalrun", str(write_run(tmp_path)), "--nodes", str(MIXED_NODES), "--estimate"]
     args += ["--questions", "200", "--quota", str(QUOTA_FILE), "--fail-unschedulable"]

@@ -853,12 +853,15 @@ def quota_lines(quota: QuotaEstimate, estimate: Any) -> list[str]:
             "freed), so the run takes longer than estimated."
         )
     lines += _start_lines(quota, wall)
+    spec_hours = quota.spec_estimate.to_json()["totals"]["wall_hours"]
     if chosen < spec_value:
         lines.append(
             f"With the spec's maxConcurrentModels={spec_value} the servers would ask for more than the quota at once: "
-            f"Kueue would keep some gated (estimated {quota.spec_estimate.to_json()['totals']['wall_hours']:.2f} h "
-            "without the quota); set maxConcurrentModels to the value above."
+            f"Kueue would keep some gated (estimated {spec_hours:.2f} h without the quota); set "
+            "maxConcurrentModels to the value above."
         )
+    elif chosen > spec_value:
+        lines.append(f"With the spec's maxConcurrentModels={spec_value} the run takes {spec_hours:.2f} h.")
     lines += [f"Note: {note}." for note in fit.notes]
     return lines
 
