@@ -21,6 +21,7 @@ from kubejury_operator.settings import WorkloadSettings
 from kubejury_operator.tenancy import run_storage_uri
 from kubejury_operator.vocabulary import (
     DEFAULT_LOCAL_QUEUE,
+    LABEL_PRIORITY_CLASS,
     Endpoint,
     JobStorage,
     RunRef,
@@ -54,6 +55,8 @@ class ClusterRun:
     # The Kueue LocalQueue that admits the run's servers and Jobs (spec.queueName, else "default"
     # with the chart's kueue.enabled); None: the run is not queued and nothing Kueue applies.
     queue_name: str | None = None
+    # Kueue's WorkloadPriorityClass: the EvalRun's label kueue.x-k8s.io/priority-class, if any.
+    priority_class: str | None = None
 
     def models_in_bringup_order(self) -> list[Endpoint]:
         """The evaluated models in bring-up order; any not named keep spec order after the others."""
@@ -186,6 +189,7 @@ def cluster_run(
         report_uri=storage_uri.rstrip("/") + f"/{ref.name}/report/",
         reuse_from=tuple(spec.reuse.from_runs),
         queue_name=queue_name(spec.queue_name, base.kueue_enabled),
+        priority_class=str((meta.get("labels") or {}).get(LABEL_PRIORITY_CLASS) or "") or None,
     )
 
 

@@ -54,6 +54,7 @@ from kubejury_operator.vocabulary import (
     EVALRUN_KIND,
     LABEL_COMPONENT,
     LABEL_ENDPOINT,
+    LABEL_PRIORITY_CLASS,
     LABEL_QUEUE_NAME,
     LABEL_RUN,
     SERVING_PORT,
@@ -764,15 +765,20 @@ def _job(
     }
 
 
-def queued(manifest: Manifest, queue_name: str | None) -> Manifest:
+def queued(manifest: Manifest, queue_name: str | None, priority_class: str | None = None) -> Manifest:
     """``manifest`` (a Job or a model server's Deployment) admitted through Kueue's LocalQueue
-    ``queue_name``: the label ``kueue.x-k8s.io/queue-name`` on the object itself. Kueue's webhooks
-    do the rest — a Job is suspended until admitted, a Deployment's Pods get the label and the
+    ``queue_name``: the label ``kueue.x-k8s.io/queue-name`` on the object itself, and
+    ``kueue.x-k8s.io/priority-class`` when the run names a WorkloadPriorityClass. Kueue's webhooks
+    do the rest — a Job is suspended until admitted, a Deployment's Pods get the labels and the
     admission scheduling gate — so nothing else changes. ``None``: the manifest as it is."""
     if queue_name is None:
         return manifest
+    added = {
+        LABEL_QUEUE_NAME: queue_name,
+        **({LABEL_PRIORITY_CLASS: priority_class} if priority_class else {}),
+    }
     labelled = copy.deepcopy(manifest)
-    labelled["metadata"]["labels"] = {**labelled["metadata"].get("labels", {}), LABEL_QUEUE_NAME: queue_name}
+    labelled["metadata"]["labels"] = {**labelled["metadata"].get("labels", {}), **added}
     return labelled
 
 

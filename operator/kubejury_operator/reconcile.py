@@ -373,12 +373,12 @@ def _oom_replacements(
 
 
 def queued(run: ClusterRun, actions: Sequence[Action]) -> list[Action]:
-    """``actions`` with every Job and Deployment created carrying the run's Kueue queue label
-    (:func:`kubejury_operator.manifests.queued`); unchanged for a run that is not queued."""
+    """``actions`` with every Job and Deployment created carrying the run's Kueue queue label and
+    priority class (:func:`kubejury_operator.manifests.queued`); unchanged for a run not queued."""
     if run.queue_name is None:
         return list(actions)
     return [
-        replace(a, manifest=mf.queued(a.manifest, run.queue_name))
+        replace(a, manifest=mf.queued(a.manifest, run.queue_name, run.priority_class))
         if a.verb == "create" and a.kind in ("Job", "Deployment") and a.manifest is not None
         else a
         for a in actions

@@ -65,6 +65,8 @@ LABEL_JOB_NAME = "batch.kubernetes.io/job-name"
 LABEL_QUEUE_NAME = "kueue.x-k8s.io/queue-name"
 DEFAULT_LOCAL_QUEUE = "default"
 LABEL_KUEUE_MANAGED = "kueue.x-k8s.io/managed"
+# Kueue's WorkloadPriorityClass of a Job or Deployment: copied from the EvalRun's own labels.
+LABEL_PRIORITY_CLASS = "kueue.x-k8s.io/priority-class"
 
 SERVING_PORT = 8000  # every model server listens here; its Service forwards the same port
 

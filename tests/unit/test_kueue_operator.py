@@ -428,3 +428,18 @@ def test_gpu_accounting_holds_nothing_while_the_server_pod_is_gated() -> None:
     p = plan(run, waiting, {}, NOW)
     gpu = (p.status.get("gpu") or {}).get("servers") or {}
     assert all(not s.get("readySince") and not s.get("heldGpuSeconds") for s in gpu.values())
+
+
+def test_the_evalruns_priority_class_label_is_copied_with_the_queue_label() -> None:
+    body = build_evalrun(queueName="team-a")
+    body["metadata"]["labels"] = {vocab.LABEL_PRIORITY_CLASS: "high"}
+    run = cluster_run(body, parse_evalrun(body), {}, WorkloadSettings())
+    assert run.priority_class == "high"
+    (deployment, *_) = created(
+        plan(replace(queued_cluster_run(), priority_class="high"), Observed(), {}, NOW), "Deployment"
+    ).values()
+    assert deployment["metadata"]["labels"][vocab.LABEL_PRIORITY_CLASS] == "high"
+    unqueued = replace(build_cluster_run(), priority_class="high")  # no queue: no Kueue label at all
+    assert all(
+        vocab.LABEL_PRIORITY_CLASS not in str(a.manifest) for a in plan(unqueued, Observed(), {}, NOW).actions
+    )
