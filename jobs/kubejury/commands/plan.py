@@ -545,7 +545,10 @@ class QuotaEstimate:
         }
 
 
-KUEUE_VERSIONS = ("v1beta2", "v1beta1")  # v1beta2 is stored since Kueue 0.15; older ones serve v1beta1
+KUEUE_VERSIONS = (
+    "v1beta2",
+    "v1beta1",
+)  # v0.17.0 stores v1beta2 and still serves v1beta1; releases before v1beta2 serve only it
 
 
 def _load_quota(args: argparse.Namespace, evalrun: Any) -> Any:
