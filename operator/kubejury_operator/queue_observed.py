@@ -41,10 +41,11 @@ class PendingWorkload:
     reason: str  # QuotaReserved's reason: Pending, Inadmissible, or Evicted
     message: str  # Kueue's own words ("couldn't assign flavors … insufficient unused quota …")
 
-    @property
-    def flavour(self) -> str | None:
-        """The flavour Kueue's message names (``… for nvidia.com/gpu in flavor h100 …``)."""
-        found = _FLAVOUR.search(self.message)
+    def flavour(self, resource: str) -> str | None:
+        """The flavour Kueue's message names for ``resource`` (``… for nvidia.com/gpu in flavor
+        h100 …``), else the first flavour it names at all."""
+        found = re.search(rf"for {re.escape(resource)} in flavor ([A-Za-z0-9._-]+)", self.message)
+        found = found or _FLAVOUR.search(self.message)
         return found.group(1) if found else None
 
 

@@ -139,7 +139,7 @@ def pending_line(pending: PendingWorkload, queue: QueueState, names: Mapping[str
     if pending.reason != "Pending" or not pending.requests:
         return f"{who}: {pending.message}"
     resource, quantity = pending.requests[0]
-    flavour = pending.flavour
+    flavour = pending.flavour(resource)
     line = f"{who}: {quantity} {resource}{f' of flavour {flavour}' if flavour else ''} pending"
     use = _in_use(queue, resource, flavour)
     return f"{line}; {use}" if use else line

@@ -164,7 +164,17 @@ def test_pending_workloads_are_the_runs_own_that_hold_no_quota() -> None:
     found = pending_workloads(workloads, [job, "kj-r-agg"], {pod: A})
     assert [p.owner for p in found] == [f"model-server {A}", "Job kj-r-agg"]
     assert found[0].requests[0] == ("nvidia.com/gpu", "1")
-    assert found[0].flavour == "h100"
+    assert found[0].flavour("nvidia.com/gpu") == "h100"
+    both = replace(
+        found[0],
+        message="insufficient unused quota for cpu in flavor cpu, 1 more needed; "
+        "insufficient unused quota for nvidia.com/gpu in flavor h100, 4 more needed",
+    )
+    assert (both.flavour("nvidia.com/gpu"), both.flavour("cpu"), both.flavour("memory")) == (
+        "h100",
+        "cpu",
+        "cpu",
+    )
     assert found[1].reason == "Inadmissible"
 
 
