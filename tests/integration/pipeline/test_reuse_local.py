@@ -46,8 +46,9 @@ OLD_MODELS = """
       source: embedded://smollm2-135m-instruct-q4_1
       maxModelLen: 2048"""
 NEW_MODEL = """
-    - name: gemma-short
+    - name: smol-short
       runtime: llamacpp
+      source: embedded://smollm2-135m-instruct-q4_1
       maxModelLen: 1024"""
 
 
@@ -68,18 +69,18 @@ spec:
       runtime: llamacpp
       promptVariant: strict
       maxModelLen: 3072
-    - name: judge-smol
+    - name: judge-lenient
       runtime: llamacpp
-      source: embedded://smollm2-135m-instruct-q4_1
-      maxModelLen: 3072
+      promptVariant: lenient
+      maxModelLen: 4096
   series:
     - name: primary
       temperature: 0
       repetitionPenalty: 1.2
-      maxTokens: 32
+      maxTokens: 24
       seed: 7
   judging:
-    maxTokens: 96
+    maxTokens: 64
   scoring:
     bootstrapSamples: 200
     seed: 11
@@ -169,14 +170,14 @@ def test_a_grown_leaderboard_equals_a_fresh_run_and_asks_only_the_new_model(tmp_
     fresh_requests, fresh_started = dict(spy.requests), sorted(spy.started)
 
     # Only the new model generated; each judge judged only its three answers (of nine).
-    assert fresh_requests == {"gemma": 3, "smol": 3, "gemma-short": 3, "judge-strict": 9, "judge-smol": 9}
-    assert grown_requests == {"gemma-short": 3, "judge-strict": 3, "judge-smol": 3}
+    assert fresh_requests == {"gemma": 3, "smol": 3, "smol-short": 3, "judge-strict": 9, "judge-lenient": 9}
+    assert grown_requests == {"smol-short": 3, "judge-strict": 3, "judge-lenient": 3}
     # No server for a model with nothing left to answer: 3 bring-ups against 5.
     gemma, smol = "gemma-3-270m-q4_k_m.gguf", "SmolLM2-135M-Instruct.Q4_1.gguf"
     assert fresh_started == sorted(
-        [f"{gemma}@2048", f"{smol}@2048", f"{gemma}@1024", f"{gemma}@3072", f"{smol}@3072"]
+        [f"{gemma}@2048", f"{smol}@2048", f"{smol}@1024", f"{gemma}@3072", f"{gemma}@4096"]
     )
-    assert grown_started == sorted([f"{gemma}@1024", f"{gemma}@3072", f"{smol}@3072"])
+    assert grown_started == sorted([f"{smol}@1024", f"{gemma}@3072", f"{gemma}@4096"])
 
     # To the last digit: every number of the report is the fresh run's.
     grown, fresh = report(out, "board-grown"), report(out, "fresh")
@@ -190,5 +191,5 @@ def test_a_grown_leaderboard_equals_a_fresh_run_and_asks_only_the_new_model(tmp_
     store, layout = LocalStorage(out), RunLayout("board-grown")
     answers = list(store.read_jsonl(layout.answers_prefix("primary", "smol")))
     assert {a.get("reused_from") for a in answers} == {"board"}
-    new_answers = list(store.read_jsonl(layout.answers_prefix("primary", "gemma-short")))
+    new_answers = list(store.read_jsonl(layout.answers_prefix("primary", "smol-short")))
     assert all("reused_from" not in a for a in new_answers)
