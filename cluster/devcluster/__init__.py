@@ -15,15 +15,18 @@ from devcluster.cluster import (
     start_cluster,
     stop_cluster,
 )
+from devcluster.kueue import KueueInstall, install_kueue
 from devcluster.nodes import NodesFileError, load_nodes
 
 __all__ = [
     "DEFAULT_NODES_FILE",
     "Cluster",
     "ClusterError",
+    "KueueInstall",
     "NodesFileError",
     "attach",
     "build_bins",
+    "install_kueue",
     "load_nodes",
     "start_cluster",
     "stop_cluster",

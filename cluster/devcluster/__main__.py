@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from devcluster.cluster import DEFAULT_NODES_FILE, ClusterError, attach, start_cluster, stop_cluster
+from devcluster.kueue import VERSION as KUEUE_VERSION
 from devcluster.nodes import NodesFileError
 
 
@@ -30,15 +31,27 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="OCI archive to import into the real node's containerd (repeatable)",
     )
+    up.add_argument(
+        "--kueue",
+        action="store_true",
+        help="install Kueue (built by scripts/build_kueue.sh) and run its manager; see docs/testing.md",
+    )
     commands.add_parser("down", help="stop what `up` started")
     commands.add_parser("status", help="exit 0 if the cluster is running")
     args = parser.parse_args(argv)
     try:
         if args.command == "up":
-            cluster = start_cluster(args.nodes, args.state, real_node=args.real_node, images=args.image)
+            cluster = start_cluster(
+                args.nodes, args.state, real_node=args.real_node, images=args.image, kueue=args.kueue
+            )
             print(
                 f"cluster up: {cluster.api_url}; KUBECONFIG={cluster.kubeconfig}; audit log {cluster.audit_log}"
             )
+            if cluster.kueue is not None:
+                print(
+                    f"kueue {KUEUE_VERSION}: webhooks at https://127.0.0.1:{cluster.kueue.webhook_port}; "
+                    f"log {cluster.state_dir / 'logs' / 'kueue.log'}"
+                )
         elif args.command == "down":
             stopped = stop_cluster(args.state.resolve())
             print(f"stopped: {', '.join(stopped) or 'nothing was running'}")

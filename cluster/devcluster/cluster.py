@@ -38,6 +38,7 @@ from typing import Any
 import yaml
 
 from devcluster import processes, realnode
+from devcluster.kueue import KueueInstall, build_kueue, install_kueue, stop_kueue
 from devcluster.kwok_config import stages_dir, write_kwok_config
 from devcluster.nodes import load_nodes
 from devcluster.pki import (
@@ -129,6 +130,8 @@ class Cluster:
     ports: Mapping[str, int] = field(default_factory=dict)
     #: A real node runs beside the KWOK ones (:mod:`devcluster.realnode`; its state under node/).
     has_real_node: bool = False
+    #: Kueue is installed and its manager runs (:mod:`devcluster.kueue`; its state under kueue/).
+    kueue: KueueInstall | None = None
 
     def real_node(self) -> realnode.RealNode:
         """The real node of this cluster; ClusterError when it was started without one."""
@@ -221,9 +224,10 @@ COMPONENT_ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-sc
 
 
 def stop_cluster(state_dir: Path) -> list[str]:
-    """Stop what ``state_dir``'s pid files name: a real node first, then the control plane newest
-    first; the names stopped."""
-    stopped = realnode.stop_real_node(state_dir)
+    """Stop what ``state_dir``'s pid files name: Kueue's manager, a real node, then the control plane
+    newest first; the names stopped."""
+    stopped = ["kueue"] if stop_kueue(state_dir) else []
+    stopped += realnode.stop_real_node(state_dir)
     for name in reversed(COMPONENT_ORDER):
         if processes.stop(state_dir, name, STOP_TIMEOUT):
             stopped.append(name)
@@ -240,7 +244,11 @@ def attach(state_dir: Path) -> Cluster:
         raise ClusterError(
             f"{info_path}: no running cluster here (run `make cluster-up`): {error}"
         ) from error
-    names = (*COMPONENT_ORDER, *(realnode.REQUIRED_DAEMONS if info.get("real_node") else ()))
+    names = (
+        *COMPONENT_ORDER,
+        *(realnode.REQUIRED_DAEMONS if info.get("real_node") else ()),
+        *(("kueue",) if info.get("kueue") else ()),
+    )
     down = [name for name in names if processes.running_pid(state_dir, name) is None]
     if down:
         raise ClusterError(f"{state_dir}: not running: {', '.join(down)} (run `make cluster-up` again)")
@@ -251,7 +259,21 @@ def attach(state_dir: Path) -> Cluster:
         api_url=info["api_url"],
         ports=dict(info["ports"]),
         has_real_node=bool(info.get("real_node", False)),
+        kueue=KueueInstall.from_json(info["kueue"]) if info.get("kueue") else None,
     )
+
+
+def _save(cluster: Cluster) -> None:
+    """Record a started cluster in ``cluster.json`` (what :func:`attach` reads)."""
+    info = {
+        "bin_dir": str(cluster.bin_dir),
+        "nodes_file": str(cluster.nodes_file),
+        "api_url": cluster.api_url,
+        "ports": dict(cluster.ports),
+        "real_node": cluster.has_real_node,
+        "kueue": cluster.kueue.to_json() if cluster.kueue else None,
+    }
+    (cluster.state_dir / "cluster.json").write_text(json.dumps(info, indent=2) + "\n")
 
 
 # --- configuration files ---------------------------------------------------------------------------
@@ -516,6 +538,7 @@ def start_cluster(
     extra_args: Mapping[str, Sequence[str]] | None = None,
     real_node: bool = False,
     images: Sequence[Path] = (),
+    kueue: bool = False,
 ) -> Cluster:
     """Start (or find already running) a dev cluster in ``state_dir`` with the nodes of ``nodes_file``.
 
@@ -529,11 +552,16 @@ def start_cluster(
     ``real_node``: one real node beside the KWOK ones (:mod:`devcluster.realnode`), with the OCI
     archives ``images`` imported into its containerd. It replaces the nodes file's CPU-only nodes,
     so that every CPU pod runs for real; the GPU nodes stay simulated.
+
+    ``kueue``: Kueue installed from its release manifests, its manager running as a local process
+    (:mod:`devcluster.kueue`). A running cluster without it gets it installed in place; one with it is
+    reused as it is either way.
     """
     state = state_dir.resolve()
     nodes_path = nodes_file.resolve()
     nodes = load_nodes(nodes_path)  # bad input fails before anything starts
     bins = bin_dir or build_bins()
+    kueue_dir = build_kueue() if kueue else None  # built before anything starts, as the binaries are
     node_bins = None
     if real_node:
         realnode.preflight()
@@ -546,6 +574,9 @@ def start_cluster(
             and running.bin_dir == bins
             and running.has_real_node == real_node
         ):
+            if kueue and running.kueue is None:
+                running.kueue = install_kueue(running, kueue_dir)
+                _save(running)
             return running
     stop_cluster(state)  # leftovers of a half-started cluster, or one of other nodes or binaries
     for sub in ("logs", "pids"):
@@ -627,15 +658,10 @@ def start_cluster(
                 kubectl=cluster.kubectl,
                 images=images,
             )
+        if kueue:
+            cluster.kueue = install_kueue(cluster, kueue_dir)
     except BaseException:
         stop_cluster(state)
         raise
-    info = {
-        "bin_dir": str(bins),
-        "nodes_file": str(nodes_path),
-        "api_url": api_url,
-        "ports": ports,
-        "real_node": real_node,
-    }
-    (state / "cluster.json").write_text(json.dumps(info, indent=2) + "\n")
+    _save(cluster)
     return cluster

@@ -271,3 +271,27 @@ def ensure_pki(directory: Path, extra_ips: tuple[str, ...] = ()) -> Pki:
             )
         )
     return pki
+
+
+def issue_serving_cert(
+    pki: Pki,
+    cert_path: Path,
+    key_path: Path,
+    common_name: str,
+    dns_names: tuple[str, ...],
+    ips: tuple[str, ...],
+) -> None:
+    """Issue a serving certificate signed by the cluster CA (a local webhook server the API server calls
+    at ``https://127.0.0.1``: its ``caBundle`` is then the cluster CA)."""
+    sans: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
+    sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
+    cert_path.parent.mkdir(parents=True, exist_ok=True)
+    _issue(
+        (pki.ca_cert, pki.ca_key),
+        cert_path,
+        key_path,
+        _name(common_name),
+        ExtendedKeyUsageOID.SERVER_AUTH,
+        datetime.datetime.now(datetime.UTC),
+        sans,
+    )
