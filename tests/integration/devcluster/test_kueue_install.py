@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import base64
 import json
+import shutil
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from devcluster import Cluster, processes
+from devcluster import Cluster, ClusterError, install_kueue, processes, start_cluster
 from devcluster.kueue import NAMESPACE, PROCESS, SERVICE_ACCOUNT, condition_status
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
@@ -413,3 +415,30 @@ def test_the_manager_acts_as_its_service_account_and_the_release_rbac_refuses_it
         if e.get("annotations", {}).get("authorization.k8s.io/decision") == "forbid"
     ]
     assert refused == []
+
+
+def test_a_manager_that_exits_is_named_with_its_log_and_leaves_no_webhook_behind(
+    kueue_cluster: Cluster, tmp_path: Path
+) -> None:
+    """A cluster of its own: Kueue's webhooks fail closed, so a failed install must not leave them."""
+    assert kueue_cluster.kueue is not None
+    build = tmp_path / "kueue-broken"
+    (build / "bin").mkdir(parents=True)
+    shutil.copytree(Path(kueue_cluster.kueue.build_dir) / "manifests", build / "manifests")
+    (build / "bin" / "kueue").write_text("#!/bin/sh\necho 'kueue: cannot start here' >&2\nexit 3\n")
+    (build / "bin" / "kueue").chmod(0o755)
+    cluster = start_cluster(state_dir=tmp_path / "state")
+    try:
+        with pytest.raises(ClusterError, match=r"(?s)kueue exited while waiting.*cannot start here"):
+            install_kueue(cluster, build, timeout=60)
+        assert processes.running_pid(cluster.state_dir, PROCESS) is None
+        hooks = [
+            item["metadata"]["name"]
+            for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations")
+            for item in cluster.get_json(kind)["items"]
+        ]
+        assert not [name for name in hooks if name.startswith("kueue-")]
+        # Jobs are admitted as before.
+        cluster.kubectl("create", "-n", "default", "-f", "-", input=json.dumps(job("after", 0, None)))
+    finally:
+        cluster.stop()
