@@ -38,7 +38,7 @@ from typing import Any
 import yaml
 
 from devcluster import processes, realnode
-from devcluster.kueue import KueueInstall, build_kueue, install_kueue, stop_kueue
+from devcluster.kueue import KueueInstall, KueuePlan, apply_kueue_crds, build_kueue, install_kueue, stop_kueue
 from devcluster.kwok_config import stages_dir, write_kwok_config
 from devcluster.nodes import load_nodes
 from devcluster.pki import (
@@ -602,6 +602,7 @@ def start_cluster(
             has_real_node=real_node,
         )
         started: list[str] = []
+        kueue_plan: KueuePlan | None = None
         for component in _components(state, bins, pki, ports, extra_args, real_node_host_ip=host_ip):
             _launch(state, bins, component)
             started.append(component.name)
@@ -612,6 +613,9 @@ def start_cluster(
                 started,
                 START_TIMEOUT,
             )
+            if component.name == "kube-apiserver" and kueue_dir is not None:
+                # Before kube-controller-manager: its garbage collector then watches Kueue's kinds at once.
+                kueue_plan = apply_kueue_crds(cluster, kueue_dir)
         listing = {"apiVersion": "v1", "kind": "List", "items": nodes}
         cluster.kubectl("create", "-f", "-", input=json.dumps(listing))
         names = {node["metadata"]["name"] for node in nodes}
@@ -659,7 +663,7 @@ def start_cluster(
                 images=images,
             )
         if kueue:
-            cluster.kueue = install_kueue(cluster, kueue_dir)
+            cluster.kueue = install_kueue(cluster, kueue_dir, plan=kueue_plan)
     except BaseException:
         stop_cluster(state)
         raise

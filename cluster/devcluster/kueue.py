@@ -422,65 +422,101 @@ def _remove_webhooks(cluster: Cluster, webhooks: Sequence[Mapping[str, Any]]) ->
         )
 
 
+@dataclass(frozen=True)
+class KueuePlan:
+    """What is fixed before the manager starts: the build, its release, the ports and the CA bundle
+    the webhooks (and the CRDs' conversion webhook) are called with."""
+
+    build: Path
+    release: Release
+    ports: Ports
+    ca_bundle: str
+
+    @property
+    def base_url(self) -> str:
+        return f"https://127.0.0.1:{self.ports.webhook}"
+
+
+def apply_kueue_crds(cluster: Cluster, build_dir: Path | None = None) -> KueuePlan:
+    """Choose the manager's ports and apply Kueue's CRDs, conversion webhook at the loopback URL.
+
+    :func:`~devcluster.cluster.start_cluster` calls this before kube-controller-manager starts: the
+    garbage collector then watches Kueue's kinds from its first discovery instead of its first 30 s
+    resync, and :func:`install_kueue` does not wait for it.
+    """
+    build = (build_dir or build_kueue()).resolve()
+    ports = Ports(webhook=_free_port(), metrics=_free_port(), health=_free_port())
+    plan = KueuePlan(
+        build, load_release(build), ports, base64.b64encode(cluster.ca_file.read_bytes()).decode()
+    )
+    crds = [with_local_conversion(crd, plan.base_url, plan.ca_bundle) for crd in plan.release.crds]
+    _apply_crds(cluster, crds)
+    return plan
+
+
 def install_kueue(
-    cluster: Cluster, build_dir: Path | None = None, timeout: float = START_TIMEOUT
+    cluster: Cluster,
+    build_dir: Path | None = None,
+    timeout: float = START_TIMEOUT,
+    *,
+    plan: KueuePlan | None = None,
 ) -> KueueInstall:
     """Install Kueue on the running ``cluster`` and start its manager; returns once Kueue is ready.
 
-    On failure the manager is stopped, its webhook configurations are deleted (so the cluster keeps
-    admitting Jobs and Pods), and ClusterError quotes the manager's log.
+    ``plan``: the CRDs were applied already (:func:`apply_kueue_crds`). On failure the manager is
+    stopped, its webhook configurations are deleted (so the cluster keeps admitting Jobs and Pods),
+    and ClusterError quotes the manager's log.
     """
-    build = (build_dir or build_kueue()).resolve()
-    release = load_release(build)
-    state, work = cluster.state_dir, cluster.state_dir / "kueue"
+    plan = plan or apply_kueue_crds(cluster, build_dir)
+    release, ports, state, work = plan.release, plan.ports, cluster.state_dir, cluster.state_dir / "kueue"
     work.mkdir(parents=True, exist_ok=True)
-    ports = Ports(webhook=_free_port(), metrics=_free_port(), health=_free_port())
-    base_url, ca_bundle = (
-        f"https://127.0.0.1:{ports.webhook}",
-        base64.b64encode(cluster.ca_file.read_bytes()).decode(),
-    )
     cert_dir = _issue_certificate(cluster, work / "certs")
     configuration = manager_configuration(release_configuration(release), ports, cert_dir)
     config_path = work / "config.yaml"
     config_path.write_text(yaml.safe_dump(configuration, sort_keys=False))
-    _apply_crds(cluster, [with_local_conversion(crd, base_url, ca_bundle) for crd in release.crds])
     _apply(cluster, with_configuration(release, configuration))
     kubeconfig = _service_account_kubeconfig(cluster, work)
-    binary = build / "bin" / "kueue"
+    binary = plan.build / "bin" / "kueue"
     if not binary.exists():
         raise ClusterError(f"{binary} is missing: run `make kueue-bins`")
     argv = manager_argv(binary, manager_args(release.deployment), config_path, kubeconfig, cert_dir)
     processes.stop(state, PROCESS)
     processes.launch(state, PROCESS, argv, executable=binary)
     try:
-        processes.wait(
-            "Kueue's manager to be ready (/readyz)",
-            lambda: _http_ok(f"http://127.0.0.1:{ports.health}/readyz"),
-            state,
-            [PROCESS],
-            timeout,
-        )
-        _apply(cluster, [with_local_webhooks(w, base_url, ca_bundle) for w in release.webhooks])
-        processes.wait(
-            f"ClusterQueue {PROBE_QUEUE} (created through Kueue's webhooks) to be Active",
-            _probe_queue_active(cluster),
-            state,
-            [PROCESS],
-            timeout,
-        )
-        processes.wait(
-            "the garbage collector to collect Kueue's kinds (its discovery resync, up to 30 s)",
-            _collected_by_gc(cluster),
-            state,
-            [PROCESS],
-            timeout,
-        )
-        cluster.kubectl("delete", "clusterqueues.kueue.x-k8s.io", PROBE_QUEUE, "--wait=false")
+        _wait_ready(cluster, plan, timeout)
     except BaseException:
         _remove_webhooks(cluster, release.webhooks)
         processes.stop(state, PROCESS)
         raise
-    return KueueInstall(str(build), ports.webhook, ports.metrics, ports.health)
+    return KueueInstall(str(plan.build), ports.webhook, ports.metrics, ports.health)
+
+
+def _wait_ready(cluster: Cluster, plan: KueuePlan, timeout: float) -> None:
+    """/readyz, then the webhook configurations, then a ClusterQueue through them, then the collector."""
+    state = cluster.state_dir
+    processes.wait(
+        "Kueue's manager to be ready (/readyz)",
+        lambda: _http_ok(f"http://127.0.0.1:{plan.ports.health}/readyz"),
+        state,
+        [PROCESS],
+        timeout,
+    )
+    _apply(cluster, [with_local_webhooks(w, plan.base_url, plan.ca_bundle) for w in plan.release.webhooks])
+    processes.wait(
+        f"ClusterQueue {PROBE_QUEUE} (created through Kueue's webhooks) to be Active",
+        _probe_queue_active(cluster),
+        state,
+        [PROCESS],
+        timeout,
+    )
+    processes.wait(
+        "the garbage collector to collect Kueue's kinds (its discovery resync, up to 30 s)",
+        _collected_by_gc(cluster),
+        state,
+        [PROCESS],
+        timeout,
+    )
+    cluster.kubectl("delete", "clusterqueues.kueue.x-k8s.io", PROBE_QUEUE, "--wait=false")
 
 
 def stop_kueue(state_dir: Path) -> bool:
