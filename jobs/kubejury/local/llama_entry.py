@@ -20,7 +20,8 @@ used in the cluster. Two more differences are smoothed over the same way:
   verdict on an answer then depended on which answer it judged before. So every request here is
   evaluated whole, from an empty cache (:func:`evaluate_each_prompt_whole`): a reply depends only
   on its request, which is what lets a judgment be copied into another run (issue 24). The cost
-  is the shared prompt prefix evaluated again, small for the models local mode serves.
+  is the shared prompt prefix evaluated again; ``KUBEJURY_LLAMA_REUSE_PREFIX=1`` trades the
+  determinism back for that time.
 
 Run as ``python -m kubejury.local.llama_entry <llama_cpp.server flags>``.
 """
@@ -28,6 +29,7 @@ Run as ``python -m kubejury.local.llama_entry <llama_cpp.server flags>``.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -39,6 +41,9 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 _MAX_ENUM = 1000
+#: Set to ``1`` to let the server reuse the previous prompt's cached prefix again: faster on long
+#: shared judge prompts, but a reply may then depend on the request before it (no exact reuse).
+REUSE_PREFIX_ENV = "KUBEJURY_LLAMA_REUSE_PREFIX"
 
 
 def bounded_integers_as_enums(schema: Any) -> Any:
@@ -186,7 +191,8 @@ def main() -> None:  # pragma: no cover - runs in the server subprocess (covered
     parser = argparse.ArgumentParser(description="llama-cpp-python server with OpenAI json_schema output")
     add_args_from_model(parser, Settings)
     args = parser.parse_args()
-    evaluate_each_prompt_whole(Llama)
+    if os.environ.get(REUSE_PREFIX_ENV) != "1":
+        evaluate_each_prompt_whole(Llama)
     # parse_model_from_args returns an instance (its annotation says the class).
     server_settings: Any = parse_model_from_args(ServerSettings, args)
     model_settings: Any = [parse_model_from_args(ModelSettings, args)]
