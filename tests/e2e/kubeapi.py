@@ -41,8 +41,22 @@ GROUPS = {
     "endpointslices": "discovery.k8s.io/v1",
     "leases": "coordination.k8s.io/v1",
     "validatingwebhookconfigurations": "admissionregistration.k8s.io/v1",
+    # Kueue (issue 25; tests/e2e/test_kueue_e2e.py)
+    "localqueues": "kueue.x-k8s.io/v1beta2",
+    "clusterqueues": "kueue.x-k8s.io/v1beta2",
+    "workloads": "kueue.x-k8s.io/v1beta2",
+    "resourceflavors": "kueue.x-k8s.io/v1beta2",
+    "workloadpriorityclasses": "kueue.x-k8s.io/v1beta2",
 }
-CLUSTER_SCOPED = {"namespaces", "nodes", "persistentvolumes", "validatingwebhookconfigurations"}
+CLUSTER_SCOPED = {
+    "namespaces",
+    "nodes",
+    "persistentvolumes",
+    "validatingwebhookconfigurations",
+    "clusterqueues",
+    "resourceflavors",
+    "workloadpriorityclasses",
+}
 
 
 class ApiError(Exception):
