@@ -110,7 +110,7 @@ typecheck: $(DEV_STAMP)
 	@set -e; for dir in $(MYPY_OWN_ROOTS); do \
 	  echo "mypy $$dir"; MYPYPATH=$$dir $(BIN)/mypy $$(find $$dir -name '*.py'); done
 
-pytest: $(STAMP) $(HELM) $(HELM_DOCS_STAMP) $(CHROMIUM) $(PROMETHEUS) kube-bins node-bins image llama-image
+pytest: $(STAMP) $(HELM) $(HELM_DOCS_STAMP) $(CHROMIUM) $(PROMETHEUS) kube-bins node-bins kueue-bins image llama-image
 	PATH="$(CACHE)/bin:$$PATH" $(BIN)/pytest -q
 
 # ruff and mypy only: no llama.cpp build, no helm, no cluster (seconds once the venv exists).
@@ -145,7 +145,7 @@ NODES ?= cluster/nodes.yaml
 CLUSTER_STATE ?= .cluster
 DEVCLUSTER := PYTHONPATH=cluster $(BIN)/python -m devcluster --state $(CLUSTER_STATE)
 
-.PHONY: kube-bins cluster-up cluster-down host-packages node-bins image llama-image
+.PHONY: kube-bins cluster-up cluster-down host-packages node-bins image llama-image kueue-bins
 
 kube-bins:
 	@bash scripts/build_kube.sh >/dev/null
@@ -164,6 +164,12 @@ host-packages:
 node-bins: host-packages
 	@bash scripts/build_node.sh >/dev/null
 
+# Kueue v0.17.0 (issue 25; docs/testing.md, "Kueue on the dev cluster"): the manager built from the Go
+# module proxy and its release manifests rendered by the dev cluster's kubectl, once per machine into
+# $(CACHE)/kueue-v0.17.0-<recipe>/ (cold about 5 min on 2 cores, then instant).
+kueue-bins: kube-bins
+	@bash scripts/build_kueue.sh >/dev/null
+
 image: host-packages
 	@bash scripts/build_image.sh
 
@@ -177,8 +183,10 @@ llama-image: host-packages | $(VENV)/bin/python
 # REAL_NODES=1: one real node (kubelet, containerd, runc, kube-proxy, CoreDNS) in place of the nodes
 # file's CPU-only nodes, with the kubejury and llama.cpp server images imported into it.
 REAL_NODES ?= 0
-cluster-up: $(STAMP) kube-bins $(if $(filter 1,$(REAL_NODES)),node-bins image llama-image)
-	$(DEVCLUSTER) up --nodes $(NODES) $(if $(filter 1,$(REAL_NODES)),--real-node \
+# KUEUE=1: Kueue installed from its release manifests, its manager a local process.
+KUEUE ?= 0
+cluster-up: $(STAMP) kube-bins $(if $(filter 1,$(REAL_NODES)),node-bins image llama-image) $(if $(filter 1,$(KUEUE)),kueue-bins)
+	$(DEVCLUSTER) up --nodes $(NODES) $(if $(filter 1,$(KUEUE)),--kueue) $(if $(filter 1,$(REAL_NODES)),--real-node \
 	  --image "$$(bash scripts/build_image.sh --print-path)" \
 	  --image "$$(LLAMA_VERSION=$(LLAMA_VERSION) LLAMA_CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" bash scripts/build_llama_image.sh --print-path)")
 
