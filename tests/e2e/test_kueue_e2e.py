@@ -374,3 +374,85 @@ async def test_a_missing_local_queue_gets_a_clear_condition_and_nothing_is_creat
         ]
         assert owned == [], (kind, owned)
     await kapi.delete("evalruns", namespace, "q-nowhere")
+
+
+async def test_a_server_whose_job_cannot_be_admitted_gives_its_gpus_back_after_the_grace(
+    kapi: KubeApi, kueue_operator: OperatorState, hosted_judge: StubOpenAI
+) -> None:
+    """Guard 1: a ClusterQueue with CPU for the model server but none left for its Job. The server
+    is admitted and Ready, its generation Job waits (Queued names it), and after the grace (60 s)
+    the server is scaled to zero and the Job deleted — both are made again (they queue again)."""
+    namespace = "e2e-kueue-starved"
+    await prepare(kapi, kueue_operator, namespace, "q-starved")
+    await ensure_queues(kapi, namespace)
+    starved = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ClusterQueue",
+        "metadata": {"name": "e2e-starved"},
+        "spec": {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+            "resourceGroups": [
+                {
+                    "coveredResources": ["cpu", "memory"],
+                    "flavors": [
+                        {
+                            "name": "cpu",
+                            # the server's own request (inference.serverRequests.cpu, 2): nothing left for a Job
+                            "resources": [
+                                {"name": "cpu", "nominalQuota": "2"},
+                                {"name": "memory", "nominalQuota": "1Ti"},
+                            ],
+                        }
+                    ],
+                },
+                {
+                    "coveredResources": [GPU],
+                    "flavors": [{"name": "h100", "resources": [{"name": GPU, "nominalQuota": str(QUOTA)}]}],
+                },
+            ],
+        },
+    }
+    await kapi.apply("clusterqueues", None, starved)
+    local = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "LocalQueue",
+        "metadata": {"name": "starved", "namespace": namespace},
+        "spec": {"clusterQueue": "e2e-starved"},
+    }
+    await kapi.apply("localqueues", namespace, local)
+    diagnose = diagnoser(kapi, namespace, kueue_operator)
+    recorder = PodRecorder(kapi, namespace)
+    recording = asyncio.create_task(recorder.run())
+    generation = vocab.generation_job_name("q-starved", "model-q-starved", "primary")
+    try:
+        await kapi.create(
+            "evalruns", namespace, queued_run("q-starved", namespace, hosted_judge.url, 4, queue="starved")
+        )
+
+        async def job_waits() -> dict[str, Any] | None:
+            found = conditions(await status_of(kapi, namespace, "q-starved")).get("Queued") or {}
+            job = await kapi.get("jobs", namespace, generation)
+            return job if job and f"Job {generation}" in str(found.get("message")) else None
+
+        first = await wait_for(job_waits, 120, "q-starved's generation Job to wait for quota", diagnose)
+        message = conditions(await status_of(kapi, namespace, "q-starved"))["Queued"]["message"]
+        assert "ClusterQueue e2e-starved" in message and "cpu" in message, message
+
+        async def released() -> bool:
+            job = await kapi.get("jobs", namespace, generation)
+            servers = [
+                p
+                for p in recorder.model_server_pods()
+                if p["metadata"]["labels"].get(vocab.LABEL_RUN) == "q-starved"
+            ]
+            return len(servers) >= 2 and (job is None or job["metadata"]["uid"] != first["metadata"]["uid"])
+
+        await wait_for(
+            released, 150, "the server to be released and the Job deleted after the grace", diagnose
+        )
+        assert (await status_of(kapi, namespace, "q-starved")).get("phase") not in ("Failed", "Succeeded")
+    finally:
+        recording.cancel()
+        await kapi.delete(
+            "evalruns", namespace, "q-starved"
+        )  # it would cycle: this queue never admits its Job
