@@ -25,6 +25,16 @@ pytest.importorskip("llama_cpp", reason="needs llama-cpp-python (make venv build
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
+
+@pytest.fixture(autouse=True)
+def prefix_reuse(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests check the pipeline, the servers' lifecycle and the injection set, not that a
+    reply depends only on its request: their servers keep llama-cpp-python's prompt-prefix reuse
+    (``KUBEJURY_LLAMA_REUSE_PREFIX=1``, judging 1.5–2× faster; docs/local-mode.md). The default,
+    every prompt evaluated whole, is what test_reuse_local.py runs and depends on."""
+    monkeypatch.setenv("KUBEJURY_LLAMA_REUSE_PREFIX", "1")
+
+
 REPO = Path(__file__).resolve().parents[3]
 
 TINY = f"""apiVersion: kubejury.io/v1alpha1
