@@ -245,3 +245,17 @@ def test_a_run_that_reused_earlier_runs_shows_what_it_copied_and_from_which_run(
     waiting = render(_evalrun({**_judging_status(), "reuse": {"sources": ["board"], "copied": False}}))
     assert section(waiting, "Reused from board") == ["  not copied yet: the reuse Job runs first"]
     assert "Reused from" not in render(_evalrun(_judging_status()))
+
+
+def test_a_queued_run_shows_its_kueue_queues_and_how_long_it_waited() -> None:
+    queue = {
+        "localQueue": "gpu-queue",
+        "clusterQueue": "h100",
+        "waitingSince": "2026-12-03T10:00:00Z",
+        "waitedSeconds": 30.0,
+    }
+    status = {**_judging_status(), "queue": queue, "completedAt": "2026-12-03T10:01:00Z"}
+    assert section(render(_evalrun(status)), "Kueue: LocalQueue gpu-queue → ClusterQueue h100") == [
+        "  waited for quota 90 s, waiting since 2026-12-03T10:00:00Z"
+    ]
+    assert "Kueue:" not in render(_evalrun(_judging_status()))

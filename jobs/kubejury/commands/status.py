@@ -23,8 +23,8 @@ from typing import Any
 from kubejury.config.spec import API_GROUP, API_VERSION
 from kubejury.errors import KubejuryError
 from kubejury.records.placement import Placement
-from kubejury.records.run_status import ReuseStatus, RunStatus
-from kubejury.records.timestamps import now_time
+from kubejury.records.run_status import QueueStatus, ReuseStatus, RunStatus
+from kubejury.records.timestamps import now_time, seconds_between
 from kubejury.runtimes import recorded_runtime
 
 PLURAL = "evalruns"
@@ -58,6 +58,20 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
 
 def _number(value: float | None, digits: int = 3) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
+
+
+def _queue_lines(queue: QueueStatus, now: str) -> list[str]:
+    """``status.queue``: the Kueue queues the run waits in, and how long it waited (closed and open)."""
+    behind = f" → ClusterQueue {queue.cluster_queue}" if queue.cluster_queue else ""
+    waited = queue.waited_seconds
+    open_since = ""
+    if queue.waiting_since:
+        waited += seconds_between(queue.waiting_since, now)
+        open_since = f", waiting since {queue.waiting_since}"
+    return [
+        f"Kueue: LocalQueue {queue.local_queue}{behind}",
+        f"  waited for quota {waited:.0f} s{open_since}",
+    ]
 
 
 def _reuse_lines(reuse: ReuseStatus) -> list[str]:
@@ -146,6 +160,8 @@ def render(evalrun: Mapping[str, Any]) -> str:
             rows.append((who, *cells))
         lines += _table(("name", *(s.stage for s in per_name)), rows)
 
+    if status.queue is not None:
+        lines += ["", *_queue_lines(status.queue, status.completed_at or now_time())]
     if status.reuse is not None:
         lines += ["", *_reuse_lines(status.reuse)]
 
