@@ -164,7 +164,7 @@ async def test_the_cpu_example_completes_with_model_servers_on_cpu_nodes_and_pri
 
     table = kube_cluster.kubectl("get", "er", "-n", namespace)
     header, row = table.splitlines()[0].split(), table.splitlines()[1]
-    assert header == ["NAME", "PHASE", "PROGRESS", "LEADER", "W", "AGE"], table
+    assert header == ["NAME", "PHASE", "PROGRESS", "LEADER", "W", "QUEUED", "AGE"], table
     assert name in row and "Succeeded" in row and "qwen2.5-1.5b" in row, table
 
 
