@@ -95,13 +95,7 @@ KUBECTL_TIMEOUT = 120.0
 
 def build_bins() -> Path:
     """The directory with the built binaries, building them first if needed (``make kube-bins``)."""
-    env = os.environ.get("KUBEJURY_KUBE_BIN")
-    if env:
-        return Path(env)
-    result = subprocess.run(["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, text=True, check=False)
-    if result.returncode != 0:
-        raise ClusterError(f"{BUILD_SCRIPT} failed (exit {result.returncode}); see its output above")
-    return Path(result.stdout.strip().splitlines()[-1])
+    return processes.built(BUILD_SCRIPT, "KUBEJURY_KUBE_BIN")
 
 
 def _free_port() -> int:

@@ -47,7 +47,6 @@ import json
 import os
 import shlex
 import socket
-import subprocess
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -93,13 +92,7 @@ NOT_APPLIED: Mapping[str, str] = {
 def build_kueue() -> Path:
     """The directory with ``bin/kueue`` and ``manifests/kueue.yaml``, building them first if needed
     (``make kueue-bins``); ``KUBEJURY_KUEUE_DIR`` names a directory to use instead."""
-    env = os.environ.get("KUBEJURY_KUEUE_DIR")
-    if env:
-        return Path(env)
-    result = subprocess.run(["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, text=True, check=False)
-    if result.returncode != 0:
-        raise ClusterError(f"{BUILD_SCRIPT} failed (exit {result.returncode}); see its output above")
-    return Path(result.stdout.strip().splitlines()[-1])
+    return processes.built(BUILD_SCRIPT, "KUBEJURY_KUEUE_DIR")
 
 
 # --- the release manifests (pure) -------------------------------------------------------------------

@@ -147,3 +147,15 @@ def wait(what: str, ready: Callable[[], bool], state: Path, names: Sequence[str]
         time.sleep(0.5)
     logs = "\n".join(f"--- {log_file(state, n)}:\n{tail(log_file(state, n))}" for n in names)
     raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}\n{logs}")
+
+
+def built(script: Path, override_env: str) -> Path:
+    """The directory a build script prints on its last stdout line, building it first if needed;
+    ``$override_env`` names a directory to use instead (one home for kube, node and Kueue builds)."""
+    env = os.environ.get(override_env)
+    if env:
+        return Path(env)
+    result = subprocess.run(["bash", str(script)], stdout=subprocess.PIPE, text=True, check=False)
+    if result.returncode != 0:
+        raise ClusterError(f"{script} failed (exit {result.returncode}); see its output above")
+    return Path(result.stdout.strip().splitlines()[-1])

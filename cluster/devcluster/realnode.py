@@ -104,14 +104,7 @@ class NodeBins:
 
 def build_node_bins() -> NodeBins:
     """The node's binaries and images, building them first if needed (``make node-bins``)."""
-    env = os.environ.get("KUBEJURY_NODE_DIR")
-    if env:
-        root = Path(env)
-    else:
-        result = subprocess.run(["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, text=True, check=False)
-        if result.returncode != 0:
-            raise ClusterError(f"{BUILD_SCRIPT} failed (exit {result.returncode}); see its output above")
-        root = Path(result.stdout.strip().splitlines()[-1])
+    root = processes.built(BUILD_SCRIPT, "KUBEJURY_NODE_DIR")
     return NodeBins(root / "bin", root / "images")
 
 
