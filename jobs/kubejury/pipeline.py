@@ -217,13 +217,11 @@ def reuse_inputs(inputs: LoadedRun) -> ReuseInputs:
 
 def local_sources(inputs: LoadedRun) -> list[Source]:
     """``spec.reuse.from`` as run folders of this run's own storage root (local mode)."""
-    from kubejury.stages.reuse import Source
-
     sources = []
     for i, name in enumerate(inputs.evalrun.spec.reuse.from_runs):
         if name == inputs.layout.run:
             raise ConfigError(f"spec.reuse.from[{i}]: {name!r} is this run; a run cannot reuse itself")
-        sources.append(Source(name, inputs.storage, RunLayout(name)))
+        sources.append(source_at(inputs, name, None))
     return sources
 
 
