@@ -121,6 +121,10 @@ class SeriesUncertainty:
     # W of every model in every replicate, (B, M), and what identifies the replicates: series with
     # equal ``replicate_key`` were scored on the same resampled questions (paired).
     weighted_replicates: FloatArray | None = None
+    # Score(m, d) and per-domain W in every replicate, (B, M, L) and (B, M, Dn): paired differences
+    # at each level and per domain (kubejury.stats.equivalence) take them from here.
+    level_replicates: FloatArray | None = None
+    domain_weighted_replicates: FloatArray | None = None
     replicate_key: tuple[int, int, int] | None = None
     df: DesignDegrees | None = None
     power: Power | None = None
@@ -448,6 +452,8 @@ def bootstrap_series(
         gap_to_top_ci=gap_ci,
         leading_group=leading,
         weighted_replicates=weighted,
+        level_replicates=level,
+        domain_weighted_replicates=domain_weighted,
         replicate_key=resample.key,
         df=dof,
         power=power,
