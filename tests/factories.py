@@ -310,6 +310,27 @@ def score_cube(
     )
 
 
+def paired_cube(
+    offsets: Sequence[float],
+    *,
+    per_cell: int = 8,
+    domains: Sequence[str] = ("law", "med", "tax"),
+    levels: Sequence[int] = (1, 2, 3),
+    noise: float = 0.6,
+    seed: int = 3,
+) -> ScoreCube:
+    """Models ``m0, m1, …`` that share every question's difficulty (so their differences are
+    paired) and differ by ``offsets[k]`` points, with independent judge noise (three judges)."""
+    rng = np.random.default_rng(seed)
+    questions = [
+        (f"{domain}-{level}-{k:03d}", domain, level) for level in levels for domain in domains for k in range(per_cell)
+    ]
+    base = rng.normal(7.0, 1.0, size=(1, len(questions), 1))
+    jitter = rng.normal(0.0, noise, size=(len(offsets), len(questions), 3))
+    scores = np.clip(base + jitter + np.asarray(offsets, dtype=np.float64)[:, None, None], 0.0, 10.0)
+    return score_cube(scores, judges=("a", "b", "c"), questions=questions)
+
+
 def score_cube_by_id(
     questions: Sequence[QuestionCell],
     models: Mapping[str, Mapping[str, Sequence[float] | None]],
