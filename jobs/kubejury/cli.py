@@ -30,6 +30,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "kubejury.commands.reuse",
         "reuse stage: copy the records of earlier runs this run would make again",
     ),
+    "prefetch": (
+        "kubejury.commands.prefetch",
+        "download a model's weights (hf://, s3://) into the model cache, resumably",
+    ),
     "report": ("kubejury.commands.report", "compute report.json/.md/.html from benchmark and judgment files"),
     "plan": ("kubejury.commands.plan", "dry run of GPU placement: what the operator would deploy, per model"),
     "validate": ("kubejury.commands.validate", "check an EvalRun file and print what is wrong, by field"),
