@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 from pydantic_core import ErrorDetails, PydanticCustomError
 
+from kubejury.config.comparisons import ModelFacts, Requested, run_comparisons
 from kubejury.config.embedded_models import DEFAULT_EMBEDDED, embedded_model
 from kubejury.config.spec_rules import ALL_QUANTIZATIONS as ALL_QUANTIZATIONS
 from kubejury.config.spec_rules import (
@@ -62,6 +63,7 @@ from kubejury.errors import InputError
 from kubejury.modelinfo import parse_parameters
 from kubejury.runtimes import DEFAULT_RUNTIME, RuntimeName, runtime_of
 from kubejury.safe_input import load_yaml
+from kubejury.stats.equivalence import DEFAULT_MARGIN, ComparisonRequest
 from kubejury.stats.scoring import DEFAULT_LEVEL_WEIGHTS, DEFAULT_TIERS, ScoringConfig, TierRule
 
 API_GROUP = "kubejury.io"
@@ -764,6 +766,24 @@ class JobSettings(_Model):
     )
 
 
+class Comparison(_Model):
+    """A pair of models whose W is tested for equivalence (TOST at α = 0.05, docs/method.md)."""
+
+    a: str = Field(
+        pattern=_NAME, description="Name of an entry of spec.models; the report gives the difference a − b."
+    )
+    b: str = Field(pattern=_NAME, description="Name of another entry of spec.models.")
+    margin: float = Field(
+        default=DEFAULT_MARGIN,
+        gt=0.0,
+        le=10.0,
+        description=(
+            "Equivalence margin in W points (0–10 scale): the pair is called equivalent when the 90% interval "
+            f"of W(a) − W(b) lies inside ±margin. Default {DEFAULT_MARGIN}."
+        ),
+    )
+
+
 class EvalRunSpec(_Model):
     """What to evaluate, with what, and how."""
 
@@ -780,6 +800,15 @@ class EvalRunSpec(_Model):
     judging: Judging = Field(default_factory=Judging, description="How judges are prompted and parsed.")
     scoring: Scoring = Field(
         default_factory=Scoring, description="Level weights, tiers and bootstrap settings."
+    )
+    comparisons: list[Comparison] = Field(
+        default_factory=list,
+        max_length=100,
+        description=(
+            "Pairs of models to test for equivalence of W within a margin (report: paired difference, TOST "
+            "verdict, questions needed). Pairs of one checkpoint in two precisions are added automatically "
+            f"with margin {DEFAULT_MARGIN}."
+        ),
     )
     storage: StorageSpec = Field(default_factory=StorageSpec, description="Where results are written.")
     concurrency: Concurrency = Field(
@@ -843,6 +872,15 @@ class EvalRunSpec(_Model):
     def scoring_config(self) -> ScoringConfig:
         """The engine's scoring configuration, with the primary series set."""
         return self.scoring.to_config(primary_series=self.primary_series.name)
+
+    def comparisons_to_run(self) -> list[ComparisonRequest]:
+        """``comparisons`` plus every pair of one checkpoint in two precisions it does not name
+        (:mod:`kubejury.config.comparisons`)."""
+        facts = [
+            ModelFacts(m.name, m.source, m.quantization, m.checkpoint, m.runtime, m.gguf_path)
+            for m in self.models
+        ]
+        return run_comparisons(facts, (Requested(c.a, c.b, c.margin) for c in self.comparisons))
 
     def all_endpoints(self) -> list[ModelSpec]:
         """Models then judges, in spec order (what the operator must serve or reach)."""

@@ -435,7 +435,8 @@ def spec_problems(spec: Mapping[str, Any], *, prefix: str = "spec") -> list[Fiel
     reports those), so that the admission webhook and :func:`parse_evalrun` can list all problems
     at once. Checks: at least one model, judge and series; unique model, judge and series names
     (also after lower-casing for Kubernetes); ``sameAs`` names a model; source vs runtime;
-    explicit quantization vs runtime and checkpoint; a positive weight for every level asked.
+    explicit quantization vs runtime and checkpoint; a positive weight for every level asked;
+    comparisons between two different models of spec.models, each pair once.
     """
     problems: list[FieldProblem] = []
     for key, what in (("models", "model"), ("judges", "judge")):
@@ -469,6 +470,42 @@ def spec_problems(spec: Mapping[str, Any], *, prefix: str = "spec") -> list[Fiel
                 )
             )
     problems.extend(_weight_problems(spec, prefix))
+    problems.extend(_comparison_problems(spec, prefix, model_names))
+    return problems
+
+
+def _comparison_problems(spec: Mapping[str, Any], prefix: str, model_names: set[Any]) -> list[FieldProblem]:
+    """``comparisons``: a and b name two different entries of spec.models, each pair once."""
+    problems: list[FieldProblem] = []
+    known = ", ".join(sorted(str(n) for n in model_names if isinstance(n, str))) or "none"
+    first_at: dict[frozenset[str], int] = {}
+    for i, entry in _entries(spec, "comparisons"):
+        path = _join(prefix, f"comparisons[{i}]")
+        a, b = entry.get("a"), entry.get("b")
+        for key, name in (("a", a), ("b", b)):
+            if isinstance(name, str) and name not in model_names:
+                problems.append(
+                    FieldProblem(
+                        f"{path}.{key}",
+                        f"{name!r} is not the name of an entry of spec.models (names: {known})",
+                    )
+                )
+        if not (isinstance(a, str) and isinstance(b, str)):
+            continue
+        if a == b:
+            problems.append(
+                FieldProblem(path, f"a and b are both {a!r}: a comparison needs two different models")
+            )
+            continue
+        pair = frozenset((a, b))
+        if pair in first_at:
+            problems.append(
+                FieldProblem(
+                    path,
+                    f"{a!r} and {b!r} are already compared in {_join(prefix, f'comparisons[{first_at[pair]}]')}",
+                )
+            )
+        first_at.setdefault(pair, i)
     return problems
 
 
