@@ -550,13 +550,15 @@ def watched_caches(
 # --------------------------------------------------------------------------- stored runs
 
 
-def store_finished_run(spec_path: Path, root: Path, score: float = 5.0) -> None:
+def store_finished_run(spec_path: Path, root: Path, score: float = 5.0, *, jsonl: bool = False) -> None:
     """Store under ``root``, with the engine's own writers, what a finished ``kubejury run`` of the
     EvalRun at ``spec_path`` leaves for a later run to reuse — without any server: the spec, each
     stage's fingerprint document, an answer of every model to every question of every series
     (``question_sha256`` set) and every judge's judgment of each (``score``; ``input_sha256`` of the
-    answer as anonymized), every record carrying its stage's digest."""
+    answer as anonymized), every record carrying its stage's digest. Records go into Parquet shards,
+    as the stages write them, or with ``jsonl`` into the JSONL shards of a run made before issue 26."""
     from kubejury import pipeline
+    from kubejury.files.shards import write_records
     from kubejury.judging.anonymize import Scrubber
     from kubejury.records.results import AnswerRecord, JudgmentRecord, question_sha256
     from kubejury.stages.generate import STAGE as GENERATE
@@ -567,6 +569,13 @@ def store_finished_run(spec_path: Path, root: Path, score: float = 5.0) -> None:
     pipeline.record_spec(inputs)
     spec, storage, layout = inputs.evalrun.spec, inputs.storage, inputs.layout
     questions = inputs.benchmark.questions
+
+    def store(prefix: str, records: Sequence[AnswerRecord] | Sequence[JudgmentRecord]) -> None:
+        if jsonl:
+            storage.write_jsonl_shard(prefix, [r.to_json() for r in records])
+        else:
+            write_records(storage, prefix, records)
+
     for series in spec.series:
         answers: dict[str, list[AnswerRecord]] = {}
         for model in spec.models:
@@ -586,9 +595,7 @@ def store_finished_run(spec_path: Path, root: Path, score: float = 5.0) -> None:
                 )
                 for i, q in enumerate(questions)
             ]
-            storage.write_shard(
-                layout.answers_prefix(series.name, model.name), [r.to_json() for r in answers[model.name]]
-            )
+            store(layout.answers_prefix(series.name, model.name), answers[model.name])
         scrubber = Scrubber([m.name for m in spec.models])
         items, _, _ = build_items(questions, answers, seed=spec.scoring.seed, scrubber=scrubber)
         for judge in spec.judges:
@@ -607,9 +614,7 @@ def store_finished_run(spec_path: Path, root: Path, score: float = 5.0) -> None:
                 )
                 for item in items
             ]
-            storage.write_shard(
-                layout.judgments_prefix(series.name, judge.name), [r.to_json() for r in judgments]
-            )
+            store(layout.judgments_prefix(series.name, judge.name), judgments)
 
 
 # --------------------------------------------------------------------------- Kueue (issue 25)

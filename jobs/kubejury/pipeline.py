@@ -434,7 +434,7 @@ def aggregate_run(inputs: LoadedRun, *, work_dir: Path | None = None) -> tuple[A
     """Aggregate the stored judgments (and answers) of the run; write the reports next to the data.
 
     Reads one record per key through the stages' readers (so retried requests never count twice),
-    writes them as one consolidated JSONL file per kind in a scratch directory for the engine's
+    writes them as one consolidated Parquet file per kind in a scratch directory for the engine's
     columnar loader, runs :func:`kubejury.report.aggregate.aggregate` and stores report.json/.md/.html
     under ``<run>/report/``, keeping a progress record at ``<run>/progress/aggregate-report.json``.
     Returns the Analysis and file name → URI written.
@@ -459,8 +459,7 @@ def aggregate_run(inputs: LoadedRun, *, work_dir: Path | None = None) -> tuple[A
 def _aggregate(inputs: LoadedRun, work_dir: Path | None) -> tuple[Any, dict[str, str]]:
     import tempfile
 
-    import orjson
-
+    from kubejury.files import shards
     from kubejury.modelinfo import ModelInfo
     from kubejury.report import write_reports
     from kubejury.report.aggregate import JudgeRelation, aggregate
@@ -495,10 +494,11 @@ def _aggregate(inputs: LoadedRun, work_dir: Path | None) -> tuple[Any, dict[str,
     provenance = report_provenance(inputs.fingerprints, inputs.evalrun, answers)
     gpu_usage = gpu_usage_from_environment(os.environ)  # set by the operator on its aggregation Job
     with tempfile.TemporaryDirectory(prefix="kubejury-aggregate-", dir=work_dir) as scratch:
-        judgments_file = Path(scratch) / "judgments.jsonl"
-        answers_file = Path(scratch) / "answers.jsonl"
-        judgments_file.write_bytes(b"".join(orjson.dumps(r.to_json()) + b"\n" for r in judgments))
-        answers_file.write_bytes(b"".join(orjson.dumps(r.to_json()) + b"\n" for r in answers))
+        judgments_file = Path(scratch) / "judgments.parquet"
+        answers_file = Path(scratch) / "answers.parquet"
+        shards.write_file(judgments_file, judgments)
+        if answers:
+            shards.write_file(answers_file, answers)
         analysis = aggregate(
             inputs.benchmark,
             str(judgments_file),

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from kubejury import pipeline
 from kubejury.config.spec import ModelSpec
 from kubejury.errors import ConfigError, InputError
+from kubejury.files.shards import write_records
 from kubejury.records.results import AnswerRecord, JudgmentRecord
 
 REPO = Path(__file__).resolve().parents[2]
@@ -116,14 +117,14 @@ def test_stored_records_are_typed_one_per_key_in_benchmark_order_whatever_retrie
     failed = AnswerRecord(
         question_id=second, model=model, series=series, error="timeout", error_kind="timeout"
     )
-    inputs.storage.write_shard(answers_at, [failed.to_json()])
+    write_records(inputs.storage, answers_at, [failed])
     answered = [
         AnswerRecord(question_id=qid, model=model, series=series, answer=f"answer {qid}")
         for qid in (second, first)
     ]
-    inputs.storage.write_shard(answers_at, [a.to_json() for a in answered])
+    inputs.storage.write_jsonl_shard(answers_at, [a.to_json() for a in answered])  # an older run's shard
     verdict = JudgmentRecord(question_id=first, model=model, series=series, judge=judge, score=6.0)
-    inputs.storage.write_shard(inputs.layout.judgments_prefix(series, judge), [verdict.to_json()])
+    write_records(inputs.storage, inputs.layout.judgments_prefix(series, judge), [verdict])
 
     answers, judgments = pipeline.stored_records(inputs)
 

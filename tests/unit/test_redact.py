@@ -11,6 +11,7 @@ from aiohttp import web
 
 from kubejury.config.spec import ModelSpec, Series
 from kubejury.files.benchmark import Question
+from kubejury.files.shards import read_rows
 from kubejury.files.storage import LocalStorage, RunLayout
 from kubejury.inference.client import ChatClient, ClientSettings, build_body
 from kubejury.redact import MASK, redact, redact_known, redact_tree
@@ -122,7 +123,7 @@ async def test_a_key_echoed_in_a_successful_answer_is_stored_redacted(
     [record] = read_answers(storage, layout, "s", "m")
     assert record.answer == f"Три года. Debug: Bearer {MASK}"
     assert record.server_version == f"build {MASK}"
-    assert key not in str(list(storage.read_jsonl(layout.answers_prefix("s", "m"))))
+    assert key not in str(list(read_rows(storage, layout.answers_prefix("s", "m"))))
 
 
 def test_answer_text_keeps_credential_shaped_words_that_are_no_known_secret() -> None:

@@ -19,6 +19,7 @@ from kubejury.commands.reuse import _check_sibling
 from kubejury.config.spec import EvalRun
 from kubejury.errors import ConfigError
 from kubejury.files.benchmark import Benchmark, Question
+from kubejury.files.shards import write_records
 from kubejury.files.storage import LocalStorage, RunLayout
 from kubejury.judging.anonymize import Scrubber
 from kubejury.provenance import find, run_fingerprints
@@ -72,9 +73,7 @@ def store_source(store: LocalStorage, run: EvalRun, questions: Sequence[Question
             )
             for q in questions
         ]
-        store.write_shard(
-            layout.answers_prefix(series, model.name), [a.to_json() for a in answers[model.name]]
-        )
+        write_records(store, layout.answers_prefix(series, model.name), answers[model.name])
     scrubber = Scrubber([m.name for m in spec.models])
     items, _, _ = build_items(questions, answers, seed=spec.scoring.seed, scrubber=scrubber)
     for judge in spec.judges:
@@ -93,7 +92,7 @@ def store_source(store: LocalStorage, run: EvalRun, questions: Sequence[Question
             )
             for item in items
         ]
-        store.write_shard(layout.judgments_prefix(series, judge.name), [j.to_json() for j in judgments])
+        write_records(store, layout.judgments_prefix(series, judge.name), judgments)
 
 
 @pytest.fixture
@@ -219,7 +218,7 @@ def test_records_without_hashes_from_an_older_kubejury_are_not_copied(store: Loc
     ]
     for key in store.shard_keys(prefix):
         store.delete_prefix(key)
-    store.write_shard(prefix, old)
+    store.write_jsonl_shard(prefix, old)
     document, _ = grow(store)
     stage = document.stage("generate", "primary", "alpha")
     assert stage is not None and stage.reused == 0

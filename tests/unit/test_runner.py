@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from kubejury.errors import InputError
+from kubejury.files.shards import read_rows, write_records
 from kubejury.files.storage import LocalStorage
 from kubejury.records.progress import StageCounts
 from kubejury.records.results import AnswerRecord
@@ -56,7 +57,8 @@ async def test_shard_writer_batches_in_item_order_and_stores_each_record_s_json_
     await writer.close()
     keys = storage.shard_keys("run/s/answers/m")
     assert [k.rsplit("/", 1)[1][:11] for k in keys] == ["part-000003", "part-000004"]
-    stored = list(storage.read_jsonl("run/s/answers/m"))
+    assert all(k.endswith(".parquet") for k in keys)
+    stored = list(read_rows(storage, "run/s/answers/m"))
     assert [r["attempts"] for r in stored] == [1, 4, 5, 0, 2]
     assert [AnswerRecord.from_json(r) for r in stored] == [answer(f"q{i}", n=i) for i in (1, 4, 5, 0, 2)]
     assert writer.keys == keys
@@ -75,8 +77,18 @@ def test_a_stored_line_that_is_no_record_of_the_stage_is_refused_naming_shard_re
 ) -> None:
     storage = LocalStorage(tmp_path)
     good = answer("q1").to_json()
-    storage.write_shard("run/s/answers/m", [good, {**good, "question_id": "q2", "latency_s": "slow"}])
+    storage.write_jsonl_shard("run/s/answers/m", [good, {**good, "question_id": "q2", "latency_s": "slow"}])
     with pytest.raises(InputError, match=r"part-.*\.jsonl, record 2: answer record field 'latency_s'"):
         list(read_records(storage, "run/s/answers/m", AnswerRecord.from_json))
-    storage.write_shard("run/s/answers/ok", [good])
+    storage.write_jsonl_shard("run/s/answers/ok", [good])
     assert list(read_records(storage, "run/s/answers/ok", AnswerRecord.from_json)) == [answer("q1")]
+
+
+def test_records_of_an_older_run_s_jsonl_shards_and_of_parquet_shards_read_in_sequence_order(
+    tmp_path: Path,
+) -> None:
+    storage = LocalStorage(tmp_path)
+    storage.write_jsonl_shard("run/s/answers/m", [answer("q1", n=1).to_json()])
+    write_records(storage, "run/s/answers/m", [answer("q2", n=2), answer("q1", n=3)])
+    stored = list(read_records(storage, "run/s/answers/m", AnswerRecord.from_json))
+    assert stored == [answer("q1", n=1), answer("q2", n=2), answer("q1", n=3)]

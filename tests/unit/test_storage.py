@@ -1,4 +1,4 @@
-"""Local storage: atomic writes, sorted listings, JSONL shards, key safety, input URIs."""
+"""Local storage: atomic writes, sorted listings, shards, key safety, input URIs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,15 @@ from pathlib import Path
 import pytest
 
 from kubejury.errors import InputError
-from kubejury.files.storage import LocalStorage, RunLayout, StorageError, open_storage, read_uri
+from kubejury.files.storage import (
+    LocalStorage,
+    RunLayout,
+    StorageError,
+    open_storage,
+    parse_jsonl,
+    read_uri,
+    shard_seq,
+)
 
 
 def test_round_trip_and_listing_is_sorted(tmp_path: Path) -> None:
@@ -67,32 +75,36 @@ def test_temp_files_of_writers_in_flight_are_not_listed(tmp_path: Path) -> None:
     assert store.list("d/") == ["d/real.jsonl"]
 
 
-def test_shards_are_immutable_ordered_and_read_back(tmp_path: Path) -> None:
+def test_shards_are_immutable_ordered_and_named_by_sequence_and_format(tmp_path: Path) -> None:
     store = LocalStorage(tmp_path)
     prefix = "run/s1/answers/m1"
-    k0 = store.write_shard(prefix, [{"id": "q1", "text": "а"}, {"id": "q2", "text": "б"}])
-    k1 = store.write_shard(prefix, [{"id": "q3", "text": "в"}])
-    assert store.write_shard(prefix, []) is None
-    assert k0 is not None and k1 is not None
-    assert k0.rsplit("/", 1)[1].startswith("part-000000-")
-    assert k1.rsplit("/", 1)[1].startswith("part-000001-")
+    k0 = store.write_jsonl_shard(prefix, [{"id": "q1", "text": "а"}, {"id": "q2", "text": "б"}])
+    k1 = store.put_shard(prefix, b"PAR1...", suffix="parquet")
+    assert store.write_jsonl_shard(prefix, []) is None
+    assert k0 is not None
+    assert k0.rsplit("/", 1)[1].startswith("part-000000-") and k0.endswith(".jsonl")
+    assert k1.rsplit("/", 1)[1].startswith("part-000001-") and k1.endswith(".parquet")
     assert store.shard_keys(prefix) == [k0, k1]
-    assert [r["id"] for r in store.read_jsonl(prefix)] == ["q1", "q2", "q3"]
+    assert [shard_seq(k) for k in (k0, k1)] == [0, 1]
+    assert [r["id"] for r in parse_jsonl(store.read_bytes(k0), k0)] == ["q1", "q2"]
     # Same explicit sequence number from two writers: both shards survive.
-    store.write_shard(prefix, [{"id": "q4"}], seq=5)
-    store.write_shard(prefix, [{"id": "q5"}], seq=5)
+    store.put_shard(prefix, b"x", suffix="parquet", seq=5)
+    store.put_shard(prefix, b"y", suffix="parquet", seq=5)
     assert len(store.shard_keys(prefix)) == 4
     assert store.next_shard_seq(prefix) == 6
-    # Shards of a sibling folder with a common name prefix are not mixed in.
-    store.write_shard("run/s1/answers/m10", [{"id": "other"}])
-    assert "other" not in {r["id"] for r in store.read_jsonl(prefix)}
+    # Shards of a sibling folder with a common name prefix are not mixed in; other files are no shards.
+    store.put_shard("run/s1/answers/m10", b"z", suffix="parquet")
+    store.write_bytes(f"{prefix}/notes.parquet", b"n")
+    assert len(store.shard_keys(prefix)) == 4
+    with pytest.raises(StorageError, match="suffix 'csv'"):
+        store.put_shard(prefix, b"a,b", suffix="csv")
 
 
-def test_corrupt_shard_is_reported_with_line(tmp_path: Path) -> None:
+def test_corrupt_jsonl_is_reported_with_line(tmp_path: Path) -> None:
     store = LocalStorage(tmp_path)
     store.write_bytes("p/part-000000-ab.jsonl", b'{"ok": 1}\n{"broken"\n')
     with pytest.raises(InputError, match="line 2"):
-        list(store.read_jsonl("p"))
+        list(parse_jsonl(store.read_bytes("p/part-000000-ab.jsonl"), "p/part-000000-ab.jsonl"))
 
 
 @pytest.mark.parametrize("key", ["", "/abs", "a/../b", "a//b", "..", "a\\b", "./a"])

@@ -122,7 +122,7 @@ def test_sources_directory_glob_and_list(tmp_path: Path) -> None:
         load_judgments(tmp_path / "missing.jsonl")
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(InputError, match=r"no \*\.jsonl"):
+    with pytest.raises(InputError, match=r"no \*\.parquet or \*\.jsonl"):
         load_judgments(empty)
 
 

@@ -11,9 +11,10 @@ Guarantees the rest of kubejury relies on:
   object only becomes visible once uploaded whole (``PutObject``, or a multipart upload, which S3
   publishes only on ``CompleteMultipartUpload``).
 - **Append by new immutable shards.** Stages never rewrite a results file: each batch of records is
-  a new ``part-<seq>-<uuid>.jsonl`` shard, so a crash loses at most the batch in flight and a
-  retry never clobbers another writer's shard. Readers take the union of shards (and de-duplicate
-  by record key; see the stages).
+  a new ``part-<seq>-<uuid>.parquet`` shard (:mod:`kubejury.files.shards` encodes it; runs made
+  before issue 26 hold ``part-<seq>-<uuid>.jsonl`` shards, which still read), so a crash loses at
+  most the batch in flight and a retry never clobbers another writer's shard. Readers take the
+  union of shards (and de-duplicate by record key; see the stages).
 - **Sorted listings** so every reader sees records in the same order.
 - **Bounded reads.** A reader that does not trust the store (the operator reading a tenant's
   run) passes ``max_bytes`` to :meth:`Storage.read_bytes`: the body is read in chunks and
@@ -62,7 +63,9 @@ MULTIPART_CHUNKSIZE = 8 * 1024 * 1024
 DEFAULT_MAX_ATTEMPTS = 8
 SHARD_SEQ_DIGITS = 6
 _TMP_PREFIX = ".tmp-"
-_SHARD_RE = re.compile(r"^part-(?P<seq>\d+)-(?P<uid>[0-9a-f]+)\.jsonl$")
+#: The suffixes of record shards: Parquet, written since issue 26, and JSONL, of older runs.
+SHARD_SUFFIXES = ("parquet", "jsonl")
+_SHARD_RE = re.compile(r"^part-(?P<seq>\d+)-(?P<uid>[0-9a-f]+)\.(?P<suffix>parquet|jsonl)$")
 _CHUNK = 64 * 1024
 
 MAX_LIST_KEYS = 100_000
@@ -119,7 +122,7 @@ def _too_many(source: str, max_keys: int) -> StorageError:
 class Storage(ABC):
     """Key/value storage of run data with atomic whole-object writes.
 
-    Subclasses implement five primitives; the JSON and JSONL-shard helpers are shared.
+    Subclasses implement five primitives; the JSON and shard helpers are shared.
     """
 
     uri: str
@@ -172,7 +175,8 @@ class Storage(ABC):
         self.write_bytes(key, orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
 
     def shard_keys(self, prefix: str) -> builtins.list[str]:
-        """The ``part-*.jsonl`` shards directly under the folder ``prefix``, in sequence order."""
+        """The ``part-*.parquet`` and ``part-*.jsonl`` shards directly under the folder ``prefix``,
+        in sequence order."""
         folder = prefix.rstrip("/") + "/"
         keys = []
         for key in self.list(folder):
@@ -186,38 +190,49 @@ class Storage(ABC):
         keys = self.shard_keys(prefix)
         if not keys:
             return 0
-        match = _SHARD_RE.match(keys[-1].rsplit("/", 1)[-1])
-        assert match is not None
-        return int(match["seq"]) + 1
+        return max(shard_seq(key) for key in keys) + 1
 
-    def write_shard(
-        self, prefix: str, records: Iterable[Mapping[str, Any]], *, seq: int | None = None
-    ) -> str | None:
-        """Write ``records`` as one new immutable JSONL shard under the folder ``prefix``.
+    def put_shard(self, prefix: str, data: bytes, *, suffix: str, seq: int | None = None) -> str:
+        """Write ``data`` as one new immutable shard ``part-<seq>-<uuid>.<suffix>`` under the folder
+        ``prefix`` (atomically, as every write) and return its key.
 
-        The shard is named ``part-<seq>-<uuid>.jsonl``; ``seq`` defaults to one more than the
-        highest shard already there (so shards read back in write order), and the random suffix
-        keeps two writers that pick the same ``seq`` from overwriting each other. Returns the
-        key written, or ``None`` when there were no records (no empty shards).
+        ``seq`` defaults to one more than the highest shard already there (so shards read back in
+        write order), and the random suffix keeps two writers that pick the same ``seq`` from
+        overwriting each other.
         """
-        lines = [orjson.dumps(dict(r), option=orjson.OPT_SORT_KEYS) for r in records]
-        if not lines:
-            return None
+        if suffix not in SHARD_SUFFIXES:
+            raise StorageError(f"shard suffix {suffix!r} is not one of {', '.join(SHARD_SUFFIXES)}")
         if seq is None:
             seq = self.next_shard_seq(prefix)
         if seq < 0 or seq >= 10**SHARD_SEQ_DIGITS:
             raise StorageError(f"shard sequence {seq} out of range")
-        key = f"{prefix.rstrip('/')}/part-{seq:0{SHARD_SEQ_DIGITS}d}-{uuid.uuid4().hex}.jsonl"
-        self.write_bytes(_check_key(key), b"\n".join(lines) + b"\n")
+        key = f"{prefix.rstrip('/')}/part-{seq:0{SHARD_SEQ_DIGITS}d}-{uuid.uuid4().hex}.{suffix}"
+        self.write_bytes(_check_key(key), data)
         return key
 
-    def read_jsonl(self, prefix: str) -> Iterator[dict[str, Any]]:
-        """Every record of every shard under the folder ``prefix``, shard by shard, line by line.
+    def write_jsonl_shard(
+        self, prefix: str, records: Iterable[Mapping[str, Any]], *, seq: int | None = None
+    ) -> str | None:
+        """Write ``records`` as one JSONL shard, the form runs made before issue 26 hold (the stages
+        write Parquet through :func:`kubejury.files.shards.write_records`). Returns the key
+        written, or ``None`` when there were no records (no empty shards)."""
+        lines = [orjson.dumps(dict(r), option=orjson.OPT_SORT_KEYS) for r in records]
+        if not lines:
+            return None
+        return self.put_shard(prefix, b"\n".join(lines) + b"\n", suffix="jsonl", seq=seq)
 
-        A line that is not a JSON object raises :class:`InputError` naming the shard and line.
-        """
-        for key in self.shard_keys(prefix):
-            yield from parse_jsonl(self.read_bytes(key), self.uri_for(key))
+
+def shard_seq(key: str) -> int:
+    """The sequence number of a shard key (``…/part-000003-<uuid>.parquet`` → 3)."""
+    match = _SHARD_RE.match(key.rsplit("/", 1)[-1])
+    if match is None:
+        raise StorageError(f"{key!r} is not a shard key (part-<seq>-<uuid>.parquet or .jsonl)")
+    return int(match["seq"])
+
+
+def shard_suffix(key: str) -> str:
+    """``parquet`` or ``jsonl``: the format of a shard key."""
+    return key.rsplit(".", 1)[-1]
 
 
 def parse_jsonl(data: bytes, source: str) -> Iterator[dict[str, Any]]:
@@ -950,7 +965,8 @@ def safe_name(name: str, what: str = "name") -> str:
 class RunLayout:
     """Where each piece of a run lives, relative to the storage root (see docs/storage.md).
 
-    ``<run>/<series>/answers/<model>/part-*.jsonl``, ``<run>/<series>/judgments/<judge>/part-*.jsonl``,
+    ``<run>/<series>/answers/<model>/part-*.parquet``, ``<run>/<series>/judgments/<judge>/part-*.parquet``
+    (``part-*.jsonl`` in runs made before issue 26),
     ``<run>/<series>/anonymization/mapping.json``, ``<run>/<series>/progress/<stage>-<name>.json``,
     ``<run>/progress/aggregate-<name>.json``, ``<run>/report/…``, ``<run>/spec.json`` and
     ``<run>/reuse.json``.

@@ -1,18 +1,22 @@
 """Judgment, answer and expert records: from files to dense :class:`~kubejury.stats.cube.ScoreCube` s.
 
-Judgments are the large input (millions of records), so they are read with polars' columnar
-NDJSON reader and turned into integer codes at once; no Python code runs per record on the
-happy path. Validation is vectorised too. Only when something is wrong does the slow path run:
-the file is re-read line by line to name the exact line and field in the error (docs/formats.md
-describes the formats and every error).
+Judgments are the large input (millions of records). The stages store them as Parquet shards
+(:mod:`kubejury.files.shards`), read here column by column — only the columns scoring needs, no
+JSON parsed — and turned into integer codes at once; no Python code runs per record on the happy
+path. JSONL (runs made before issue 26, ``kubejury export``, other tools) is still read, with
+polars' columnar NDJSON reader. Validation is vectorised for both. Only when something is wrong
+does the slow path run: a JSONL file is re-read line by line to name the exact line and field in
+the error; a Parquet shard's error names the file, its record (``record N``, from 1) and the
+column (docs/formats.md describes the formats and every error).
 
 The polars schemas are not written here: each column's type comes from the field of
 :class:`~kubejury.records.results.AnswerRecord` / :class:`~kubejury.records.results.JudgmentRecord`
 of the same name (:func:`polars_schema`), the records the stages write; this module only chooses
 which columns it reads.
 
-``sources`` everywhere is a file, a directory (all its ``*.jsonl`` files, sorted by name), a glob
-pattern, or a list of those.
+``sources`` everywhere is a file (``*.parquet`` or JSONL), a directory (all its ``*.parquet`` and
+``*.jsonl`` files, sorted by name; when it has none directly, those below it, as in a run's
+``judgments/`` folder), a glob pattern, or a list of those.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import numpy.typing as npt
 import polars as pl
 
 from kubejury.errors import InputError
+from kubejury.files import shards
 from kubejury.files.benchmark import Benchmark
 from kubejury.records.results import (
     DEFAULT_SERIES,
@@ -122,6 +127,8 @@ class KeyedRecords:
 def _location(sources: Sequence[str], offsets: Sequence[int], record: int) -> tuple[str, str]:
     k = bisect.bisect_right(offsets, record) - 1
     k = min(max(k, 0), len(sources) - 1)
+    if shards.file_kind(sources[k]) == "parquet":
+        return sources[k], f"record {record - offsets[k] + 1}"
     return sources[k], f"line {_line_number(sources[k], record - offsets[k])}"
 
 
@@ -197,9 +204,9 @@ def resolve_sources(sources: Sources, kind: str) -> list[str]:
         text = str(item)
         path = Path(text)
         if path.is_dir():
-            found = sorted(str(p) for p in path.glob("*.jsonl") if p.is_file())
+            found = _record_files(path, "*") or _record_files(path, "**/*")
             if not found:
-                raise InputError(text, f"directory has no *.jsonl {kind} files")
+                raise InputError(text, f"directory has no *.parquet or *.jsonl {kind} files")
             files.extend(found)
         elif any(ch in text for ch in "*?["):
             found = sorted(p for p in glob.glob(text, recursive=True) if Path(p).is_file())
@@ -213,6 +220,12 @@ def resolve_sources(sources: Sources, kind: str) -> list[str]:
     if not files:
         raise InputError(str(sources), f"no {kind} files given")
     return list(dict.fromkeys(files))
+
+
+def _record_files(folder: Path, pattern: str) -> list[str]:
+    """The ``*.parquet`` and ``*.jsonl`` files matching ``pattern`` under ``folder``, by name."""
+    found = [p for suffix in ("parquet", "jsonl") for p in folder.glob(f"{pattern}.{suffix}")]
+    return sorted(str(p) for p in found if p.is_file() and not p.name.startswith("."))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -326,6 +339,40 @@ ANSWER_FIELDS = _checked_fields(AnswerRecord, ANSWER_SCHEMA)
 _FIELDS: dict[str, dict[str, tuple[str, bool]]] = {"judgment": JUDGMENT_FIELDS, "answer": ANSWER_FIELDS}
 
 
+def _read_parquet(source: str, schema: Mapping[str, pl.DataType], kind: str) -> pl.DataFrame:
+    """The columns ``schema`` of a Parquet shard, column-wise; a column it lacks is null (a
+    required one is refused), one of another type is cast when that loses nothing, else refused."""
+    stored = shards.metadata_schema(source, source)
+    shards.check_kind(stored, source, kind)
+    record_type = shards.RECORD_TYPES[kind]
+    present = [name for name in schema if name in stored.names]
+    for name in schema:
+        if name not in present and name in required_fields(record_type):
+            raise InputError(source, f"required {kind} column is missing", field=name)
+    try:
+        frame = pl.read_parquet(source, columns=present)
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise InputError(source, f"not a readable Parquet shard: {exc}") from None
+    return frame.select(_parquet_column(frame, name, dtype, source) for name, dtype in schema.items())
+
+
+def _parquet_column(frame: pl.DataFrame, name: str, dtype: pl.DataType, source: str) -> pl.Series:
+    if name not in frame.columns:
+        return pl.Series(name, [None] * frame.height, dtype=dtype)
+    column = frame[name]
+    if column.dtype == dtype:
+        return column
+    numeric = dtype == pl.Float64() and column.dtype.is_numeric()
+    identifier = name == "question_id" and column.dtype.is_integer()
+    categorical = dtype == pl.String() and isinstance(column.dtype, pl.Categorical | pl.Enum)
+    if numeric or identifier or categorical or isinstance(dtype, pl.Struct):
+        try:
+            return column.cast(dtype, strict=True)
+        except pl.exceptions.PolarsError:
+            pass
+    raise InputError(source, f"column has type {column.dtype}, expected {dtype}", field=name)
+
+
 def _read_ndjson(
     source: str, schema: Mapping[str, pl.DataType], fields: Mapping[str, tuple[str, bool]], kind: str
 ) -> pl.DataFrame:
@@ -365,7 +412,10 @@ def _collect(files: list[str], schema: Mapping[str, pl.DataType], kind: str) -> 
     frames: list[pl.DataFrame] = []
     offsets = [0]
     for source in files:
-        frame = _read_ndjson(source, schema, _FIELDS[kind], kind)
+        if shards.file_kind(source) == "parquet":
+            frame = _read_parquet(source, schema, kind)
+        else:
+            frame = _read_ndjson(source, schema, _FIELDS[kind], kind)
         offsets.append(offsets[-1] + frame.height)
         if frame.height:
             frames.append(frame)
@@ -394,6 +444,8 @@ def _encode(collected: _Collected, name: str, required: bool, kind: str) -> tupl
     if any(v.startswith(("{", "[")) for v in distinct):
         # polars stores a JSON object or array given for a string field as its text; find the line.
         for source in collected.sources:
+            if shards.file_kind(source) == "parquet":
+                continue  # a Parquet string column holds strings, whatever they start with
             problem = _find_bad_line(source, _FIELDS[kind], kind)
             if problem is not None:
                 raise problem
@@ -523,7 +575,7 @@ def _read_keyed(sources: Sources, kind: str, schema: Mapping[str, pl.DataType], 
 
 
 def load_judgments(sources: Sources, *, text: bool = False) -> Judgments:
-    """Read and validate judgment JSONL files (see docs/formats.md).
+    """Read and validate judgment files, Parquet shards or JSONL (see docs/formats.md).
 
     ``text=True`` also keeps ``rationale`` and ``error`` (costs memory on large runs).
     """
@@ -545,7 +597,7 @@ def load_judgments(sources: Sources, *, text: bool = False) -> Judgments:
 
 
 def load_answers(sources: Sources, *, text: bool = False) -> Answers:
-    """Read and validate answer JSONL files (see docs/formats.md).
+    """Read and validate answer files, Parquet shards or JSONL (see docs/formats.md).
 
     ``text=True`` also keeps the ``answer`` text itself; its length is always kept.
     """

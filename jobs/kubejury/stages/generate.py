@@ -1,6 +1,6 @@
 """Generation stage: one model answers every question of the benchmark under one series' settings.
 
-Produces ``<run>/<series>/answers/<model>/part-*.jsonl`` records, each one
+Produces ``<run>/<series>/answers/<model>/part-*.parquet`` records, each one
 :class:`~kubejury.records.results.AnswerRecord` (its fields and JSON form are defined there)::
 
     {"question_id", "model", "series", "answer", "finish_reason",

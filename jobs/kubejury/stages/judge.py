@@ -4,7 +4,7 @@ Reads the answers of every evaluated model of the series, anonymizes them (opaqu
 self-identifications replaced by a neutral token, metadata removed, the rest as written), shuffles the judging order with the run's
 seed, and asks the judge for a 0–10 verdict per answer (:mod:`kubejury.judging.judge_prompt`). The
 mapping id → model is written once per series to ``RunLayout.anonymization_key``, apart from the
-judgments. Records in ``<run>/<series>/judgments/<judge>/part-*.jsonl``, each one
+judgments. Records in ``<run>/<series>/judgments/<judge>/part-*.parquet``, each one
 :class:`~kubejury.records.results.JudgmentRecord` (its fields and JSON form are defined there)::
 
     {"question_id", "model", "series", "judge", "answer_id", "score", "rationale",

@@ -16,7 +16,9 @@ everything that determined it is the same here:
 
 Records are **copied** into this run's own prefix (each marked ``reused_from``, and carrying this
 run's fingerprint digest): deleting a source run, even with ``cleanupPolicy: Delete``, never
-removes what this run uses, and the aggregation reads one run's records as it always did.
+removes what this run uses, and the aggregation reads one run's records as it always did. Copies
+are written as Parquet shards, whatever the source holds: a source made before issue 26 (JSONL
+shards) lends its records like any other.
 
 Every part that differs is named (:func:`kubejury.provenance.reuse_differences`) and its records
 are left to be made again; the outcome is one :class:`~kubejury.records.reuse.ReuseDocument` at
@@ -37,6 +39,7 @@ from dataclasses import dataclass
 
 from kubejury.config.spec import EvalRun
 from kubejury.files.benchmark import Question
+from kubejury.files.shards import write_records
 from kubejury.files.storage import RunLayout, Storage
 from kubejury.judging.anonymize import Scrubber, mapping_document
 from kubejury.provenance import find, reuse_differences
@@ -153,7 +156,7 @@ def _reuse_answers(
     complete = all(q.id in held for q in run.questions)
     if write and copies:
         prefix = run.layout.answers_prefix(series, model)
-        run.storage.write_shard(prefix, [r.to_json() for r in copies])
+        write_records(run.storage, prefix, copies)
         _store_fingerprint(run, current, run.layout.fingerprint_key(series, GENERATE, model))
     if write and complete and from_runs:
         _store_progress(run, current, len(run.questions), sum(from_runs.values()))
@@ -269,7 +272,7 @@ def _reuse_judgments(
     )
     complete = bool(from_runs) and len(covered) == len(spec.models)
     if write and copies:
-        run.storage.write_shard(run.layout.judgments_prefix(series, judge), [r.to_json() for r in copies])
+        write_records(run.storage, run.layout.judgments_prefix(series, judge), copies)
         _store_fingerprint(run, current, run.layout.fingerprint_key(series, JUDGE, judge))
         run.storage.write_json(
             run.layout.anonymization_key(series),

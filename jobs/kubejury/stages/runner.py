@@ -7,10 +7,12 @@ This module does the parts that do not depend on what the item is:
   is final (no error, or a judge reply that could not be parsed even after re-asking) is skipped,
   so a crash at 90% costs 10%. Records with a request error are retried; readers keep the latest
   final record per key (:func:`latest_by_key`), so nothing is duplicated.
-- **Shards.** Records are buffered and written as a new immutable shard (``part-<seq>-<uuid>.jsonl``,
-  uploaded whole and atomically by :mod:`kubejury.files.storage`) every ``flush_records`` records or
+- **Shards.** Records are buffered and written as a new immutable Parquet shard
+  (``part-<seq>-<uuid>.parquet``, encoded by :mod:`kubejury.files.shards`, uploaded whole and
+  atomically by :mod:`kubejury.files.storage`) every ``flush_records`` records or
   ``flush_interval_s`` seconds, whichever comes first, in a worker thread so the event loop keeps
   sending requests. Within a shard records are in item order; a crash loses at most one batch.
+  Runs made before issue 26 hold JSONL shards; they are read the same way and resume with Parquet.
 - **Workers, not tasks.** ``concurrency`` coroutines pull items from one shared iterator: no task
   or future per request, no semaphore wait when the pool is exactly the endpoint's bound.
 - **An unreachable server stops the stage.** A request that fails because the server cannot be
@@ -31,7 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, Self, TypeVar
 
 from kubejury.errors import InputError, KubejuryError
-from kubejury.files.storage import Storage, parse_jsonl
+from kubejury.files import shards
+from kubejury.files.storage import Storage
 from kubejury.records.progress import StageCounts
 from kubejury.records.results import RecordFormatError
 from kubejury.stages.progress import ProgressTracker
@@ -170,14 +173,14 @@ class ShardWriter(Generic[RecordT]):
             return
         batch, self._buffer = self._buffer, []
         batch.sort(key=lambda pair: pair[0])
-        records = [record.to_json() for _, record in batch]
+        records: list[Any] = [record for _, record in batch]  # encoded in the writing thread
         seq, self._seq = self._seq, self._seq + 1
         task = asyncio.get_running_loop().create_task(self._write(seq, records))
         self._pending.add(task)
 
-    async def _write(self, seq: int, records: list[dict[str, Any]]) -> None:
+    async def _write(self, seq: int, records: list[Any]) -> None:
         async with self._slots:
-            key = await asyncio.to_thread(self.storage.write_shard, self.prefix, records, seq=seq)
+            key = await asyncio.to_thread(shards.write_records, self.storage, self.prefix, records, seq=seq)
         if key is not None:
             self.keys.append(key)
 
@@ -195,15 +198,14 @@ class ShardWriter(Generic[RecordT]):
 def read_records(
     storage: Storage, prefix: str, parse: Callable[[Mapping[str, Any]], RecordT]
 ) -> Iterator[RecordT]:
-    """Every record stored under ``prefix`` (shard order), each read by ``parse``; a line that is no
-    such record raises :class:`InputError` naming the shard, the record's place in it and the field."""
-    for key in storage.shard_keys(prefix):
-        source = storage.uri_for(key)
-        for number, line in enumerate(parse_jsonl(storage.read_bytes(key), source), start=1):
-            try:
-                yield parse(line)
-            except RecordFormatError as exc:
-                raise InputError(source, str(exc), location=f"record {number}") from None
+    """Every record stored under ``prefix`` (shard order; Parquet shards and the JSONL shards of older
+    runs alike), each read by ``parse``; a record that is no such record raises :class:`InputError`
+    naming the shard, the record's place in it and the field."""
+    for source, number, row in shards.rows(storage, prefix):
+        try:
+            yield parse(row)
+        except RecordFormatError as exc:
+            raise InputError(source, str(exc), location=f"record {number}") from None
 
 
 async def read_existing(

@@ -10,6 +10,7 @@ import pytest
 
 from kubejury.config.spec import ModelSpec, Series
 from kubejury.files.benchmark import Question
+from kubejury.files.shards import read_rows
 from kubejury.files.storage import LocalStorage, RunLayout
 from kubejury.inference.client import ChatClient, ClientSettings
 from kubejury.stages import EndpointUnavailable, StageOptions, run_generation
@@ -33,7 +34,7 @@ async def test_every_question_answered_once_in_order(
     )
     assert summary.complete and summary.written == 40 and summary.errors == 0
     shards = storage.shard_keys(layout.answers_prefix("primary", "qwen-test"))
-    raw = list(storage.read_jsonl(layout.answers_prefix("primary", "qwen-test")))
+    raw = list(read_rows(storage, layout.answers_prefix("primary", "qwen-test")))
     assert len(raw) == 40 and len(shards) >= 1
     answers = read_answers(storage, layout, "primary", "qwen-test", order=[q.id for q in questions])
     assert [a.question_id for a in answers] == [q.id for q in questions]
@@ -95,7 +96,7 @@ async def test_server_dying_mid_run_then_rerun_completes_exactly_once(
                 options=options,
             )
     await first.stop()
-    stored = list(storage.read_jsonl(layout.answers_prefix("primary", "qwen-test")))
+    stored = list(read_rows(storage, layout.answers_prefix("primary", "qwen-test")))
     assert len(stored) == 17  # every completed answer was kept; nothing unreachable was recorded
     progress = storage.read_json(layout.progress_key("primary", "generate", "qwen-test"))
     assert progress["state"] == "failed" and progress["done"] == 17
@@ -113,7 +114,7 @@ async def test_server_dying_mid_run_then_rerun_completes_exactly_once(
             )
         assert summary.resumed == 17 and summary.written == 23
         assert len(second.requests) == 23  # only the missing questions were asked
-    raw = list(storage.read_jsonl(layout.answers_prefix("primary", "qwen-test")))
+    raw = list(read_rows(storage, layout.answers_prefix("primary", "qwen-test")))
     counts = Counter(r["question_id"] for r in raw)
     assert sorted(counts) == [q.id for q in questions]
     assert set(counts.values()) == {1}
@@ -146,7 +147,7 @@ async def test_crash_mid_run_costs_only_the_unflushed_batch(
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        before = len(list(storage.read_jsonl(layout.answers_prefix("primary", "qwen-test"))))
+        before = len(list(read_rows(storage, layout.answers_prefix("primary", "qwen-test"))))
         assert 0 < before < 40
         asked_before = len(server.requests)
         summary = await run_generation(
@@ -160,7 +161,7 @@ async def test_crash_mid_run_costs_only_the_unflushed_batch(
         )
         assert summary.resumed == before
         assert len(server.requests) - asked_before == 40 - before
-    raw = list(storage.read_jsonl(layout.answers_prefix("primary", "qwen-test")))
+    raw = list(read_rows(storage, layout.answers_prefix("primary", "qwen-test")))
     assert Counter(r["question_id"] for r in raw) == Counter(q.id for q in questions)
 
 
@@ -251,7 +252,7 @@ async def test_process_killed_mid_run_then_rerun_completes_exactly_once(
         finally:
             await child.wait()
         assert child.returncode == -signal.SIGKILL
-        before = list(storage.read_jsonl(prefix))
+        before = list(read_rows(storage, prefix))
         assert 15 <= len(before) < n
         questions = [Question(f"q{i:03d}", "d", 1, f"Вопрос номер {i}?", "x") for i in range(n)]
         asked_before = len(server.requests)
@@ -268,7 +269,7 @@ async def test_process_killed_mid_run_then_rerun_completes_exactly_once(
         assert len(server.requests) - asked_before == n - len(
             before
         )  # only the lost questions were asked again
-    raw = list(storage.read_jsonl(prefix))
+    raw = list(read_rows(storage, prefix))
     assert Counter(r["question_id"] for r in raw) == Counter(q.id for q in questions)
     answers = read_answers(storage, layout, "primary", "qwen-test", order=[q.id for q in questions])
     assert [a.answer for a in answers] == [f"Ответ на: {q.question}" for q in questions]

@@ -10,8 +10,10 @@ import pytest
 
 from kubejury.config.spec import JudgeSpec, Judging
 from kubejury.files.benchmark import Question
+from kubejury.files.shards import read_rows, write_records
 from kubejury.files.storage import LocalStorage, RunLayout
 from kubejury.inference.client import ChatClient, ClientSettings
+from kubejury.records.results import AnswerRecord
 from kubejury.stages import EndpointUnavailable, StageOptions, run_judging
 from kubejury.stages.judge import read_judgments
 from kubejury.testing.fault_server import FaultServer
@@ -37,7 +39,9 @@ def seed_answers(storage: LocalStorage, layout: RunLayout, questions: list[Quest
             if model == MODELS[1]
             else records[2]
         )
-        storage.write_shard(layout.answers_prefix("primary", model), records)
+        write_records(
+            storage, layout.answers_prefix("primary", model), [AnswerRecord.from_json(r) for r in records]
+        )
 
 
 def user_text(body: dict[str, Any]) -> str:
@@ -259,7 +263,7 @@ async def test_judge_dying_mid_run_then_rerun_completes_exactly_once(
                 options=options,
             )
         assert summary.resumed == 25 and len(second.requests) == summary.total - 25
-    raw = list(storage.read_jsonl(layout.judgments_prefix("primary", "judge-a")))
+    raw = list(read_rows(storage, layout.judgments_prefix("primary", "judge-a")))
     counts = Counter((r["question_id"], r["model"]) for r in raw)
     assert len(counts) == 2 * len(questions) - 1
     assert set(counts.values()) == {1}

@@ -27,8 +27,10 @@ from pathlib import Path
 
 from kubejury.config.spec import JudgeSpec, Judging
 from kubejury.files.benchmark import Question, load_benchmark
+from kubejury.files.shards import write_records
 from kubejury.files.storage import LocalStorage, RunLayout
 from kubejury.inference.client import ClientSettings, EndpointPool
+from kubejury.records.results import AnswerRecord
 from kubejury.stages import run_judging
 from kubejury.stages.judge import read_judgments
 
@@ -91,19 +93,22 @@ def answer_text(case: str, question: Question) -> str:
 
 def store_answers(store: LocalStorage, layout: RunLayout, series: str, qs: list[Question]) -> None:
     for case in CASES:
-        store.write_shard(
+        write_records(
+            store,
             layout.answers_prefix(series, case),
             [
-                {
-                    "question_id": q.id,
-                    "model": case,
-                    "series": series,
-                    "answer": answer_text(case, q),
-                    "finish_reason": "stop",
-                    "usage": {"prompt_tokens": None, "completion_tokens": None},
-                    "latency_s": 0.0,
-                    "error": None,
-                }
+                AnswerRecord.from_json(
+                    {
+                        "question_id": q.id,
+                        "model": case,
+                        "series": series,
+                        "answer": answer_text(case, q),
+                        "finish_reason": "stop",
+                        "usage": {"prompt_tokens": None, "completion_tokens": None},
+                        "latency_s": 0.0,
+                        "error": None,
+                    }
+                )
                 for q in qs
             ],
         )

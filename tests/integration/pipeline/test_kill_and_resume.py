@@ -20,6 +20,7 @@ import pytest
 
 from factories import build_evalrun_yaml, model_entry
 from kubejury.files.benchmark import load_benchmark
+from kubejury.files.shards import read_rows
 from kubejury.files.storage import LocalStorage, RunLayout
 
 pytestmark = pytest.mark.integration
@@ -54,7 +55,7 @@ def _answer_keys(store: LocalStorage, layout: RunLayout) -> dict[tuple[str, str]
     out: dict[tuple[str, str], list[str]] = {}
     for s in SERIES:
         for m in MODELS:
-            out[(s, m)] = [r["question_id"] for r in store.read_jsonl(layout.answers_prefix(s, m))]
+            out[(s, m)] = [r["question_id"] for r in read_rows(store, layout.answers_prefix(s, m))]
     return out
 
 
@@ -115,7 +116,7 @@ def test_sigkill_mid_generation_then_rerun_gives_every_answer_exactly_once(
 
     for s in SERIES:
         judged = [
-            (r["question_id"], r["model"]) for r in store.read_jsonl(layout.judgments_prefix(s, "judge-one"))
+            (r["question_id"], r["model"]) for r in read_rows(store, layout.judgments_prefix(s, "judge-one"))
         ]
         assert len(judged) == len(set(judged)) == len(question_ids) * len(MODELS)
     report = out / layout.report_prefix / "report.html"

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from kubejury.config.spec import JudgeSpec
+from kubejury.files.shards import read_rows
 from kubejury.files.storage import LocalStorage, RunLayout
 
 pytest.importorskip("llama_cpp", reason="needs llama-cpp-python (make venv builds the portable wheel)")
@@ -98,10 +99,10 @@ def test_tiny_run_end_to_end_and_server_stopped(tmp_path: Path) -> None:
     assert not _port_open(ports[0]), "the server is stopped after the run"
 
     store, layout = LocalStorage(out), RunLayout("tiny")
-    answers = list(store.read_jsonl(layout.answers_prefix("primary", "gemma")))
+    answers = list(read_rows(store, layout.answers_prefix("primary", "gemma")))
     assert len(answers) == 6 and all(a["error"] is None and a["answer"] for a in answers)
     for judge in ("judge-strict", "judge-lenient"):
-        judgments = list(store.read_jsonl(layout.judgments_prefix("primary", judge)))
+        judgments = list(read_rows(store, layout.judgments_prefix("primary", judge)))
         assert len(judgments) == 6
         for j in judgments:
             assert (j["score"] is not None and 0 <= j["score"] <= 10) or (j["score"] is None and j["error"])
@@ -168,10 +169,10 @@ def test_two_embedded_models_answer_and_judge_each_other_on_their_own_servers(tm
 
     store, layout = LocalStorage(out), RunLayout("cross")
     for model in ("gemma", "smol"):
-        answers = list(store.read_jsonl(layout.answers_prefix("primary", model)))
+        answers = list(read_rows(store, layout.answers_prefix("primary", model)))
         assert len(answers) == 3 and all(a["error"] is None and a["answer"] for a in answers)
     for judge in ("judge-gemma", "judge-smol"):
-        judgments = list(store.read_jsonl(layout.judgments_prefix("primary", judge)))
+        judgments = list(read_rows(store, layout.judgments_prefix("primary", judge)))
         assert len(judgments) == 6  # both models' answers
         assert {j["model"] for j in judgments} == {"gemma", "smol"}
     report = json.loads((out / layout.report_prefix / "report.json").read_text(encoding="utf-8"))

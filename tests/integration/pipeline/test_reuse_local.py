@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from kubejury.cli import main
+from kubejury.files.shards import read_rows
 from kubejury.files.storage import LocalStorage, RunLayout
 from kubejury.inference.client import ChatClient, ChatResult
 from kubejury.local import server as local_server
@@ -189,7 +190,7 @@ def test_a_grown_leaderboard_equals_a_fresh_run_and_asks_only_the_new_model(tmp_
     assert reused["models"]["gemma"]["from_runs"] == {"board": 3}
     assert reused["judges"]["judge-strict"]["from_runs"] == {"board": 6}
     store, layout = LocalStorage(out), RunLayout("board-grown")
-    answers = list(store.read_jsonl(layout.answers_prefix("primary", "smol")))
+    answers = list(read_rows(store, layout.answers_prefix("primary", "smol")))
     assert {a.get("reused_from") for a in answers} == {"board"}
-    new_answers = list(store.read_jsonl(layout.answers_prefix("primary", "smol-short")))
+    new_answers = list(read_rows(store, layout.answers_prefix("primary", "smol-short")))
     assert all("reused_from" not in a for a in new_answers)

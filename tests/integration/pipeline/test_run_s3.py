@@ -9,6 +9,7 @@ import pytest
 
 from factories import build_evalrun_yaml, model_entry
 from kubejury.cli import main
+from kubejury.files.shards import read_rows
 from kubejury.files.storage import RunLayout, open_storage
 
 pytestmark = pytest.mark.integration
@@ -36,8 +37,8 @@ def test_run_with_s3_output(
     captured = capsys.readouterr()
     assert code == 0, captured.err[-3000:]
     store, layout = open_storage(f"s3://{bucket}/results"), RunLayout("s3run")
-    answers = list(store.read_jsonl(layout.answers_prefix("primary", "m1")))
-    judgments = list(store.read_jsonl(layout.judgments_prefix("primary", "j1")))
+    answers = list(read_rows(store, layout.answers_prefix("primary", "m1")))
+    judgments = list(read_rows(store, layout.judgments_prefix("primary", "j1")))
     assert len(answers) == 48 and len(judgments) == 48
     keys = store.list("s3run/")
     for name in ("report.html", "report.md", "report.json"):

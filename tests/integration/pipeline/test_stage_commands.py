@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from factories import build_evalrun_yaml, model_entry
+from kubejury.files.shards import read_rows
 from kubejury.files.storage import LocalStorage, RunLayout
 
 pytestmark = pytest.mark.integration
@@ -67,7 +68,7 @@ def test_sharded_generation_then_judge_then_aggregate(tmp_path: Path, stub_serve
         assert done.returncode == 0, done.stderr[-2000:]
         assert "generate primary/m1" in done.stdout
     store, layout = LocalStorage(tmp_path / "out"), RunLayout("staged")
-    ids = [r["question_id"] for r in store.read_jsonl(layout.answers_prefix("primary", "m1"))]
+    ids = [r["question_id"] for r in read_rows(store, layout.answers_prefix("primary", "m1"))]
     assert len(ids) == 96 and max(collections.Counter(ids).values()) == 1
     # Each completion keeps its own progress record (the operator merges them); none overwrites another.
     shard_records = [
@@ -78,7 +79,7 @@ def test_sharded_generation_then_judge_then_aggregate(tmp_path: Path, stub_serve
 
     judged = _kubejury("judge", "--evalrun", str(spec), "--judge", "j1", "--endpoint", stub_server.base_url)
     assert judged.returncode == 0, judged.stderr[-2000:]
-    assert len(list(store.read_jsonl(layout.judgments_prefix("primary", "j1")))) == 96
+    assert len(list(read_rows(store, layout.judgments_prefix("primary", "j1")))) == 96
 
     aggregated = _kubejury("aggregate", "--evalrun", str(spec))
     assert aggregated.returncode == 0, aggregated.stderr[-2000:]
@@ -101,7 +102,7 @@ def test_unreachable_endpoint_exits_3_and_keeps_nothing_half_done(tmp_path: Path
     assert done.returncode == 3, done.stderr[-2000:]
     assert "could not be reached" in done.stderr
     store, layout = LocalStorage(tmp_path / "out"), RunLayout("down")
-    assert list(store.read_jsonl(layout.answers_prefix("primary", "m1"))) == []
+    assert list(read_rows(store, layout.answers_prefix("primary", "m1"))) == []
     progress = store.read_json(layout.progress_key("primary", "generate", "m1"))
     assert progress["state"] == "failed"
 
@@ -127,12 +128,12 @@ def test_sigterm_flushes_what_is_done_and_a_rerun_finishes_the_rest(tmp_path: Pa
     assert "SIGTERM" in stderr
     store, layout = LocalStorage(tmp_path / "out"), RunLayout("term")
     prefix = layout.answers_prefix("primary", "m1")
-    stored = [r["question_id"] for r in store.read_jsonl(prefix)]
+    stored = [r["question_id"] for r in read_rows(store, prefix)]
     # Fewer than the shard size (500) and well within the 5 s flush interval: only the
     # SIGTERM path can have written these.
     assert 0 < len(stored) < 96
 
     rerun = subprocess.run(args, env=env, capture_output=True, text=True, timeout=120)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
-    final = [r["question_id"] for r in store.read_jsonl(prefix)]
+    final = [r["question_id"] for r in read_rows(store, prefix)]
     assert len(final) == 96 and max(collections.Counter(final).values()) == 1

@@ -11,7 +11,16 @@ import boto3
 import pytest
 
 from kubejury.errors import InputError
-from kubejury.files.storage import LocalStorage, S3Credentials, S3Storage, open_storage, read_uri
+from kubejury.files.shards import read_rows, write_records
+from kubejury.files.storage import (
+    LocalStorage,
+    S3Credentials,
+    S3Storage,
+    open_storage,
+    read_uri,
+    shard_suffix,
+)
+from kubejury.records.results import AnswerRecord
 
 pytestmark = pytest.mark.integration
 
@@ -48,9 +57,15 @@ def test_listing_paginates_past_1000(bucket: str) -> None:
 def test_shards_and_json_round_trip(bucket: str) -> None:
     store = open_storage(f"s3://{bucket}/out")
     prefix = "run/t0/answers/m1"
-    store.write_shard(prefix, [{"question_id": "q1", "answer": "Ответ"}])
-    store.write_shard(prefix, [{"question_id": "q2", "answer": "Ещё"}])
-    assert [r["question_id"] for r in store.read_jsonl(prefix)] == ["q1", "q2"]
+    store.write_jsonl_shard(
+        prefix, [{"question_id": "q1", "model": "m1", "answer": "Ответ"}]
+    )  # an older run's
+    write_records(store, prefix, [AnswerRecord(question_id="q2", model="m1", answer="Ещё")])
+    assert [shard_suffix(k) for k in store.shard_keys(prefix)] == ["jsonl", "parquet"]
+    assert [(r["question_id"], r["answer"]) for r in read_rows(store, prefix)] == [
+        ("q1", "Ответ"),
+        ("q2", "Ещё"),
+    ]
     store.write_json("run/t0/progress/generate-m1.json", {"done": 2, "total": 2})
     assert store.read_json("run/t0/progress/generate-m1.json") == {"done": 2, "total": 2}
     assert store.read_json_or_none("run/t0/progress/none.json") is None
