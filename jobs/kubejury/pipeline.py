@@ -506,6 +506,7 @@ def _aggregate(inputs: LoadedRun, work_dir: Path | None) -> tuple[Any, dict[str,
             model_infos=model_infos,
             judge_relations=relations,
             config=spec.scoring_config(),
+            comparisons=spec.comparisons_to_run(),
             inputs={
                 "run": inputs.layout.run,
                 "spec": inputs.spec_source,

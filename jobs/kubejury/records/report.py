@@ -452,10 +452,54 @@ class ExpertsSection(_Section):
     per_expert: dict[str, AgreementStats] = Field(default_factory=dict)
 
 
+class DifferenceEntry(_Section):
+    """A paired difference a − b (same questions, same jury) with the SE of its bootstrap
+    replicates, its design degrees of freedom (``None``: infinite or undefined) and its 90% and 95%
+    intervals (estimate ± t·SE)."""
+
+    difference: Number = None
+    se: Number = None
+    df: Number = None
+    ci90: Interval = None
+    ci95: Interval = None
+
+
+class QuestionsNeeded(_Section):
+    """Questions of this benchmark's design a decision at the margin needs with probability
+    ``power``: ``equivalent`` if the true difference were 0, ``different`` if it were the margin."""
+
+    equivalent: Count | None = None
+    different: Count | None = None
+    power: Real = Field(default=0.8, gt=0, lt=1)
+
+
+class ComparisonEntry(_Section):
+    """``series.<s>.comparisons[i]``: a pair's paired difference and TOST verdict (docs/method.md,
+    "Equivalence"). ``verdict``: ``equivalent`` when the 90% interval of the W difference lies inside
+    ±margin, else ``different`` when its 95% interval excludes 0, else ``undecided``; ``None`` with
+    ``reason`` when it could not be computed. ``different`` is also true for an equivalent pair whose
+    95% interval excludes 0 (a difference smaller than the margin)."""
+
+    a: str = ""
+    b: str = ""
+    margin: Real = Field(default=0.25, gt=0)
+    origin: Literal["spec", "automatic"] = "spec"
+    alpha: Real = Field(default=0.05, gt=0, lt=0.5)
+    verdict: Literal["equivalent", "different", "undecided"] | None = None
+    equivalent: bool = False
+    different: bool = False
+    weighted: DifferenceEntry | None = None
+    levels: dict[LevelKey, DifferenceEntry] = Field(default_factory=dict)
+    domains: dict[str, DifferenceEntry] = Field(default_factory=dict)
+    n_questions: Count = 0
+    questions_needed: QuestionsNeeded | None = None
+    reason: str | None = None
+
+
 class SeriesSection(_Section):
     """``series.<s>``: every result of one series (one set of generation parameters)."""
 
-    model_config = ConfigDict(json_schema_extra=_not_required("power"))
+    model_config = ConfigDict(json_schema_extra=_not_required("power", "comparisons"))
 
     n_questions: Count | Absent = None
     n_answers: Count = 0
@@ -474,6 +518,7 @@ class SeriesSection(_Section):
     verbosity: VerbositySection | None = None
     selection: SelectionSection | Absent = None
     experts: ExpertsSection | None = None
+    comparisons: list[ComparisonEntry] = Field(default_factory=list)
 
 
 # ------------------------------------------------------------------------------- across series

@@ -37,6 +37,7 @@ from kubejury.stats.bias import (
     verbosity_bias,
 )
 from kubejury.stats.cube import ScoreCube
+from kubejury.stats.equivalence import ComparisonRequest, ComparisonResult, compare_pairs
 from kubejury.stats.experts import ExpertAgreement, ExpertRows, PanelScores, expert_agreement
 from kubejury.stats.scoring import ScoringConfig, SeriesScores, score_series
 from kubejury.stats.selection import ModelSelection, select_models
@@ -77,6 +78,7 @@ class SeriesAnalysis:
     experts: ExpertAgreement | None
     parse_failures: dict[str, int]
     n_judgments: int | None
+    comparisons: tuple[ComparisonResult, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -134,8 +136,9 @@ def analyse_series(
     judge_relations: Mapping[str, JudgeRelation] | None = None,
     parse_failures: Mapping[str, int] | None = None,
     n_judgments: int | None = None,
+    comparisons: Sequence[ComparisonRequest] = (),
 ) -> SeriesAnalysis:
-    """Every analysis of one series' cube."""
+    """Every analysis of one series' cube (``comparisons``: pairs tested for equivalence)."""
     infos = dict(model_infos or {})
     relations = dict(judge_relations or {})
     scores = score_series(cube, config)
@@ -170,6 +173,7 @@ def analyse_series(
         ),
         parse_failures=failures,
         n_judgments=n_judgments,
+        comparisons=compare_pairs(comparisons, scores, uncertainty, int(cube.has_record.any(axis=0).sum())),
     )
 
 
@@ -185,11 +189,12 @@ def analyse_cubes(
     n_judgments: Mapping[str, int] | None = None,
     inputs: Mapping[str, Any] | None = None,
     generated_at: dt.datetime | None = None,
+    comparisons: Sequence[ComparisonRequest] = (),
 ) -> Analysis:
     """The :class:`Analysis` of already-built cubes (one per series, in series order).
 
     ``parse_failures`` and ``n_judgments`` are per series (from the loader); when absent, null
-    counts are derived from the cubes.
+    counts are derived from the cubes. ``comparisons`` are tested in every series.
     """
     config = config or ScoringConfig()
     primary = _primary(cubes, config)
@@ -206,6 +211,7 @@ def analyse_cubes(
             judge_relations=judge_relations,
             parse_failures=(parse_failures or {}).get(name),
             n_judgments=(n_judgments or {}).get(name),
+            comparisons=comparisons,
         )
         for name in order
     }
@@ -259,6 +265,7 @@ def aggregate(
     *,
     inputs: Mapping[str, Any] | None = None,
     generated_at: dt.datetime | None = None,
+    comparisons: Sequence[ComparisonRequest] = (),
 ) -> Analysis:
     """Load the benchmark, judgments (file, directory of JSONL files, glob, or a list of those),
     optional answers and expert scores, and analyse every series (see :func:`analyse_cubes`).
@@ -290,4 +297,5 @@ def aggregate(
         n_judgments=counts,
         inputs=metadata,
         generated_at=generated_at,
+        comparisons=comparisons,
     )

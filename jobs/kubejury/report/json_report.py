@@ -15,6 +15,8 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from kubejury import __version__
 from kubejury.jsonable import to_json
 from kubejury.records.report import (
@@ -24,6 +26,8 @@ from kubejury.records.report import (
     BenchmarkSection,
     BootstrapSection,
     ComparisonCell,
+    ComparisonEntry,
+    DifferenceEntry,
     DomainEntry,
     ExpertsSection,
     JudgeInfo,
@@ -32,6 +36,7 @@ from kubejury.records.report import (
     ModelEntry,
     ModelInfo,
     PowerSection,
+    QuestionsNeeded,
     ReportDocument,
     ScoringSection,
     SelectionSection,
@@ -42,6 +47,7 @@ from kubejury.records.report import (
     VerbositySection,
 )
 from kubejury.stats.cube import FloatArray
+from kubejury.stats.equivalence import ALPHA, ComparisonResult, PairedDifference
 
 if TYPE_CHECKING:
     from kubejury.report.aggregate import Analysis, SeriesAnalysis
@@ -165,6 +171,40 @@ def _bootstrap(result: SeriesAnalysis) -> tuple[BootstrapSection | None, PowerSe
     return bootstrap, power
 
 
+def _difference(d: PairedDifference) -> DifferenceEntry:
+    return DifferenceEntry(
+        difference=d.estimate,
+        se=d.se,
+        df=d.df,
+        ci90=_pair(np.asarray(d.ci90)),
+        ci95=_pair(np.asarray(d.ci95)),
+    )
+
+
+def _comparison_entry(c: ComparisonResult) -> ComparisonEntry:
+    needed = c.needed
+    return ComparisonEntry(
+        a=c.request.a,
+        b=c.request.b,
+        margin=c.request.margin,
+        origin=c.request.origin,
+        alpha=ALPHA,
+        verdict=c.verdict,
+        equivalent=c.equivalent,
+        different=c.different,
+        weighted=_difference(c.weighted) if c.weighted is not None else None,
+        levels={str(level): _difference(d) for level, d in c.levels.items()},
+        domains={domain: _difference(d) for domain, d in c.domains.items()},
+        n_questions=c.n_questions,
+        questions_needed=(
+            QuestionsNeeded(equivalent=needed.equivalent, different=needed.different, power=needed.power)
+            if needed is not None
+            else None
+        ),
+        reason=c.reason,
+    )
+
+
 def _series(result: SeriesAnalysis) -> SeriesSection:
     cube = result.cube
     bootstrap, power = _bootstrap(result)
@@ -189,6 +229,7 @@ def _series(result: SeriesAnalysis) -> SeriesSection:
         verbosity=VerbositySection.model_validate(clean(result.verbosity.to_dict())),
         selection=SelectionSection.model_validate(clean(result.selection.to_dict())),
         experts=ExpertsSection.model_validate(clean(experts.to_dict())) if experts is not None else None,
+        comparisons=[_comparison_entry(c) for c in result.comparisons],
     )
 
 
