@@ -14,6 +14,8 @@ Rules (the definitions are in :mod:`kubejury.records.gpu_usage`):
   Closed intervals only ever add up.
 * Used time is the union of its Jobs' [startTime, completion] intervals; what is finished is
   never lowered again, even if someone deletes a finished Job.
+* Bring-up held (GPU-seconds before Ready) is added once per held interval opened: the GPUs × the
+  Ready Pod's creation → Ready time, when its Ready transition is first seen.
 * A run with nothing in the cluster (external endpoints only) has no entries.
 """
 
@@ -82,7 +84,10 @@ def _server(
     held = prior.held_gpu_seconds if prior else 0.0
     since = prior.ready_since if prior else None
     until = prior.held_until if prior else None
+    bring_up_held = prior.bring_up_gpu_seconds if prior else 0.0
     if since is None and ready is not None:
+        # A bring-up ends at this Ready transition: its Pod held the GPUs from creation to here.
+        bring_up_held += gpus * observed.servers_bringup_seconds.get(label, 0.0)
         # A Ready Pod opens the interval at its Ready transition — also when this very reconcile
         # scales it down (an operator restarted late still counts that time) — but never before
         # the last close: a Pod still Ready just after its scale-down is not counted twice.
@@ -110,6 +115,7 @@ def _server(
         ready_since=since,
         in_use_since=in_use_since,
         held_until=until,
+        bring_up_gpu_seconds=bring_up_held,
         bring_up_seconds=max(
             prior.bring_up_seconds if prior else 0.0, observed.servers_bringup_seconds.get(label, 0.0)
         ),

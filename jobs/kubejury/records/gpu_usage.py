@@ -14,6 +14,9 @@ Definitions (docs/operator.md, "GPU accounting"):
   requests to the server was running (from the Job's ``startTime`` to its completion), × GPUs.
   Two Jobs on one server at once (a model's series, or a shared model-and-judge server) count once.
 * **idle share** — 1 − used / held over every server of the run.
+* **bring-up held** — GPU-seconds a server's Pod held its GPUs before it was Ready (creation →
+  Ready × GPUs, summed over its bring-ups): weight download and loading. Apart from held; small when
+  the weights were prefetched into the model cache before the server was created.
 
 An interval still open (server Ready now, a Job running now) is kept as its start
 (``readySince``, ``inUseSince``) instead of a number that grows, so the stored status changes only
@@ -67,6 +70,7 @@ class ServerGpuUsage:
     in_use_since: str | None = None  # open in-use interval
     held_until: str | None = None  # when the last held interval was closed (never counted twice)
     bring_up_seconds: float = 0.0  # longest Pod creation → Ready seen (not held time by definition)
+    bring_up_gpu_seconds: float = 0.0  # bring-up held: Pod creation → Ready × GPUs, every bring-up
 
     def held_at(self, now: str) -> float:
         """GPU-seconds held up to ``now`` (the open interval included)."""
@@ -90,6 +94,7 @@ class ServerGpuUsage:
             "inUseSince": self.in_use_since,
             "heldUntil": self.held_until,
             "bringUpSeconds": round(self.bring_up_seconds, 1),
+            "bringUpGpuSeconds": round(self.bring_up_gpu_seconds, 1),
         }
 
     @classmethod
@@ -126,6 +131,7 @@ class ServerGpuUsage:
             in_use_since=text("inUseSince"),
             held_until=text("heldUntil"),
             bring_up_seconds=number("bringUpSeconds"),
+            bring_up_gpu_seconds=number("bringUpGpuSeconds"),
         )
 
 
@@ -168,6 +174,7 @@ class GpuUsage:
             "servers": {s.name: s.to_json() for s in self.servers},
             "heldGpuSeconds": round(held, 1),
             "usedGpuSeconds": round(used, 1),
+            "bringUpGpuSeconds": round(sum(s.bring_up_gpu_seconds for s in self.servers), 1),
             "idleShare": idle,  # null while a server is up or a Job runs
         }
 
