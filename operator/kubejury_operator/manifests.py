@@ -43,9 +43,12 @@ from kubejury.config.spec_rules import (
     memory_quantity_bytes,
 )
 from kubejury.files.storage import STORAGE_MOUNT_ENV
+from kubejury.files.weight_cache import gguf_selection, server_model_path
 from kubejury.records.gpu_usage import GPU_USAGE_ENV, GpuUsage
 from kubejury.records.placement import Placement
 from kubejury.runtimes import LLAMACPP, OLLAMA, VLLM, runtime_of
+from kubejury_operator.prefetching import COMPONENT as PREFETCH_COMPONENT
+from kubejury_operator.prefetching import prefetch_job_name, prefetches
 from kubejury_operator.settings import ModelCacheSettings, ServerSettings, StorageSettings, WorkloadSettings
 from kubejury_operator.vocabulary import (
     ANNOTATION_MODELS_COMPLETE,
@@ -226,11 +229,11 @@ def _server_home_env(cache: str) -> list[dict[str, Any]]:
     ]
 
 
-def _weights_s3_env(endpoint: Endpoint, settings: StorageSettings) -> list[dict[str, Any]]:
+def _weights_s3_env(endpoint: Endpoint, settings: WorkloadSettings) -> list[dict[str, Any]]:
     """How a server streaming ``s3://`` weights reaches the store: the chart's (or run's) endpoint and
     region. Credentials come from the storage Secret (``envFrom``, see :func:`_server_container`).
     Only vLLM reads ``s3://`` (Run:ai streamer); the spec rejects it for llama.cpp and Ollama."""
-    if not endpoint.source.startswith("s3://"):
+    if not endpoint.source.startswith("s3://") or prefetches(endpoint, settings):
         return []
     env: list[dict[str, Any]] = []
     if settings.s3_endpoint:
@@ -323,7 +326,7 @@ def vllm_args(
         "--generation-config",
         "vllm",
     ]
-    if endpoint.source.startswith("s3://"):
+    if endpoint.source.startswith("s3://") and not prefetches(endpoint, settings):
         args += ["--load-format", "runai_streamer"]
     extra = list(placement.vllm_args)
     quant = (placement.quantization or "").lower()
@@ -432,7 +435,7 @@ def _llamacpp_serving(
     cache: str,
     gpus: int,
 ) -> _Serving:
-    if endpoint.source.startswith("hf://"):
+    if endpoint.source.startswith("hf://") and not prefetches(endpoint, settings):
         repo = _hf_model_id(endpoint.source)
         quant = (placement.quantization or "").upper()
         model_args = ["--hf-repo", f"{repo}:{quant}" if quant and ":" not in repo else repo]
@@ -541,6 +544,8 @@ def _server_container(
     gpus = max(1, placement.tensor_parallel_size) if _uses_gpu(placement, settings) else 0
     model_path, source_volumes, source_mounts = _source_volume(endpoint.source)
     cache = settings.model_cache_mount.rstrip("/") or "/models/cache"
+    if prefetches(endpoint, settings):  # the weights a prefetch Job put in the cache
+        model_path = server_model_path(cache, endpoint.source, endpoint.runtime, placement.quantization)
     serving = _serving_builder(endpoint)(endpoint, placement, model_path, settings, cache, gpus)
     volumes = [*source_volumes, _cache_volume(settings), {"name": "tmp", "emptyDir": {}}, *serving.volumes]
     mounts = [
@@ -564,7 +569,7 @@ def _server_container(
     }
     if serving.command is not None:
         container["command"] = serving.command
-    if endpoint.source.startswith("s3://") and settings.storage_secret:
+    if endpoint.source.startswith("s3://") and settings.storage_secret and not prefetches(endpoint, settings):
         container["env"] = storage_secret_env(settings.storage_secret, container["env"])
     if serving.readiness is not None:
         container["readinessProbe"] = dict(serving.readiness)
@@ -919,6 +924,73 @@ def reuse_job(
         storage,
         settings.aggregation_deadline_seconds,
     )
+
+
+def prefetch_args(endpoint: Endpoint, cache: str) -> list[str]:
+    """``kubejury prefetch`` arguments: the model's own source, its runtime and quantization (which
+    GGUF file), and where the cache is mounted; the folder below it is derived from the source."""
+    placement = endpoint.placement
+    selection = gguf_selection(
+        endpoint.source, endpoint.runtime, placement.quantization if placement else None
+    )
+    args = ["prefetch", "--source", endpoint.source, "--runtime", endpoint.runtime, "--cache", cache]
+    return args + (["--quantization", selection] if selection else [])
+
+
+def _prefetch_env(endpoint: Endpoint, settings: WorkloadSettings) -> list[dict[str, Any]]:
+    """What the download reads with: the hub token for ``hf://``; the chart's S3 endpoint and region
+    and the run's storage keys for ``s3://`` (the same credentials an ``s3://`` server would get)."""
+    env: list[dict[str, Any]] = [
+        {"name": "HOME", "value": "/tmp"},
+        {"name": "PYTHONUNBUFFERED", "value": "1"},
+        *_storage_env(settings),
+    ]
+    if endpoint.source.startswith("hf://"):
+        return env + _hf_token_env(settings)
+    return storage_secret_env(settings.storage_secret, env) if settings.storage_secret else env
+
+
+def prefetch_job(run: RunRef, endpoint: Endpoint, settings: WorkloadSettings) -> Manifest:
+    """The CPU-only Job that downloads ``endpoint``'s weights into the model cache claim before its
+    server is created (:mod:`kubejury_operator.prefetching`). Least privilege: no GPU, no API token,
+    no results volume or results credentials beyond what reading an ``s3://`` source needs; the
+    cache claim and /tmp are its only writable mounts. It runs as the servers' uid and fsGroup, so
+    the files it writes are the servers' without a recursive ownership change."""
+    cache = settings.model_cache_mount.rstrip("/") or "/models/cache"
+    object_labels = labels(run.name, PREFETCH_COMPONENT, **{"prefetch-for": endpoint.key})
+    container: dict[str, Any] = {
+        "name": "prefetch",
+        "image": settings.job_image,
+        "imagePullPolicy": settings.image_pull_policy,
+        "command": ["kubejury"],
+        "args": prefetch_args(endpoint, cache),
+        "env": _prefetch_env(endpoint, settings),
+        "volumeMounts": [
+            {"name": "model-cache", "mountPath": cache},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+        "resources": {k: dict(v) for k, v in settings.job_resources.items()},
+        "securityContext": restricted_container_security(),
+    }
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": settings.job_service_account or job_service_account_name(run.name),
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "restartPolicy": "Never",
+        "securityContext": restricted_pod_security(SERVER_UID),
+        "containers": [container],
+        "volumes": [_cache_volume(settings), {"name": "tmp", "emptyDir": {}}],
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _metadata(run, prefetch_job_name(run.name, endpoint.key), object_labels),
+        "spec": {
+            "backoffLimit": settings.job_backoff_limit,
+            "activeDeadlineSeconds": settings.generation_deadline_seconds,
+            "template": {"metadata": {"labels": object_labels}, "spec": pod_spec},
+        },
+    }
 
 
 def memory_raised_job(

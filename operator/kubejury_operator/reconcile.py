@@ -49,6 +49,10 @@ The orchestration it encodes:
   the guards of :mod:`kubejury_operator.queueing` scale a server whose Jobs all wait for quota to
   zero and stop the Jobs of a server Kueue preempted; a missing LocalQueue blocks the run; a
   server's progress deadline is not counted while its Pod waits for admission.
+* Weights before GPUs (:mod:`kubejury_operator.prefetching`): with a model cache claim, a server
+  with ``hf://`` or ``s3://`` weights is created only once its CPU-only prefetch Job succeeded;
+  downloads start for the servers wanted now, the next ``maxConcurrentModels`` models in bring-up
+  order and the judges with work left, and take no ``maxConcurrentModels`` slot.
 """
 
 from __future__ import annotations
@@ -60,7 +64,7 @@ from typing import Any, Literal
 from kubejury.records.gpu_usage import GpuUsage
 from kubejury.records.run_status import RunStatus, RunSummary
 from kubejury_operator import manifests as mf
-from kubejury_operator import oom_retry, queueing
+from kubejury_operator import oom_retry, prefetching, queueing
 from kubejury_operator import status as st
 from kubejury_operator import vocabulary as vocab
 from kubejury_operator.cluster_run import ClusterRun
@@ -242,13 +246,54 @@ def _server_actions(
         dep_name = vocab.workload_name(run.ref.name, key)
         want = desired.get(key, 0)
         current = observed.deployments.get(dep_name)
-        if current is None and want > 0:
+        if current is None and want > 0 and _weights_ready(run, observed, endpoint):
             manifest = mf.model_deployment(run.ref, endpoint, want, run.settings)
             actions.append(Action("create", "Deployment", dep_name, manifest))
         if want > 0 and ("Service", dep_name) not in observed.present:
             actions.append(Action("create", "Service", dep_name, mf.model_service(run.ref, endpoint)))
         if current is not None and current.replicas != want:
             actions.append(Action("scale", "Deployment", dep_name, replicas=want))
+    return actions
+
+
+def _weights_ready(run: ClusterRun, observed: Observed, endpoint: Endpoint) -> bool:
+    """The server of ``endpoint`` may be created: its weights need no prefetch, or are in the cache."""
+    return prefetching.weights_ready(
+        run.ref.name,
+        endpoint,
+        run.settings,
+        {name: job.succeeded for name, job in observed.jobs.items()},
+        frozenset(observed.deployments),
+        vocab.workload_name(run.ref.name, endpoint.key),
+    )
+
+
+def _prefetch_jobs(
+    run: ClusterRun, observed: Observed, facts: Facts, desired: Mapping[str, int]
+) -> list[Action]:
+    """A prefetch Job for each server whose weights are wanted now and not yet in the cache
+    (:func:`kubejury_operator.prefetching.wanted_downloads`): not counted in maxConcurrentModels."""
+    judge_keys = {j.key for j in run.judges if j.in_cluster}
+    next_models = [
+        m
+        for m in run.models_in_bringup_order()
+        if m.in_cluster
+        and m.key not in judge_keys
+        and not all((m.name, s) in facts.generated for s in run.series)
+    ]
+    judges = [j for j in run.judges if j.in_cluster and not judged_all(run, facts, j)]
+    actions: list[Action] = []
+    for key in prefetching.wanted_downloads(desired, next_models, judges, run.max_concurrent_models):
+        endpoint = facts.servers.get(key)
+        name = prefetching.prefetch_job_name(run.ref.name, key)
+        if (
+            endpoint is None
+            or not prefetching.prefetches(endpoint, run.settings)
+            or name in observed.jobs
+            or _weights_ready(run, observed, endpoint)
+        ):
+            continue
+        actions.append(Action("create", "Job", name, mf.prefetch_job(run.ref, endpoint, run.settings)))
     return actions
 
 
@@ -417,6 +462,7 @@ def _plan_actions(
         return actions
     if facts.reusing:  # the reuse step first, and nothing else until it succeeded
         return actions + _reuse_job(run, observed) + _oom_replacements(run, observed, facts, desired, gpu)
+    actions += _prefetch_jobs(run, observed, facts, desired)
     actions += _generation_jobs(run, observed, facts, desired)
     actions += _judge_jobs(run, observed, facts, desired)
     actions += _oom_replacements(run, observed, facts, desired, gpu)

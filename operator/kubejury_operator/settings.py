@@ -88,6 +88,9 @@ class ModelCacheSettings:
     model_cache_pvc: str | None = None  # shared HF/GGUF cache; None = emptyDir per pod
     model_cache_mount: str = "/models/cache"  # HF_HOME; other runtimes' caches go below it
     model_cache_size_limit: str = "200Gi"  # emptyDir fallback size limit
+    # With a claim: a CPU-only Job downloads hf:// and s3:// weights into it before the server is
+    # created, and the server loads from there (kubejury_operator.prefetching; docs/operator.md).
+    model_cache_prefetch: bool = False  # the chart turns it on (modelCache.prefetch)
 
 
 @dataclass(frozen=True)
@@ -240,6 +243,7 @@ ENVIRONMENT: tuple[EnvSetting, ...] = (
     EnvSetting("extra_tolerations", GPU_TOLERATIONS_ENV, tolerations),
     # model cache
     EnvSetting("model_cache_pvc", "KUBEJURY_MODEL_CACHE_PVC", text_or_none),
+    EnvSetting("model_cache_prefetch", "KUBEJURY_MODEL_CACHE_PREFETCH", boolean),
     # Kueue
     EnvSetting("kueue_enabled", "KUBEJURY_KUEUE_ENABLED", boolean),
 )
