@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from . import report
-from .bench import Options, run
+from .bench import DESIGN_FORMATS, Options, run
 
 CACHE = Path(os.environ.get("KUBEJURY_CACHE", Path.home() / ".cache" / "kubejury"))
 
@@ -30,6 +30,14 @@ def _ints(text: str) -> tuple[int, ...]:
     values = tuple(int(v) for v in text.split(",") if v.strip())
     if not values or any(v < 1 for v in values):
         raise argparse.ArgumentTypeError(f"expected positive integers separated by commas, not {text!r}")
+    return values
+
+
+def _designs(text: str) -> tuple[str, ...]:
+    values = tuple(v.strip() for v in text.split(",") if v.strip())
+    unknown = [v for v in values if v not in DESIGN_FORMATS]
+    if not values or unknown:
+        raise argparse.ArgumentTypeError(f"designs are {', '.join(DESIGN_FORMATS)}, not {text!r}")
     return values
 
 
@@ -43,6 +51,13 @@ def parse(argv: list[str] | None = None) -> tuple[Options, argparse.Namespace]:
         type=Path,
         default=report.RESULTS / "operator_scale.json",
         help="results file whose list-per-tick rounds are shown as the recorded baseline",
+    )
+    parser.add_argument(
+        "--designs",
+        type=_designs,
+        default=("lean", "full"),
+        help="designs per scale, in order: lean (the operator) and full (KUBEJURY_STATUS_FORMAT=full, "
+        "the status before issue 26); default lean,full",
     )
     parser.add_argument("--nodes", type=int, default=500, help="KWOK nodes in the mix (500)")
     parser.add_argument("--namespaces", type=int, default=10, help="namespaces the runs are spread over (10)")
@@ -78,6 +93,7 @@ def parse(argv: list[str] | None = None) -> tuple[Options, argparse.Namespace]:
         teardown_timeout_s=args.teardown_timeout,
         state=args.state,
         keep_cluster=args.keep_cluster,
+        designs=args.designs,
     )
     return options, args
 
@@ -101,9 +117,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     started = time.time()
     recorded = report.baseline(args.baseline)  # read before the run replaces the file
+    earlier = report.earlier(args.baseline)
     document = asyncio.run(_cancellable(options))
     if recorded is not None:
         document["baseline"] = recorded
+    if earlier is not None:
+        document["earlier"] = earlier
     document["meta"] = report.machine(command, started, time.time(), options)
     md, js = report.write(document, args.out)
     print(f"wrote {md} and {js}")

@@ -21,6 +21,13 @@ shows beside these — :func:`.report.baseline`):
    every child is gone, stops the fast kubelet and the operator, and removes the runs' files.
 
 Figures of a round come from :mod:`.measure` (audit log, delays) and :mod:`.procstat` (/proc).
+
+Designs (issue 26): every scale runs once per ``--designs`` entry, one after the other on the same
+cluster: ``lean`` (the operator as it is) and ``full`` (``KUBEJURY_STATUS_FORMAT=full``: the status
+with the placement's prose, kopf's diff-base annotation and the default field managers, as before
+issue 26 — a switch kept only for this comparison). Each round records the EvalRun's size as the
+benchmark's watch saw it (with and without ``managedFields``, the diff-base annotation, the status
+and its placement) and the API server's CPU-seconds per status patch.
 """
 
 from __future__ import annotations
@@ -43,7 +50,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from . import measure, nodemix, procstat, report, report_template, workload
+from . import measure, nodemix, procstat, report_template, workload
 from .kube import Credentials, Kube, KubeError
 
 log = logging.getLogger("operator-scale")
@@ -77,6 +84,7 @@ class Options:
     teardown_timeout_s: float
     state: Path
     keep_cluster: bool
+    designs: tuple[str, ...] = ("lean",)  # "lean" (the operator) and/or "full" (before issue 26)
 
 
 def e2e_module(name: str) -> ModuleType:
@@ -131,12 +139,21 @@ def snapshot_source(work: Path) -> Source:
     return Source(root, digest.hexdigest()[:12], head.stdout.strip() or "?", not dirty.stdout.strip())
 
 
-def source_values(source: Path | None = None) -> dict[str, str]:
+#: The status format each design runs the operator with (``KUBEJURY_STATUS_FORMAT``).
+DESIGN_FORMATS = {"lean": "lean", "full": "full"}
+
+
+def source_values(source: Path | None = None, design: str = "lean") -> dict[str, str]:
     """The chart values (``operator.extraEnv``) that make the operator import the source copy (a
-    host path: only the local operator process of this harness uses it); none without one."""
-    if source is None:
-        return {}
-    return {"operator.extraEnv[0].name": "PYTHONPATH", "operator.extraEnv[0].value": str(source)}
+    host path: only the local operator process of this harness uses it) and run ``design``'s
+    status format."""
+    values = {
+        "operator.extraEnv[0].name": "KUBEJURY_STATUS_FORMAT",
+        "operator.extraEnv[0].value": DESIGN_FORMATS[design],
+    }
+    if source is not None:
+        values |= {"operator.extraEnv[1].name": "PYTHONPATH", "operator.extraEnv[1].value": str(source)}
+    return values
 
 
 # ------------------------------------------------------------------------------------- setup
@@ -217,10 +234,12 @@ class Observed:
     job_counts: dict[str, int] = field(default_factory=dict)
     created_at: dict[tuple[str, str], float] = field(default_factory=dict)  # just before its create
     models: int = 16
+    sizes: measure.SizeTally = field(default_factory=measure.SizeTally)
 
     def on_evalrun(self, kind: str, obj: dict[str, Any]) -> None:
         if kind == "DELETED":
             return
+        self.sizes.add(obj)
         meta = obj["metadata"]
         key = (str(meta["namespace"]), str(meta["name"]))
         status = obj.get("status") or {}
@@ -314,6 +333,23 @@ def stop_process(process: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=10)
+
+
+CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/evalruns.kubejury.io"
+
+
+async def status_schema(bench: Bench, design: str) -> None:
+    """The EvalRun CRD's status schema of ``design``: atomic status parts for ``lean``, every leaf
+    owned apart for ``full`` (``kubejury_operator.crd``'s ``atomic_status``). Helm installs the
+    chart's CRD only once, so each round sets it (no EvalRun exists between rounds)."""
+    from kubejury_operator import crd as crdmod
+
+    versions = crdmod.crd(atomic_status=design != "full")["spec"]["versions"]
+    await bench.kube.request(
+        "PATCH", CRD_PATH, {"spec": {"versions": versions}}, content_type="application/merge-patch+json"
+    )
+    log.info("  EvalRun CRD: %s status schema", "atomic" if design != "full" else "per-leaf")
+    await asyncio.sleep(3)  # the API server re-creates the CRD's storage
 
 
 async def create_runs(
@@ -488,11 +524,10 @@ def peaks(
     }
 
 
-async def run_round(bench: Bench, scale: int) -> dict[str, Any]:
-    """One scale, measured alone (module docstring, steps 1-5)."""
+async def run_round(bench: Bench, scale: int, design: str = "lean") -> dict[str, Any]:
+    """One scale of one design, measured alone (module docstring, steps 1-5)."""
     options = bench.options
-    design = report.DESIGN
-    round_id = f"{design[0]}{scale:03d}"
+    round_id = f"{design}{scale:03d}"
     round_dir = bench.round_dir(round_id)
     names = workload.run_names(scale, options.namespaces, prefix="bench")
     names = [workload.RunName(r.namespace, f"{round_id}-{r.name.removeprefix('run-')}") for r in names]
@@ -502,9 +537,10 @@ async def run_round(bench: Bench, scale: int) -> dict[str, Any]:
     state = await operator_up.up(
         options.state.resolve(),
         work_dir=bench.work,
-        extra_values=source_values(bench.source.root),
+        extra_values=source_values(bench.source.root, design),
         start_kubelet=False,
     )
+    await status_schema(bench, design)
     kubelet = start_fast_kubelet(bench, round_dir)
     observed = Observed(models=len(workload.study_spec()["models"]))
     stop = asyncio.Event()
@@ -583,6 +619,7 @@ async def run_round(bench: Bench, scale: int) -> dict[str, Any]:
         cpu_series=cpu_series,
     )
     result["source"] = bench.source.to_json()
+    result["evalrun_bytes"] = observed.sizes.to_json()
     return result
 
 
@@ -639,6 +676,7 @@ def summarize_round(
     cpu_idle = cpu_between(cpu[1], cpu[2], t_idle - t_done)
     peak_active = peaks(cpu_series, t_start, t_done)
     active_requests = active.operator_total * active.window.minutes
+    status_patches = measure.repeated_writes(tally.operator, active.window, "patch", "evalruns/status")
     return {
         "round": round_id,
         "design": design,
@@ -682,8 +720,12 @@ def summarize_round(
             "operator_deployment_patches_active": measure.repeated_writes(
                 tally.operator, active.window, "patch", "deployments"
             ),
-            "operator_status_patches_active": measure.repeated_writes(
-                tally.operator, active.window, "patch", "evalruns/status"
+            "operator_status_patches_active": status_patches,
+            "apiserver_cpu_s_per_status_patch": measure.per_request(
+                cpu_active.get("kube-apiserver", {}).get("cpu_s"), status_patches.get("requests")
+            ),
+            "apiserver_cpu_s_per_operator_request": measure.per_request(
+                cpu_active.get("kube-apiserver", {}).get("cpu_s"), round(active_requests)
             ),
         },
         "status_delay_s": measure.delay_summary(delays, missing),
@@ -725,8 +767,11 @@ async def run(options: Options) -> dict[str, Any]:
             await prepare_namespaces(bench)
             rounds = []
             for scale in options.scales:
-                rounds.append(await run_round(bench, scale))
-                log.info("  %s", json.dumps(rounds[-1]["operator"]))
+                for design in options.designs:
+                    rounds.append(await run_round(bench, scale, design))
+                    log.info("  %s", json.dumps(rounds[-1]["operator"]))
+                    partial = options.state.resolve() / "bench" / "rounds-so-far.json"
+                    partial.write_text(json.dumps(rounds, indent=1) + "\n", encoding="utf-8")
         return {
             "rounds": rounds,
             "nodes": nodemix.counts(options.nodes),

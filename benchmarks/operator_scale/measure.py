@@ -434,3 +434,82 @@ def ratio(new: float | None, old: float | None) -> float | None:
     if new is None or old is None or old == 0:
         return None
     return new / old
+
+
+# ---------------------------------------------------------------------------- EvalRun size
+
+#: kopf's diff-base annotation (``KUBEJURY_STATUS_FORMAT=full`` writes it; the lean operator not)
+DIFFBASE_ANNOTATION = "kubejury.io/last-handled-configuration"
+SIZE_PARTS = (
+    "total",
+    "without_managed_fields",
+    "managed_fields",
+    "diffbase_annotation",
+    "status",
+    "placement",
+)
+
+
+def _compact(value: Any) -> int:
+    return len(orjson.dumps(value))
+
+
+def evalrun_bytes(obj: Mapping[str, Any]) -> dict[str, int]:
+    """An EvalRun's size in bytes as compact JSON (as the API server sends it): whole, without
+    ``metadata.managedFields``, the managedFields alone, kopf's diff-base annotation, the status
+    and its placement."""
+    meta = obj.get("metadata") or {}
+    managed = meta.get("managedFields")
+    lean = {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+    status = obj.get("status") or {}
+    annotation = (meta.get("annotations") or {}).get(DIFFBASE_ANNOTATION)
+    return {
+        "total": _compact(obj),
+        "without_managed_fields": _compact(lean),
+        "managed_fields": _compact(managed) if managed else 0,
+        "diffbase_annotation": len(str(annotation).encode()) if annotation is not None else 0,
+        "status": _compact(status),
+        "placement": _compact(status.get("placement")) if status.get("placement") else 0,
+    }
+
+
+@dataclass
+class SizeTally:
+    """The sizes of every EvalRun version a watch saw: the mean and the largest of each part
+    (:func:`evalrun_bytes`), and the managedFields entries of the largest."""
+
+    count: int = 0
+    sums: dict[str, int] = field(default_factory=dict)
+    largest: dict[str, int] = field(default_factory=dict)
+    managers: list[str] = field(default_factory=list)
+
+    def add(self, obj: Mapping[str, Any]) -> None:
+        sizes = evalrun_bytes(obj)
+        self.count += 1
+        for part, value in sizes.items():
+            self.sums[part] = self.sums.get(part, 0) + value
+        if sizes["total"] >= self.largest.get("total", 0):
+            self.largest = sizes
+            self.managers = sorted(
+                f"{e.get('manager')}/{e.get('operation')}/{e.get('subresource') or '-'}"
+                for e in (obj.get("metadata") or {}).get("managedFields") or []
+                if isinstance(e, Mapping)
+            )
+
+    def to_json(self) -> dict[str, Any]:
+        mean = {
+            part: round(self.sums.get(part, 0) / self.count) if self.count else None for part in SIZE_PARTS
+        }
+        return {
+            "versions_seen": self.count,
+            "mean": mean,
+            "largest": dict(self.largest),
+            "managers": self.managers,
+        }
+
+
+def per_request(cpu_s: float | None, requests: float | int | None) -> float | None:
+    """CPU-seconds per request (e.g. the API server's per status patch); None without requests."""
+    if cpu_s is None or not requests:
+        return None
+    return round(float(cpu_s) / float(requests), 4)

@@ -53,7 +53,7 @@ def machine(command: str, started: float, finished: float, options: Any) -> dict
         "python": platform.python_version(),
         "options": {
             "scales": list(options.scales),
-            "designs": [DESIGN],
+            "designs": list(getattr(options, "designs", (DESIGN,))),
             "nodes": options.nodes,
             "namespaces": options.namespaces,
             "idle_s": options.idle_s,
@@ -74,6 +74,27 @@ def baseline(path: Path) -> dict[str, Any] | None:
     if isinstance(carried, Mapping):
         return dict(carried)
     rounds = [r for r in recorded.get("rounds") or [] if r.get("design") == BASELINE_DESIGN]
+    if not rounds:
+        return None
+    meta = recorded.get("meta") or {}
+    return {
+        "rounds": rounds,
+        "started": meta.get("started"),
+        "command": meta.get("command"),
+        "git_head": sorted({str(_get(r, "source", "git_head")) for r in rounds}),
+    }
+
+
+def earlier(path: Path) -> dict[str, Any] | None:
+    """The watch-design rounds of the results file at ``path`` — measured in it, or carried in it
+    — kept for reference beside a run that measures other designs (issue 26: lean against full)."""
+    if not path.is_file():
+        return None
+    recorded = json.loads(path.read_text(encoding="utf-8"))
+    carried = recorded.get("earlier")
+    if isinstance(carried, Mapping):
+        return dict(carried)
+    rounds = [r for r in recorded.get("rounds") or [] if r.get("design") == DESIGN]
     if not rounds:
         return None
     meta = recorded.get("meta") or {}

@@ -10,16 +10,29 @@ is the engine's one record of it, :class:`kubejury.records.run_status.RunStatus`
 :meth:`~kubejury.records.run_status.RunStatus.to_json` and read back with ``from_json``; the
 functions at the end (:func:`status_patch`, :func:`due_patch`, :func:`with_apply_result`) work on
 that JSON form, because what they decide is which bytes to send.
+
+The status is lean (issue 26): a placement keeps a reason code and its facts, the planner's prose
+goes into ``Placement`` Events once per change (:func:`events`), and a status patch carries only the
+leaves that changed (:func:`status_patch`). ``KUBEJURY_STATUS_FORMAT=full`` brings back the status
+as it was before (prose in ``status.placement``, whole top-level keys re-sent): it exists only so
+that the operator benchmark can measure before and after in one run (docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from kubejury.records.gpu_usage import GpuUsage
-from kubejury.records.placement import Placement
+from kubejury.records.placement import (
+    DOES_NOT_FIT,
+    NOT_DEPLOYED,
+    PLACEMENT_EVENT_REASON,
+    Placement,
+    placement_event_messages,
+)
 from kubejury.records.report import ReportDocument
 from kubejury.records.reuse import ReuseDocument
 from kubejury.records.run_status import TERMINAL_PHASES as TERMINAL_PHASES
@@ -55,6 +68,16 @@ CONDITION_TYPES = (
 )
 QUEUED = "Queued"  # only for a run admitted through Kueue (queueing.queued_condition)
 MAX_SUMMARY_MODELS = 100  # etcd objects stay small: the summary never grows with the benchmark
+
+
+#: ``KUBEJURY_STATUS_FORMAT=full``: the status as written before issue 26 (module docstring) — the
+#: operator benchmark's "before" design, and nothing else.
+def full_status(env: Mapping[str, str]) -> bool:
+    """Whether ``env`` asks for the status as written before issue 26 (benchmark only)."""
+    return env.get("KUBEJURY_STATUS_FORMAT", "").strip().lower() == "full"
+
+
+FULL_STATUS = full_status(os.environ)
 
 
 @dataclass(frozen=True)
@@ -280,7 +303,12 @@ def placement_status(run: ClusterRun) -> tuple[Placement, ...]:
     the cluster gets an empty one that says so)."""
     return tuple(
         Placement(
-            name=e.name, runtime=e.runtime, quantization="", tensor_parallel_size=0, reason=_NOTHING_TO_DEPLOY
+            name=e.name,
+            runtime=e.runtime,
+            quantization="",
+            tensor_parallel_size=0,
+            reason=_NOTHING_TO_DEPLOY,
+            code=NOT_DEPLOYED,
         )
         if e.placement is None
         else replace(e.placement, name=e.name)
@@ -309,6 +337,7 @@ def run_status(
         summary=_summary(view, previous),
         reuse=reuse_status(view, previous),
         queue=queueing.queue_status(view.run, view.observed, previous.queue, view.facts.terminal, now),
+        full_placement=FULL_STATUS,
     )
 
 
@@ -402,7 +431,23 @@ def events(view: StatusInputs, conds: Mapping[str, RunCondition], previous: RunS
     if unschedulable.is_true and not (before and before.is_true) and phase == previous_phase:
         found.append(Event("Warning", "Unschedulable", unschedulable.message))
     found.extend(_queued_events(conds, previous))
+    found.extend(placement_events(placement_status(view.run), previous))
     return (*found, *_oom_events(view, conds, previous), *_reuse_events(view, previous))
+
+
+def placement_events(placements: Sequence[Placement], previous: RunStatus) -> tuple[Event, ...]:
+    """The ``Placement`` Events with the planner's prose of every placement whose recorded entry
+    (reason code and facts) differs from the stored one — so once per change, not per reconcile:
+    a pinned placement never posts again. A Warning when one of them does not fit. None with
+    ``KUBEJURY_STATUS_FORMAT=full``, whose status keeps the prose."""
+    if FULL_STATUS:
+        return ()
+    before = {p.name: p.to_json() for p in previous.placement}
+    changed = [p for p in placements if before.get(p.name) != p.to_json()]
+    kind: Literal["Normal", "Warning"] = (
+        "Warning" if any(p.reason_code == DOES_NOT_FIT for p in changed) else "Normal"
+    )
+    return tuple(Event(kind, PLACEMENT_EVENT_REASON, m) for m in placement_event_messages(changed))
 
 
 def _queued_events(conds: Mapping[str, RunCondition], previous: RunStatus) -> tuple[Event, ...]:
@@ -578,11 +623,53 @@ def status_patch(previous: Mapping[str, Any], new: Mapping[str, Any]) -> dict[st
     placement is two thirds of a busy run's status — keeps each write small for the API server,
     which decodes, validates and stores every byte sent."""
     stored_new = redact_tree(dict(new))
-    return {
-        key: new[key]
-        for key, value in stored_new.items()
-        if _without_nulls(previous.get(key)) != _without_nulls(value)
-    }
+    if FULL_STATUS:  # before issue 26: a changed top-level key is sent whole
+        return {
+            key: new[key]
+            for key, value in stored_new.items()
+            if _without_nulls(previous.get(key)) != _without_nulls(value)
+        }
+    patch: dict[str, Any] = {}
+    for key, value in stored_new.items():
+        found = _leaf_patch(_without_nulls(previous.get(key)), _without_nulls(value))
+        if found is not _SAME:
+            patch[key] = found
+    return patch
+
+
+_SAME = object()  # no change (a patch value may be None: delete)
+
+
+def _leaf_patch(old: Any, new: Any) -> Any:
+    """The merge-patch value that turns ``old`` into ``new`` (both without nulls), or
+    :data:`_SAME`: an object is patched key by key (a key gone is set to ``None``), anything else
+    — a list included, which a merge patch can only replace — is sent whole when it differs. A
+    stage's counter that moved is then a few bytes, not the stage with every model's counts."""
+    if old == new:
+        return _SAME
+    if new is None:
+        return None
+    if not isinstance(old, Mapping) or not isinstance(new, Mapping) or not old:
+        return new
+    patch: dict[str, Any] = {key: None for key in old if key not in new}
+    for key, value in new.items():
+        found = _leaf_patch(old.get(key), value)
+        if found is not _SAME:
+            patch[key] = found
+    return patch
+
+
+def merge_patched(document: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+    """``document`` after the JSON merge patch ``patch`` (RFC 7386): what the API server stores."""
+    merged = dict(document)
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = merge_patched(merged[key], value)
+        else:
+            merged[key] = _without_nulls(value)
+    return merged
 
 
 # seconds: a status whose only changes are counters (items done, a Job's in-use time, condition
@@ -644,7 +731,7 @@ def due_patch(
     if not patch or since_written is None or since_written >= MINOR_STATUS_INTERVAL:
         return patch
     # As stored: redacted, a key set to None deleted (significant_part reads None as absent).
-    merged = {**previous, **redact_tree(patch)}
+    merged = merge_patched(previous, redact_tree(patch))
     return patch if significant_part(merged) != significant_part(previous) else {}
 
 

@@ -463,17 +463,21 @@ def test_the_markdown_shows_the_recorded_list_figures_beside_the_watch_rounds_me
     assert "every round ran the same operator and engine source (digest new)" in text
 
 
-def test_the_benchmark_measures_the_watch_design_only() -> None:
+def test_the_benchmark_runs_each_design_with_its_status_format_and_the_source_copy() -> None:
     from benchmarks.operator_scale import __main__ as entry
     from benchmarks.operator_scale import bench
 
-    assert bench.source_values(Path("/src")) == {
-        "operator.extraEnv[0].name": "PYTHONPATH",
-        "operator.extraEnv[0].value": "/src",
+    assert bench.source_values(Path("/src"), "full") == {
+        "operator.extraEnv[0].name": "KUBEJURY_STATUS_FORMAT",
+        "operator.extraEnv[0].value": "full",
+        "operator.extraEnv[1].name": "PYTHONPATH",
+        "operator.extraEnv[1].value": "/src",
     }
-    assert bench.source_values() == {}
+    assert bench.source_values()["operator.extraEnv[0].value"] == "lean"
     options, args = entry.parse(["--runs", "3", "--state", str(Path.home() / "bench-state")])
     assert options.scales == (3,) and args.baseline == RECORDED
+    assert options.designs == ("lean", "full")  # after, then before, in one invocation
+    assert entry.parse(["--designs", "full"])[0].designs == ("full",)
     with pytest.raises(SystemExit):
         entry.parse(["--designs", "list,watch"])
 

@@ -146,7 +146,7 @@ def test_fresh_run_creates_spec_identity_and_at_most_max_concurrent_model_server
     assert creates(p, "Service") == creates(p, "Deployment")
     assert creates(p, "Job") == set()
     assert p.status["placement"]["a"]["quantization"] == "fp8"
-    assert [e.reason for e in p.events] == ["Provisioning"]
+    assert [e.reason for e in p.events] == ["Provisioning", "Placement"]  # the placement's prose: an Event
 
 
 def test_generation_starts_per_series_when_the_server_is_ready() -> None:

@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from kubejury.records.gpu_usage import GpuUsage, ServerGpuUsage
-from kubejury.records.placement import Placement
+from kubejury.records.placement import NOT_DEPLOYED, Placement
 from kubejury.records.run_status import RankingRow, RunCondition, RunStatus, RunSummary, StageCounts
 from kubejury_operator.status import summary_from_report
 
@@ -58,7 +58,7 @@ def succeeded_status() -> RunStatus:
                 vllm_args=("--quantization", "awq"),
             ),
             Placement(
-                name="gpt", runtime="openai", quantization="", tensor_parallel_size=0, reason="external"
+                name="gpt", runtime="openai", quantization="", tensor_parallel_size=0, code=NOT_DEPLOYED
             ),
         ),
         summary=RunSummary(
@@ -122,14 +122,33 @@ def test_the_status_json_has_exactly_the_keys_the_operator_has_always_written() 
         "observedGeneration": 3,
     }
     assert written["placement"]["gpt"] == {
-        "schedulable": True,
+        "reason": "NotDeployed",
         "runtime": "openai",
         "quantization": "",
         "tensorParallelSize": 0,
-        "gpuProduct": None,
-        "nodeSelector": {},
-        "reason": "external",
     }
+
+
+def test_the_status_keeps_a_placement_code_and_its_facts_and_no_prose() -> None:
+    placed = Placement(
+        name="m",
+        runtime="vllm",
+        quantization="fp8",
+        tensor_parallel_size=1,
+        gpu_product="NVIDIA-H100",
+        reason="Hopper (CC 9.0): online FP8 of the bf16 checkpoint; TP 1 on 8 × NVIDIA-H100: needs 43.1 GiB",
+        memory_gib=43.14,
+    )
+    written = RunStatus(placement=(placed,)).to_json()["placement"]["m"]
+    assert written["reason"] == "PlacedOnGpu" and written["memoryGiB"] == 43.1
+    assert "Hopper" not in json.dumps(written)
+
+
+def test_the_full_format_of_the_benchmarks_before_design_keeps_the_prose_and_still_reads_back() -> None:
+    placed = Placement(name="m", runtime="vllm", quantization="fp8", tensor_parallel_size=1, reason="why")
+    written = RunStatus(placement=(placed,), full_placement=True).to_json()
+    assert written["placement"]["m"]["reason"] == "why"
+    assert RunStatus.from_json(written).placement[0].reason == "why"
 
 
 def test_generation_counts_per_model_judging_per_judge_and_aggregation_only_its_one_item() -> None:

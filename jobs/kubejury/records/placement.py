@@ -9,13 +9,33 @@ are the status form and nothing else spells it. It is a record — it crosses fr
 a later one, and from the operator to ``kubejury status`` — so it lives in ``records``, which
 imports nothing above the vocabulary: the operator reads a recorded placement without loading the
 planning tables, and :mod:`kubejury.records.run_status` holds it without importing the work layer.
+
+The status keeps a placement lean (issue 26): a short reason code (:data:`PLACEMENT_CODES`) and the
+facts a user reads at a glance or the operator needs to rebuild the server (runtime, quantization,
+GPUs, GPU product, estimated memory, node selector, tolerations, vLLM arguments), never the
+planner's prose. The prose goes into Events on the run, one set per change of the recorded placement
+(:func:`placement_event_messages` writes them, :func:`placement_notes` reads them back for
+``kubejury status``). A status written before that, with the prose in ``reason``, still reads:
+:meth:`Placement.from_json` is the one place that tells a code from prose.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+#: The reason codes of ``status.placement.<name>.reason``: where the server runs, or why not.
+PLACED_ON_GPU = "PlacedOnGpu"
+PLACED_ON_CPU = "PlacedOnCpu"
+NOT_DEPLOYED = "NotDeployed"  # an existing endpoint outside the cluster: nothing to deploy
+DOES_NOT_FIT = "DoesNotFit"  # no node can run it (the planner's prose says why)
+PLACEMENT_CODES = frozenset({PLACED_ON_GPU, PLACED_ON_CPU, NOT_DEPLOYED, DOES_NOT_FIT})
+#: The Event that carries the planner's prose (:func:`placement_event_messages`).
+PLACEMENT_EVENT_REASON = "Placement"
+PLACEMENT_EVENT_HEADER = "Placement of"
+#: An Event's message is cut at 1 KiB by the gateway; the prose is split to stay below it.
+MAX_EVENT_MESSAGE = 1000
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,6 +61,17 @@ class Placement:
     reason: str = ""
     memory_gib: float | None = None
     compute_capability: str | None = None
+    code: str = ""  # the reason code, when the writer knows better than :attr:`reason_code` derives
+
+    @property
+    def reason_code(self) -> str:
+        """The status's reason code (:data:`PLACEMENT_CODES`): :attr:`code` when set, else derived
+        from where the placement runs."""
+        if self.code:
+            return self.code
+        if not self.schedulable:
+            return DOES_NOT_FIT
+        return PLACED_ON_GPU if self.gpu_product else PLACED_ON_CPU
 
     def plan_entry(self) -> dict[str, Any]:
         """The ``kubejury plan --format json`` entry (a fixed set of keys)."""
@@ -55,7 +86,32 @@ class Placement:
         }
 
     def to_json(self) -> dict[str, Any]:
-        """The entry the operator writes under ``status.placement.<name>`` (JSON-safe)."""
+        """The lean entry the operator writes under ``status.placement.<name>``: the reason code
+        and the facts, a key only when it has a value (``schedulable`` only when False)."""
+        entry: dict[str, Any] = {
+            "reason": self.reason_code,
+            "runtime": self.runtime,
+            "quantization": self.quantization,
+            "tensorParallelSize": self.tensor_parallel_size,
+        }
+        if not self.schedulable:
+            entry["schedulable"] = False
+        if self.gpu_product:
+            entry["gpuProduct"] = self.gpu_product
+        if self.memory_gib is not None:
+            entry["memoryGiB"] = round(float(self.memory_gib), 1)
+        if self.node_selector:
+            entry["nodeSelector"] = dict(self.node_selector)
+        if self.tolerations:
+            entry["tolerations"] = [dict(t) for t in self.tolerations]
+        if self.vllm_args:
+            entry["vllmArgs"] = list(self.vllm_args)
+        return entry
+
+    def to_full_json(self) -> dict[str, Any]:
+        """The entry as operators before issue 26 wrote it, the planner's prose in ``reason``. Kept
+        only for the operator benchmark's ``KUBEJURY_STATUS_FORMAT=full`` design (the "before" it
+        measures against); nothing else writes it, and :meth:`from_json` reads both."""
         entry: dict[str, Any] = {
             "schedulable": self.schedulable,
             "runtime": self.runtime,
@@ -73,8 +129,13 @@ class Placement:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], name: str = "") -> Placement:
-        """A placement recorded by :meth:`to_json` (``name``: the key it was recorded under)."""
-        return cls(
+        """A placement recorded by :meth:`to_json` (``name``: the key it was recorded under) — or
+        by an operator before issue 26 (:meth:`to_full_json`): a ``reason`` that is no code is that
+        operator's prose, kept as :attr:`reason`, and the code is derived. The one migration."""
+        recorded = str(data.get("reason", "") or "")
+        is_code = recorded in PLACEMENT_CODES
+        memory = data.get("memoryGiB")
+        read = cls(
             name=name,
             runtime=str(data.get("runtime", "")),
             quantization=str(data.get("quantization", "")),
@@ -83,6 +144,52 @@ class Placement:
             tolerations=tuple(dict(t) for t in data.get("tolerations") or ()),
             vllm_args=tuple(str(a) for a in data.get("vllmArgs") or ()),
             schedulable=bool(data.get("schedulable", True)),
-            reason=str(data.get("reason", "")),
-            gpu_product=data.get("gpuProduct"),
+            reason="" if is_code else recorded,
+            gpu_product=data.get("gpuProduct") or None,
+            memory_gib=float(memory)
+            if isinstance(memory, int | float) and not isinstance(memory, bool)
+            else None,
         )
+        code = recorded if is_code else _legacy_code(recorded)
+        # ``code`` only when the facts alone would not say it, as the writer had it
+        return read if code in ("", read.reason_code) else replace(read, code=code)
+
+
+def _legacy_code(prose: str) -> str:
+    """The code of a placement recorded with prose: only the one the prose alone tells (an
+    endpoint outside the cluster); the rest is derived from the facts (:attr:`reason_code`)."""
+    return NOT_DEPLOYED if prose.startswith("existing OpenAI-compatible endpoint") else ""
+
+
+def placement_event_messages(placements: Iterable[Placement]) -> list[str]:
+    """The messages of the ``Placement`` Events that carry the planner's prose of ``placements``
+    (those whose recorded entry changed): a header line, then one ``name: prose`` line each, split
+    so that no message exceeds :data:`MAX_EVENT_MESSAGE` characters (a longer line is cut)."""
+    lines = [f"{p.name}: {p.reason}"[: MAX_EVENT_MESSAGE - 60] for p in placements if p.reason]
+    chunks: list[list[str]] = []
+    size = MAX_EVENT_MESSAGE
+    for line in lines:
+        if size + len(line) + 1 > MAX_EVENT_MESSAGE - 60:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(line)
+        size += len(line) + 1
+    return [
+        f"{PLACEMENT_EVENT_HEADER} {len(lines)} models and judges ({i}/{len(chunks)}):\n" + "\n".join(chunk)
+        for i, chunk in enumerate(chunks, start=1)
+    ]
+
+
+def placement_notes(messages: Iterable[str]) -> dict[str, str]:
+    """The prose per name from ``Placement`` Event messages (:func:`placement_event_messages`),
+    oldest first: a later Event's line replaces an earlier one's."""
+    notes: dict[str, str] = {}
+    for message in messages:
+        head, _, body = message.partition("\n")
+        if not head.startswith(PLACEMENT_EVENT_HEADER):
+            continue
+        for line in body.splitlines():
+            name, sep, prose = line.partition(": ")
+            if sep and name:
+                notes[name] = prose
+    return notes

@@ -14,7 +14,8 @@ Shape: ``phase``, ``observedGeneration``, ``progress`` ("done/total"), ``started
 ``completedAt``, ``conditions`` (Kubernetes conventions), ``stages.{generation,judging}``
 (``done``, ``total``, ``jobsDone``, ``jobs``, and ``models`` / ``judges``: ``done`` and ``total``
 per model or judge), ``stages.aggregation`` (``done``, ``total``),
-``placement.<model or judge>`` (:meth:`kubejury.records.placement.Placement.to_json`),
+``placement.<model or judge>`` (:meth:`kubejury.records.placement.Placement.to_json`: a reason
+code and the facts; the planner's prose is in the run's Events),
 ``gpu`` (:class:`kubejury.records.gpu_usage.GpuUsage`) and, once the run succeeded, ``summary``
 (``primarySeries``, ``reportUri``, ``ranking`` rows with ``rank``, ``model``, ``weighted``,
 ``weightedCI``, ``degradation``, ``sigma``, ``tier``; ``domainLeaders``, ``tiers``, ``leader``,
@@ -377,6 +378,9 @@ class RunStatus:
     reuse: ReuseStatus | None = None  # only for a run whose spec names runs to reuse
     queue: QueueStatus | None = None  # only for a run admitted through Kueue
     written: bool = True
+    # the placement with the planner's prose (Placement.to_full_json): only the operator benchmark's
+    # KUBEJURY_STATUS_FORMAT=full design, the "before" of issue 26, writes it
+    full_placement: bool = False
 
     @property
     def finished(self) -> bool:
@@ -398,7 +402,9 @@ class RunStatus:
             "conditions": [c.to_json() for c in self.conditions],
             "progress": self.progress,
             "stages": {s.stage: s.to_json() for s in self.stages},
-            "placement": {p.name: p.to_json() for p in self.placement},
+            "placement": {
+                p.name: p.to_full_json() if self.full_placement else p.to_json() for p in self.placement
+            },
             "gpu": self.gpu.to_json() if self.gpu.servers else None,
             "startedAt": self.started_at or None,
             "completedAt": self.completed_at or None,

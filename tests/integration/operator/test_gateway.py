@@ -14,7 +14,7 @@ import pytest
 
 from emulated_api import emulated_gateway
 from factories import build_evalrun
-from kubejury_operator.gateway import ApiCredentials, KubeGateway, selector
+from kubejury_operator.gateway import USER_AGENT, ApiCredentials, KubeGateway, selector
 
 pytestmark = pytest.mark.integration
 
@@ -90,5 +90,5 @@ async def test_secret_keys_and_events(gateway: tuple[KubeGateway, kmock.Kubernet
 def test_selector_and_credentials() -> None:
     assert selector({"b": "2", "a": "1"}) == "a=1,b=2"
     creds = ApiCredentials(server="https://k8s:6443", token="t")
-    assert creds.headers() == {"Authorization": "Bearer t"}
+    assert creds.headers() == {"Authorization": "Bearer t", "User-Agent": USER_AGENT}
     assert ApiCredentials(server="http://127.0.0.1:1").ssl_context() is False
