@@ -15,6 +15,8 @@ from typing import Protocol
 
 from kubejury.records.report import (
     AgreementStats,
+    ComparisonEntry,
+    DifferenceEntry,
     Estimate,
     ExpertsSection,
     GpuUsageSection,
@@ -43,6 +45,7 @@ from kubejury.report.view import (
 
 MAX_MATRIX_MODELS = 20  # P(better) matrices wider than this are left to report.json
 MAX_REFUSALS = 20  # reasons a run's records were not copied, listed before "and N more"
+MAX_BREAKDOWN_PAIRS = 6  # compared pairs whose per-level and per-domain differences get a table
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,7 @@ class Table:
 
 @dataclass(frozen=True)
 class Plot:
-    """Where a figure goes; ``kind`` is one of size, levels, domains, forest, judges."""
+    """Where a figure goes; ``kind`` is one of size, levels, domains, forest, judges, equivalence."""
 
     kind: str
     series: str
@@ -220,6 +223,112 @@ def _leading_group(view: SeriesView) -> list[Block]:
                 rows,
                 "l" + "r" * len(models),
                 "P(row model has a higher W than column model), paired bootstrap",
+            )
+        )
+    return blocks
+
+
+def signed(value: float | None, digits: int = 2) -> str:
+    """A difference with its sign (``+0.05``), or an en dash when it is missing."""
+    return "–" if value is None else f"{value:+.{digits}f}"
+
+
+def _ci(interval: list[float] | None) -> str:
+    return fmt_interval(None if interval is None else (interval[0], interval[1]))
+
+
+def comparison_sentence(c: ComparisonEntry) -> str:
+    """One pair's verdict in a sentence: the difference, its 90% interval, what it means and what a
+    decision at the margin would need (docs/method.md, "Equivalence")."""
+    w = c.weighted
+    if c.verdict is None or w is None:
+        return f"{c.a} − {c.b}: no verdict ({c.reason or 'no interval'})."
+    said = f"{c.a} − {c.b}: ΔW {signed(w.difference)}, 90% interval {_ci(w.ci90)}, 95% interval {_ci(w.ci95)}"
+    if c.verdict == "equivalent":
+        said += f" — equivalent within ±{c.margin:g} W points (TOST, α = {c.alpha:.0%})"
+        if c.different:
+            said += "; the 95% interval excludes 0, so a difference smaller than the margin is real"
+    elif c.verdict == "different":
+        said += " — different: the 95% interval excludes 0"
+    else:
+        said += f" — undecided at ±{c.margin:g}: neither shown equivalent nor shown different"
+    needed = c.questions_needed
+    if needed is not None and needed.equivalent is not None and needed.different is not None:
+        said += (
+            f". About {needed.equivalent} questions would show equivalence {needed.power:.0%} of the time if the "
+            f"true difference were 0, and {needed.different} a true difference of {c.margin:g} "
+            f"(this run: {c.n_questions})"
+        )
+    return said + "."
+
+
+def _difference_cell(d: DifferenceEntry | None) -> str:
+    if d is None or d.difference is None:
+        return "–"
+    return f"{signed(d.difference)} {_ci(d.ci95)}"
+
+
+def _equivalence(view: SeriesView) -> list[Block]:
+    """The compared pairs: verdicts, the plot against the margin band, and where the difference lies."""
+    if not view.comparisons:
+        return []
+    blocks: list[Block] = [
+        Heading(3, "Equivalence of paired models"),
+        para(
+            "Paired difference a − b (same questions, same jury, the bootstrap's replicates). Equivalent: the 90% "
+            "interval of ΔW lies inside ±margin (two one-sided tests at α = 5%, Schuirmann 1987); different: the "
+            "95% interval excludes 0; otherwise undecided. Not significantly different is not equivalent."
+        ),
+    ]
+    rows: list[list[Cell]] = []
+    for c in view.comparisons:
+        w = c.weighted
+        needed = c.questions_needed
+        rows.append(
+            [
+                f"{c.a} − {c.b}",
+                c.origin,
+                f"±{c.margin:g}",
+                Strong(signed(w.difference if w else None)),
+                _ci(w.ci90 if w else None),
+                _ci(w.ci95 if w else None),
+                Strong(c.verdict) if c.verdict else f"– ({c.reason})",
+                f"{needed.equivalent} / {needed.different}"
+                if needed and needed.equivalent is not None
+                else None,
+            ]
+        )
+    blocks.append(
+        table(
+            [
+                "Pair (a − b)",
+                "origin",
+                "margin",
+                "ΔW",
+                "90% CI",
+                "95% CI",
+                "verdict",
+                "questions needed (eq. / diff.)",
+            ],
+            rows,
+            "llrrrrcr",
+            "Equivalence tests (TOST at α = 5%); questions for an 80% chance of each decision at the margin",
+        )
+    )
+    blocks.append(Plot("equivalence", view.name))
+    shown = [c for c in view.comparisons if c.weighted is not None][:MAX_BREAKDOWN_PAIRS]
+    if shown:
+        levels = sorted({lv for c in shown for lv in c.levels}, key=int)
+        domains = list(dict.fromkeys(d for c in shown for d in c.domains))
+        breakdown: list[list[Cell]] = [["W", *[_difference_cell(c.weighted) for c in shown]]]
+        breakdown += [[f"Score L{lv}", *[_difference_cell(c.levels.get(lv)) for c in shown]] for lv in levels]
+        breakdown += [[d, *[_difference_cell(c.domains.get(d)) for c in shown]] for d in domains]
+        blocks.append(
+            table(
+                ["", *[f"{c.a} − {c.b}" for c in shown]],
+                breakdown,
+                "l" + "r" * len(shown),
+                "Where the difference lies: a − b with its 95% interval, overall, by level and by domain",
             )
         )
     return blocks
@@ -599,6 +708,7 @@ def series_blocks(view: SeriesView, report: ReportView) -> list[Block]:
     blocks += [Heading(3, "Overall ranking by level"), *_ranking(view), Plot("forest", view.name)]
     blocks += _leading_group(view)
     blocks += [Plot("size", view.name)]
+    blocks += _equivalence(view)
     blocks += [Heading(3, "Robustness to difficulty"), *_robustness(view), Plot("levels", view.name)]
     blocks += [
         Heading(3, "Leaders by domain"),
@@ -773,6 +883,7 @@ def _summary(report: ReportView) -> list[Block]:
     sentence = power_sentence(view)
     if sentence:
         blocks.append(para(sentence))
+    blocks += [para(comparison_sentence(c)) for c in view.comparisons]
     robust = view.selection.most_robust if view.selection is not None else None
     robust_row = view.row(str(robust)) if robust else None
     if robust_row is not None:

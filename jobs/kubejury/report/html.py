@@ -103,6 +103,8 @@ def _draw(kind: str, view: SeriesView) -> str | None:
         return plots.domain_heatmap(view)
     if kind == "forest":
         return plots.forest_plot(view)
+    if kind == "equivalence":
+        return plots.equivalence_plot(view)
     if kind == "judges":
         matrix = judge_matrix(view.judges, "spearman")
         return None if matrix is None else plots.judge_heatmap(view, matrix[0], matrix[1], "Spearman ρ")

@@ -8,7 +8,10 @@ from __future__ import annotations
 from kubejury.report.blocks import Block, Heading, Inline, Paragraph, Plot, Strong, Table, report_blocks
 from kubejury.report.view import Report
 
-PLOTS_NOTE = "Plots (W against size, robustness lines, domain heatmap, interval forest, judge agreement) are in report.html."
+PLOTS_NOTE = (
+    "Plots (W against size, robustness lines, domain heatmap, interval forest, judge agreement, equivalence of "
+    "paired models) are in report.html."
+)
 _ALIGN = {"l": "---", "r": "---:", "c": ":---:"}
 
 

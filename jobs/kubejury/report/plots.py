@@ -256,3 +256,40 @@ def judge_heatmap(
         "RdBu",
         lambda t: t < 0.2 or t > 0.8,
     )
+
+
+VERDICT_COLOURS = {"equivalent": "#2ca02c", "different": "#d62728", "undecided": "#7f7f7f"}
+
+
+def equivalence_plot(view: SeriesView) -> str | None:
+    """Each compared pair's ΔW = W(a) − W(b) with its 90% (thick) and 95% (thin) intervals against
+    its ±margin band (shaded): equivalent when the thick bar lies inside the band."""
+    rows = [c for c in view.comparisons if c.weighted is not None and c.weighted.difference is not None]
+    if not rows:
+        return None
+    figure = Figure(figsize=(7.5, max(2.2, 0.9 + 0.55 * len(rows))))
+    axes = figure.subplots()
+    reach = 0.0
+    for position, c in enumerate(reversed(rows)):
+        w = c.weighted
+        assert w is not None and w.difference is not None  # filtered above
+        colour = VERDICT_COLOURS.get(c.verdict or "undecided", "#7f7f7f")
+        axes.fill_betweenx(
+            [position - 0.35, position + 0.35], -c.margin, c.margin, color="#2ca02c", alpha=0.12
+        )
+        for interval, width in ((w.ci95, 1.2), (w.ci90, 4.0)):
+            if interval is not None:
+                axes.plot(
+                    list(interval), [position, position], color=colour, linewidth=width, solid_capstyle="butt"
+                )
+                reach = max(reach, abs(interval[0]), abs(interval[1]))
+        axes.plot([w.difference], [position], marker="D", color=colour, markersize=6)
+        reach = max(reach, c.margin, abs(w.difference))
+    axes.axvline(0.0, color="#555555", linewidth=0.8)
+    axes.set_xlim(-1.15 * reach, 1.15 * reach)
+    axes.set_yticks(range(len(rows)))
+    axes.set_yticklabels([f"{c.a} − {c.b} ({c.verdict}, ±{c.margin:g})" for c in reversed(rows)], fontsize=8)
+    axes.set_xlabel("ΔW = W(a) − W(b): 90% interval (thick), 95% (thin); shaded: ±margin")
+    axes.set_title(f"Equivalence of paired models — series {view.name}")
+    axes.grid(True, axis="x", alpha=0.3)
+    return _svg(figure, f"equivalence-{view.name}")

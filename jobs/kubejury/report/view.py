@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubejury.records.report import (
+    ComparisonEntry,
     ExpertsSection,
     GpuUsageSection,
     InputSource,
@@ -118,6 +119,7 @@ class SeriesView:
     n_questions: int | None
     n_judgments: int | None
     power: PowerSection | None = None  # report.json's power block (None without bootstrap)
+    comparisons: tuple[ComparisonEntry, ...] = ()  # pairs tested for equivalence, as report.json lists them
 
     def row(self, model: str) -> ModelRow | None:
         return next((r for r in self.rows if r.model == model), None)
@@ -213,6 +215,7 @@ def _series_view(name: str, doc: SeriesSection, document: ReportDocument, primar
         n_questions=doc.n_questions,
         n_judgments=doc.n_judgments,
         power=doc.power,
+        comparisons=tuple(doc.comparisons),
     )
 
 
