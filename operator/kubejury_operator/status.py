@@ -33,10 +33,11 @@ from kubejury.records.placement import (
     Placement,
     placement_event_messages,
 )
-from kubejury.records.report import ReportDocument
+from kubejury.records.report import ComparisonEntry, ReportDocument
 from kubejury.records.reuse import ReuseDocument
 from kubejury.records.run_status import TERMINAL_PHASES as TERMINAL_PHASES
 from kubejury.records.run_status import (
+    ComparisonStatus,
     RankingRow,
     ReusedRecords,
     ReuseStatus,
@@ -543,7 +544,24 @@ def summary_from_report(report: ReportDocument | Mapping[str, Any], report_uri: 
         tiers={row.model: row.tier for row in rows if row.tier},
         leader=ranking[0].model if ranking else None,
         leader_weighted=ranking[0].weighted if ranking else None,
+        comparisons=tuple(_comparison(c) for c in primary.comparisons[:MAX_SUMMARY_MODELS]),
     ).to_json()
+
+
+def _comparison(entry: ComparisonEntry) -> ComparisonStatus:
+    """One compared pair as the status keeps it: ΔW, its 90% interval and the verdict (issue 27)."""
+    w = entry.weighted
+    low, high = w.ci90 if w is not None and w.ci90 is not None else (None, None)
+    needed = entry.questions_needed
+    return ComparisonStatus(
+        a=entry.a,
+        b=entry.b,
+        margin=entry.margin,
+        difference=_rounded(w.difference if w is not None else None),
+        ci90=(_rounded(low), _rounded(high)),
+        verdict=entry.verdict,
+        questions_needed=needed.equivalent if needed is not None else None,
+    )
 
 
 def _rounded(value: float | None) -> float | None:

@@ -235,3 +235,48 @@ def test_condition_finds_a_condition_by_type_and_is_true_reads_its_status() -> N
     failed = status.condition("Failed")
     assert failed is not None and not failed.is_true
     assert status.condition("Unschedulable") is None
+
+
+def test_the_summary_keeps_the_primary_series_comparisons_and_reads_them_back() -> None:
+    comparison = {
+        "a": "a",
+        "b": "b",
+        "margin": 0.25,
+        "origin": "automatic",
+        "verdict": "undecided",
+        "weighted": {
+            "difference": -0.123456,
+            "se": 0.1,
+            "df": 40,
+            "ci90": [-0.29, 0.04],
+            "ci95": [-0.33, 0.08],
+        },
+        "questions_needed": {"equivalent": 410, "different": 380, "power": 0.8},
+    }
+    report = {
+        "primary_series": "primary",
+        "series": {
+            "primary": {
+                "ranking": ["b", "a"],
+                "models": {"a": {"weighted": 7.0}, "b": {"weighted": 7.1}},
+                "comparisons": [comparison],
+            }
+        },
+    }
+    written = summary_from_report(report, None)
+    assert written["comparisons"] == [
+        {
+            "a": "a",
+            "b": "b",
+            "margin": 0.25,
+            "difference": -0.123,
+            "ci90": [-0.29, 0.04],
+            "verdict": "undecided",
+            "questionsNeeded": 410,
+        }
+    ]
+    assert RunSummary.from_json(written).to_json() == written
+    without = summary_from_report(
+        {**report, "series": {"primary": {"ranking": ["a"], "models": {"a": {}}}}}, None
+    )
+    assert "comparisons" not in without

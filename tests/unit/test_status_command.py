@@ -259,3 +259,27 @@ def test_a_queued_run_shows_its_kueue_queues_and_how_long_it_waited() -> None:
         "  waited for quota 90 s, waiting since 2026-12-03T10:00:00Z"
     ]
     assert "Kueue:" not in render(_evalrun(_judging_status()))
+
+
+def test_a_run_with_compared_pairs_shows_each_verdict_under_the_ranking() -> None:
+    status = _judging_status() | {
+        "phase": "Succeeded",
+        "summary": {
+            "primarySeries": "primary",
+            "ranking": [{"rank": 1, "model": "qwen", "weighted": 8.1}],
+            "comparisons": [
+                {
+                    "a": "qwen",
+                    "b": "gemma",
+                    "margin": 0.25,
+                    "difference": 0.041,
+                    "ci90": [-0.06, 0.14],
+                    "verdict": "equivalent",
+                    "questionsNeeded": 120,
+                },
+            ],
+        },
+    }
+    text = render(_evalrun(status))
+    assert "equivalence (ΔW = W(a) − W(b) with its 90% interval; TOST at α = 5%):" in text
+    assert "qwen − gemma: +0.041 [-0.060, 0.140] within ±0.25: equivalent" in text

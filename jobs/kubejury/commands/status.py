@@ -241,6 +241,14 @@ def render(evalrun: Mapping[str, Any]) -> str:
                 "  domain leaders: "
                 + ", ".join(f"{d}: {m}" for d, m in sorted(summary.domain_leaders.items()))
             )
+        if summary.comparisons:
+            lines.append("  equivalence (ΔW = W(a) − W(b) with its 90% interval; TOST at α = 5%):")
+            lines += [
+                f"    {c.a} − {c.b}: {'—' if c.difference is None else f'{c.difference:+.3f}'} "
+                f"[{_number(c.ci90[0])}, {_number(c.ci90[1])}] within ±{_number(c.margin, 2)}: "
+                f"{c.verdict or 'no verdict'}"
+                for c in summary.comparisons
+            ]
         if summary.report_uri:
             lines.append(f"  report: {summary.report_uri}")
     elif status.phase == "Succeeded":

@@ -19,7 +19,8 @@ code and the facts; the planner's prose is in the run's Events),
 ``gpu`` (:class:`kubejury.records.gpu_usage.GpuUsage`) and, once the run succeeded, ``summary``
 (``primarySeries``, ``reportUri``, ``ranking`` rows with ``rank``, ``model``, ``weighted``,
 ``weightedCI``, ``degradation``, ``sigma``, ``tier``; ``domainLeaders``, ``tiers``, ``leader``,
-``leaderWeighted``; ``note`` when the report was too large to read) and, only when the spec asks to
+``leaderWeighted``; ``note`` when the report was too large to read; ``comparisons`` when the spec
+compares pairs: :class:`ComparisonStatus`) and, only when the spec asks to
 reuse earlier runs (``spec.reuse.from``), ``reuse`` (:class:`ReuseStatus`: the sources, per model
 and per judge the records copied and from which run, and the refusals, at most
 :data:`MAX_REUSE_REFUSALS` lines) and, only for a run admitted through Kueue, ``queue``
@@ -188,6 +189,47 @@ class RankingRow:
 
 
 @dataclass(frozen=True)
+class ComparisonStatus:
+    """One compared pair of the primary series (issue 27): ΔW = W(a) − W(b) with its 90% interval,
+    the margin, the TOST verdict (equivalent / different / undecided; ``None`` when not computed)
+    and the questions an equivalence decision at the margin would need."""
+
+    a: str
+    b: str
+    margin: float | None = None
+    difference: float | None = None
+    ci90: tuple[float | None, float | None] = (None, None)
+    verdict: str | None = None
+    questions_needed: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "a": self.a,
+            "b": self.b,
+            "margin": self.margin,
+            "difference": self.difference,
+            "ci90": list(self.ci90),
+            "verdict": self.verdict,
+            "questionsNeeded": self.questions_needed,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ComparisonStatus:
+        ci = data.get("ci90")
+        low, high = [*list(ci), None, None][:2] if isinstance(ci, list | tuple) else (None, None)
+        needed = data.get("questionsNeeded")
+        return cls(
+            a=_str(data.get("a")),
+            b=_str(data.get("b")),
+            margin=_float(data.get("margin")),
+            difference=_float(data.get("difference")),
+            ci90=(_float(low), _float(high)),
+            verdict=_optional_str(data.get("verdict")),
+            questions_needed=_int(needed) if needed is not None else None,
+        )
+
+
+@dataclass(frozen=True)
 class RunSummary:
     """What a finished run's report says, small enough for etcd: never per-answer data.
 
@@ -203,6 +245,7 @@ class RunSummary:
     leader: str | None = None
     leader_weighted: float | None = None
     note: str | None = None
+    comparisons: tuple[ComparisonStatus, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         summary: dict[str, Any] = {
@@ -219,6 +262,8 @@ class RunSummary:
             summary["leaderWeighted"] = self.leader_weighted
         if self.note is not None:
             summary["note"] = self.note
+        if self.comparisons:
+            summary["comparisons"] = [c.to_json() for c in self.comparisons]
         return summary
 
     @classmethod
@@ -232,6 +277,7 @@ class RunSummary:
             leader=_optional_str(data.get("leader")),
             leader_weighted=_float(data.get("leaderWeighted")),
             note=_optional_str(data.get("note")),
+            comparisons=tuple(ComparisonStatus.from_json(c) for c in _mappings(data.get("comparisons"))),
         )
 
 
