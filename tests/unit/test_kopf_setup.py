@@ -82,3 +82,55 @@ def test_the_diff_base_is_kopfs_own_essence_built_without_copying_the_status() -
     ours = kopf_setup.LeanDiffBaseStorage(prefix="kubejury.io", key="last-handled-configuration")
     assert ours.build(body=kopf.Body(raw)) == kopfs.build(body=kopf.Body(raw))
     assert "status" not in ours.build(body=kopf.Body(raw))
+
+
+def _evalrun(spec: dict[str, Any]) -> Any:
+    return kopf.Body({"metadata": {"name": "r", "namespace": "n", "uid": "u"}, "spec": spec})
+
+
+def test_no_diff_base_is_stored_and_no_spec_change_looks_like_a_create_or_an_update() -> None:
+    settings = kopf.OperatorSettings()
+    kopf_setup.configure_settings(settings, {})
+    storage = settings.persistence.diffbase_storage
+    assert isinstance(storage, kopf_setup.NoDiffBaseStorage)
+    before, after = _evalrun({"models": [{"name": "a"}]}), _evalrun({"models": [{"name": "b"}]})
+    patch = kopf.Patch()
+    storage.store(body=after, patch=patch, essence=storage.build(body=after))
+    assert not patch  # the last-handled-configuration annotation is never written
+    from kopf._cogs.structs import diffs
+
+    # kopf's detect_changing_cause: no essence stored → CREATE; an essence that differs → UPDATE
+    old, new = storage.fetch(body=before), storage.build(body=after)
+    assert old is not None and not diffs.diff(old, new)
+
+
+def test_the_before_design_of_the_benchmark_keeps_kopfs_lean_diff_base() -> None:
+    settings = kopf.OperatorSettings()
+    kopf_setup.configure_settings(settings, {"KUBEJURY_STATUS_FORMAT": "full"})
+    assert type(settings.persistence.diffbase_storage) is kopf_setup.LeanDiffBaseStorage
+
+
+def test_no_handler_of_the_operator_reads_a_diff_and_one_that_would_is_named() -> None:
+    from kubejury_operator import handlers
+
+    registry = handlers.register(kopf.OperatorRegistry(), env={})
+    assert kopf_setup.diff_base_needed(registry) == []
+
+    @kopf.on.update("kubejury.io", "v1alpha1", "evalruns", id="spec-changed", registry=registry)
+    def changed(**_: Any) -> None:
+        return None
+
+    assert kopf_setup.diff_base_needed(registry) == ["spec-changed"]
+
+
+def test_kopfs_own_requests_carry_the_operators_field_manager_as_their_user_agent() -> None:
+    from kubejury_operator.gateway import FIELD_MANAGER, USER_AGENT
+
+    info = kopf_setup.connection_info({"KUBEJURY_KUBE_SERVER": "https://k:6443", "KUBEJURY_KUBE_TOKEN": "t"})
+    assert info is not None and info.token == "t"
+    assert info.as_http_headers() == {"Authorization": "Bearer t", "User-Agent": USER_AGENT}
+    assert USER_AGENT.split("/", 1)[0] == FIELD_MANAGER  # what the API server names the manager
+    before = kopf_setup.connection_info(
+        {"KUBEJURY_KUBE_SERVER": "https://k:6443", "KUBEJURY_STATUS_FORMAT": "full"}
+    )
+    assert before is not None and "User-Agent" not in before.as_http_headers()

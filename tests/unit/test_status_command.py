@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from kubejury.cli import build_parser
 from kubejury.commands.status import render
-from kubejury.records.placement import Placement
+from kubejury.records.placement import Placement, placement_event_messages, placement_notes
 from kubejury.records.run_status import RunStatus
 from kubejury_operator.status import condition
 
@@ -45,7 +46,8 @@ def _placements() -> dict[str, Any]:
         "nodeSelector": {},
         "reason": "existing OpenAI-compatible endpoint: nothing to deploy",
     }
-    return {"qwen": gpu.to_json(), "gemma": cpu.to_json(), "gpt": external}
+    # as an operator before issue 26 wrote them: the prose in ``reason``
+    return {"qwen": gpu.to_full_json(), "gemma": cpu.to_full_json(), "gpt": external}
 
 
 def _judging_status() -> dict[str, Any]:
@@ -259,6 +261,37 @@ def test_a_queued_run_shows_its_kueue_queues_and_how_long_it_waited() -> None:
         "  waited for quota 90 s, waiting since 2026-12-03T10:00:00Z"
     ]
     assert "Kueue:" not in render(_evalrun(_judging_status()))
+
+
+def test_the_why_column_shows_the_placement_prose_from_its_event() -> None:
+    qwen = Placement(
+        name="qwen", runtime="vllm", quantization="awq", tensor_parallel_size=2, gpu_product="NVIDIA-L4"
+    )
+    status = {**_judging_status(), "placement": {"qwen": qwen.to_json()}}
+    notes = placement_notes(
+        placement_event_messages([replace(qwen, reason="AWQ checkpoint; TP 2 on 4 × L4")])
+    )
+    row = section(render(_evalrun(status), notes), "Models and judges (placement)")[1]
+    assert row.endswith("AWQ checkpoint; TP 2 on 4 × L4")
+
+
+def test_without_an_event_the_why_column_says_what_the_code_means_and_the_memory_needed() -> None:
+    unfit = Placement(
+        name="qwen",
+        runtime="vllm",
+        quantization="bf16",
+        tensor_parallel_size=0,
+        schedulable=False,
+        memory_gib=88.2,
+    )
+    status = {**_judging_status(), "placement": {"qwen": unfit.to_json()}}
+    row = section(render(_evalrun(status)), "Models and judges (placement)")[1]
+    assert "NO" in row.split() and row.endswith("no node can run it; needs about 88 GiB")
+
+
+def test_a_status_written_with_prose_before_the_events_still_shows_it() -> None:
+    row = section(render(_evalrun(_judging_status())), "Models and judges (placement)")[1]
+    assert row.endswith("fits 2 L4 at AWQ")
 
 
 def test_a_run_with_compared_pairs_shows_each_verdict_under_the_ranking() -> None:

@@ -111,3 +111,39 @@ def test_a_run_is_settled_only_when_finished_for_this_generation_with_nothing_re
     stored: dict[str, Any], generation: int, settled: bool
 ) -> None:
     assert st.settled(stored, generation) is settled
+
+
+def test_a_status_patch_with_only_a_counter_changed_sends_only_that_counter() -> None:
+    moved = stored()
+    moved["stages"] = {"generation": {**moved["stages"]["generation"], "done": 11}}
+    assert st.status_patch(stored(), moved) == {"stages": {"generation": {"done": 11}}}
+
+
+def test_a_nested_key_gone_is_deleted_and_a_changed_list_is_sent_whole() -> None:
+    before = stored()
+    after = stored(conditions=[{**before["conditions"][0], "message": "Generation jobs done 2/4"}])
+    del after["gpu"]["servers"]["qwen"]["bringUpSeconds"]
+    patch = st.status_patch(before, after)
+    assert patch == {
+        "conditions": after["conditions"],  # a merge patch can only replace a list
+        "gpu": {"servers": {"qwen": {"bringUpSeconds": None}}},
+    }
+    stored_after = st._without_nulls(after)  # as the API server keeps it: no nulls
+    assert st._without_nulls(st.merge_patched(st._without_nulls(before), patch)) == stored_after
+
+
+def test_the_full_format_of_the_benchmarks_before_design_sends_changed_top_level_keys_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(st, "FULL_STATUS", True)
+    moved = stored()
+    moved["stages"] = {"generation": {**moved["stages"]["generation"], "done": 11}}
+    assert st.status_patch(stored(), moved) == {"stages": moved["stages"]}
+
+
+def test_merge_patched_is_what_the_api_server_stores() -> None:
+    document = {"a": {"b": 1, "c": 2}, "d": [1], "e": 1}
+    assert st.merge_patched(document, {"a": {"b": None, "x": {"y": None, "z": 3}}, "d": [2], "e": None}) == {
+        "a": {"c": 2, "x": {"z": 3}},
+        "d": [2],
+    }

@@ -7,6 +7,11 @@ reads the EvalRun from the API server and renders its ``status``
 per model or judge, placement and, once the run succeeded, the ranking. ``--watch`` re-renders on every
 change until the run finishes.
 
+The status keeps a placement's reason code and facts; why the planner chose it (the prose) is in the
+run's ``Placement`` Events (:func:`kubejury.records.placement.placement_notes` reads them). This
+command lists those Events too, and shows the code's meaning where none is left (Events expire
+after an hour by default) — or the prose itself in a status written before the Events carried it.
+
 The API is reached with the official ``kubernetes`` client, so every kubeconfig ``kubectl``
 accepts works here too — including users that are exec plugins (EKS, GKE, OIDC helpers). The
 rendering (:func:`render`) is pure and unit-tested from status dicts; the API calls are in
@@ -22,7 +27,7 @@ from typing import Any
 
 from kubejury.config.spec import API_GROUP, API_VERSION
 from kubejury.errors import KubejuryError
-from kubejury.records.placement import Placement
+from kubejury.records.placement import PLACEMENT_EVENT_REASON, Placement, placement_notes
 from kubejury.records.run_status import QueueStatus, ReuseStatus, RunStatus
 from kubejury.records.timestamps import now_time, seconds_between
 from kubejury.runtimes import recorded_runtime
@@ -117,8 +122,15 @@ def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str
     return lines
 
 
-def render(evalrun: Mapping[str, Any]) -> str:
-    """The text ``kubejury status`` prints for one EvalRun object (as the API returns it)."""
+def _why(p: Placement, notes: Mapping[str, str]) -> str:
+    """The placement's reason: the planner's prose from its Event, the prose of an older status, or
+    what its code says."""
+    return notes.get(p.name) or p.reason or p.summary()
+
+
+def render(evalrun: Mapping[str, Any], notes: Mapping[str, str] | None = None) -> str:
+    """The text ``kubejury status`` prints for one EvalRun object (as the API returns it);
+    ``notes``: the placement prose per name from its Events (:func:`_placement_notes`)."""
     meta = evalrun.get("metadata") or {}
     name, namespace = str(meta.get("name", "?")), str(meta.get("namespace", "?"))
     generation = int(meta.get("generation") or 0)
@@ -176,7 +188,7 @@ def render(evalrun: Mapping[str, Any]) -> str:
             )
             where = _where(p)
             fits = "yes" if p.schedulable else "NO"
-            rows.append((p.name, role, p.runtime, p.quantization or "—", where, fits, p.reason or ""))
+            rows.append((p.name, role, p.runtime, p.quantization or "—", where, fits, _why(p, notes or {})))
         lines += _table(("name", "role", "runtime", "quant", "where", "fits", "why"), rows)
     else:
         lines.append("  not placed yet")
@@ -301,6 +313,23 @@ def _read(api: Any, name: str, namespace: str) -> dict[str, Any]:
     return obj
 
 
+def _placement_notes(name: str, namespace: str) -> dict[str, str]:
+    """The placement prose per model and judge from the run's ``Placement`` Events, oldest first;
+    empty when none is left or Events may not be read (the table then shows the codes)."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        found = client.CoreV1Api().list_namespaced_event(
+            namespace,
+            field_selector=f"involvedObject.name={name},involvedObject.kind=EvalRun,reason={PLACEMENT_EVENT_REASON}",
+        )
+    except (ApiException, OSError, ValueError):
+        return {}
+    events = sorted(found.items or [], key=lambda e: str(e.last_timestamp or e.event_time or ""))
+    return placement_notes(str(e.message or "") for e in events)
+
+
 def _watch(api: Any, name: str, namespace: str, resource_version: str) -> Iterator[dict[str, Any]]:
     """Every new version of the EvalRun, until it is deleted (a watch that times out is renewed)."""
     from kubernetes import watch
@@ -337,13 +366,18 @@ def _watch(api: Any, name: str, namespace: str, resource_version: str) -> Iterat
 def run(args: argparse.Namespace) -> int:
     api, namespace = _api(args)
     obj = _read(api, args.name, namespace)
-    sys.stdout.write(render(obj))
+    notes = _placement_notes(args.name, namespace)
+    sys.stdout.write(render(obj, notes))
     sys.stdout.flush()
     if not args.watch or RunStatus.from_json(obj.get("status")).finished:
         return 0
-    shown = render(obj)
+    shown = render(obj, notes)
+    placed = (obj.get("status") or {}).get("placement")
     for new in _watch(api, args.name, namespace, str(obj["metadata"]["resourceVersion"])):
-        text = render(new)
+        if (new.get("status") or {}).get("placement") != placed:  # a new placement: its Events
+            placed = (new.get("status") or {}).get("placement")
+            notes = _placement_notes(args.name, namespace)
+        text = render(new, notes)
         if text != shown:
             sys.stdout.write("\n" + text)
             sys.stdout.flush()

@@ -31,6 +31,13 @@ PLACED_ON_CPU = "PlacedOnCpu"
 NOT_DEPLOYED = "NotDeployed"  # an existing endpoint outside the cluster: nothing to deploy
 DOES_NOT_FIT = "DoesNotFit"  # no node can run it (the planner's prose says why)
 PLACEMENT_CODES = frozenset({PLACED_ON_GPU, PLACED_ON_CPU, NOT_DEPLOYED, DOES_NOT_FIT})
+#: What a code says, for a reader that has no Event with the prose (e.g. older than the Event TTL).
+CODE_TEXT = {
+    PLACED_ON_GPU: "placed on GPUs",
+    PLACED_ON_CPU: "placed on CPU nodes",
+    NOT_DEPLOYED: "existing endpoint: nothing to deploy",
+    DOES_NOT_FIT: "no node can run it",
+}
 #: The Event that carries the planner's prose (:func:`placement_event_messages`).
 PLACEMENT_EVENT_REASON = "Placement"
 PLACEMENT_EVENT_HEADER = "Placement of"
@@ -72,6 +79,14 @@ class Placement:
         if not self.schedulable:
             return DOES_NOT_FIT
         return PLACED_ON_GPU if self.gpu_product else PLACED_ON_CPU
+
+    def summary(self) -> str:
+        """A short line of what the status says, for a reader without the prose: the code's
+        text and the estimated memory (``placed on GPUs; needs about 43 GiB``)."""
+        text = CODE_TEXT.get(self.reason_code, self.reason_code)
+        if self.memory_gib is not None:
+            text += f"; needs about {self.memory_gib:.0f} GiB"
+        return text
 
     def plan_entry(self) -> dict[str, Any]:
         """The ``kubejury plan --format json`` entry (a fixed set of keys)."""

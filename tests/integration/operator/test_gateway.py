@@ -14,7 +14,7 @@ import pytest
 
 from emulated_api import emulated_gateway
 from factories import build_evalrun
-from kubejury_operator.gateway import USER_AGENT, ApiCredentials, KubeGateway, selector
+from kubejury_operator.gateway import FIELD_MANAGER, USER_AGENT, ApiCredentials, KubeGateway, selector
 
 pytestmark = pytest.mark.integration
 
@@ -92,3 +92,20 @@ def test_selector_and_credentials() -> None:
     creds = ApiCredentials(server="https://k8s:6443", token="t")
     assert creds.headers() == {"Authorization": "Bearer t", "User-Agent": USER_AGENT}
     assert ApiCredentials(server="http://127.0.0.1:1").ssl_context() is False
+
+
+async def test_every_write_names_the_operators_one_field_manager(
+    gateway: tuple[KubeGateway, kmock.KubernetesEmulator],
+) -> None:
+    gw, k8s = gateway
+    await gw.create(configmap("a", "r1"))
+    await gw.patch("ConfigMap", "ns", "a", {"data": {"k": "w"}})
+    await gw.get("ConfigMap", "ns", "a")
+    seen = [
+        (str(r.method).rsplit(".", 1)[-1].upper(), dict(r.params), r.headers.get("User-Agent"))
+        for r in k8s._requests
+    ]
+    writes = [(method, params) for method, params, _ in seen if method in ("POST", "PATCH")]
+    assert writes == [("POST", {"fieldManager": FIELD_MANAGER}), ("PATCH", {"fieldManager": FIELD_MANAGER})]
+    assert [params for method, params, _ in seen if method == "GET"] == [{}]  # a read names none
+    assert {agent for _, _, agent in seen} == {USER_AGENT}
