@@ -121,6 +121,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
         ),
     )
     parser.add_argument(
+        "--prefetch",
+        action="store_true",
+        help=(
+            "with --estimate: the cluster downloads weights before GPUs (a model cache claim with "
+            "modelCache.prefetch); on by itself when the run names spec.modelCache"
+        ),
+    )
+    parser.add_argument(
         "--queue",
         metavar="NAME",
         help=(
@@ -414,10 +422,13 @@ def _estimate_of(
     from kubejury.placement.estimate import bringup_plan, estimate_run
 
     order = bringup_plan(spec, plans)[0] if args.order == "operator" else args.order
-    without = estimate_run(spec, plans, inputs.workload, order=order)
+    prefetch = bool(getattr(args, "prefetch", False)) or spec.model_cache is not None
+    without = estimate_run(spec, plans, inputs.workload, order=order, prefetch=prefetch)
     if inputs.copies is None or inputs.remaining is None:
         return without, inputs.copies
-    estimate = estimate_run(spec, plans, inputs.workload, order=order, remaining=inputs.remaining)
+    estimate = estimate_run(
+        spec, plans, inputs.workload, order=order, remaining=inputs.remaining, prefetch=prefetch
+    )
     return estimate, dataclasses.replace(inputs.copies, without=without, per_model=inputs.remaining.per_model)
 
 
@@ -721,6 +732,7 @@ def _print_estimate(estimate: Any) -> None:
         f"wall time {data['wall_hours']:.2f} h with "
         f"maxConcurrentModels={estimate.max_concurrent_models}, bring-up order: {estimate.assumptions['bringup_order']}."
     )
+    console.print(f"Weights: {estimate.assumptions.get('prefetch', '')}.")
     if estimate.not_estimated:
         console.print("Not estimated: " + ", ".join(estimate.not_estimated) + ".")
     console.print(

@@ -19,6 +19,16 @@ the spec, the placements (:mod:`kubejury.placement.planner`) and the benchmark's
   arrive, scaled to zero when none wait, as the operator does); a model that is also a judge
   (``sameAs``) served once, outside the budget.
 
+With ``prefetch`` (a model cache claim with ``modelCache.prefetch``: the operator downloads weights
+in a CPU-only Job before it creates a server), a server's GPUs are held from its server start only
+(:data:`~kubejury.placement.server_model.STARTUP_FIXED_SECONDS`; reading the weights from the cache is
+assumed to be part of it), and its download (the weights at
+:data:`~kubejury.placement.server_model.WEIGHT_LOAD_BYTES_PER_SECOND`, each download at that rate on
+its own) runs on CPU before. The operator starts the downloads of the models holding a slot and of
+the next ``maxConcurrentModels`` in bring-up order, so a download overlaps earlier models' serving
+from the second wave on; the first wave's downloads, and any that end after their slot frees, delay
+the server's start (wall time) but hold no GPU.
+
 With :class:`~kubejury.placement.remaining.RemainingWork` (a run with ``spec.reuse.from``), only
 what earlier runs' copies leave is estimated: each stage's requests and tokens scaled by the share
 left, no server for a model whose every answer is copied (its answers are there from the start),
@@ -425,7 +435,10 @@ class RunEstimate:
 
 
 def _judging_windows(
-    startup: float, jobs: Sequence[tuple[float, float]], generating_until: float | None
+    startup: float,
+    jobs: Sequence[tuple[float, float]],
+    generating_until: float | None,
+    earliest: float = 0.0,
 ) -> list[tuple[float, float, float]]:
     """(start, ready, end) of each time a judge's server is up, as the operator runs it: brought up
     one bring-up ahead of the first answers it will judge (so it is Ready when they arrive),
@@ -436,13 +449,13 @@ def _judging_windows(
     windows: list[tuple[float, float, float]] = []
     current: list[float] | None = None  # [start, ready, busy until]
     if generating_until is not None:
-        current = [0.0, startup, generating_until]
+        current = [earliest, earliest + startup, generating_until]
     for arrival, duration in sorted(jobs):
         if current is not None and arrival - startup > current[2]:
             windows.append((current[0], current[1], current[2]))
             current = None
         if current is None:
-            start = max(arrival - startup, windows[-1][2] if windows else 0.0, 0.0)
+            start = max(arrival - startup, windows[-1][2] if windows else 0.0, earliest)
             current = [start, start + startup, start + startup]
         current[2] = max(current[2], arrival) + duration
     if current is not None:
@@ -471,8 +484,20 @@ def _budgeted(spec: EvalRunSpec, st: _Stages) -> list[str]:
     ]
 
 
-def _schedule(spec: EvalRunSpec, st: _Stages, order: Order) -> _Schedule:
-    """When each server comes up, is ready and goes down, following the operator's rules."""
+def download_seconds(facts: ServerFacts) -> float:
+    """A prefetch Job's download of the server's weights (at :data:`WEIGHT_LOAD_BYTES_PER_SECOND`)."""
+    return facts.weight_bytes / WEIGHT_LOAD_BYTES_PER_SECOND
+
+
+def _gpu_bringup(facts: ServerFacts, prefetch: bool) -> float:
+    """Bring-up held on GPUs: the server start alone when the weights are prefetched, else the whole
+    :func:`~kubejury.placement.server_model.startup_seconds` (download and load included)."""
+    return STARTUP_FIXED_SECONDS if prefetch else startup_seconds(facts)
+
+
+def _schedule(spec: EvalRunSpec, st: _Stages, order: Order, prefetch: bool = False) -> _Schedule:
+    """When each server comes up, is ready and goes down, following the operator's rules (with
+    ``prefetch``: downloads first, on CPU, as the module docstring says)."""
     gen_seconds = st.seconds("generation")
     judge_seconds = st.seconds("judging")
     facts = st.facts
@@ -485,13 +510,19 @@ def _schedule(spec: EvalRunSpec, st: _Stages, order: Order) -> _Schedule:
     heapq.heapify(slots)
     windows: list[ServerWindow] = []
     answers_at: dict[str, float] = {m.name: 0.0 for m in spec.models}
-    for name in sequence:
+    wanted_at: list[float] = []  # when each model in sequence took its slot (its server was wanted)
+    lookahead = max(1, spec.max_concurrent_models)
+    for position, name in enumerate(sequence):
         # bring-up overlaps the tail of the model whose slot it takes (the operator starts it one
         # bring-up before that model's generation ends), so it is Ready as the slot frees
         # (never before that model is generating: the operator needs its progress rate)
-        bringup = startup_seconds(facts[f"model:{name}"])
+        bringup = _gpu_bringup(facts[f"model:{name}"], prefetch)
         free_at, holder_ready = heapq.heappop(slots)
         start = max(0.0, holder_ready, free_at - bringup)
+        wanted_at.append(start)
+        if prefetch:  # the server is created once its download, begun a lookahead earlier, is done
+            began = wanted_at[position - lookahead] if position >= len(slots) + lookahead else 0.0
+            start = max(start, began + download_seconds(facts[f"model:{name}"]))
         ready = start + bringup
         end = ready + gen_seconds[name]
         heapq.heappush(slots, (end, ready))
@@ -503,7 +534,8 @@ def _schedule(spec: EvalRunSpec, st: _Stages, order: Order) -> _Schedule:
     for key in sorted({k for k in st.judge_server.values() if k.startswith("model:") and k in deployed}):
         name = key.split(":", 1)[1]
         if st.generates(name):  # else its answers were copied: there from the start
-            answers_at[name] = own_generation_end[key] = startup_seconds(facts[key]) + gen_seconds[name]
+            first = _gpu_bringup(facts[key], prefetch) + (download_seconds(facts[key]) if prefetch else 0.0)
+            answers_at[name] = own_generation_end[key] = first + gen_seconds[name]
     models = [m.name for m in spec.models]
     for key in sorted({k for k in st.judge_server.values() if k in deployed}):
         jobs = [
@@ -513,8 +545,9 @@ def _schedule(spec: EvalRunSpec, st: _Stages, order: Order) -> _Schedule:
             for model, weight in st.judging_weights(j.name, models).items()
         ]
         name = key.split(":", 1)[1]
+        earliest = download_seconds(facts[key]) if prefetch else 0.0  # judges' downloads begin at once
         for start, ready, end in _judging_windows(
-            startup_seconds(facts[key]), jobs, own_generation_end.get(key)
+            _gpu_bringup(facts[key], prefetch), jobs, own_generation_end.get(key), earliest
         ):
             windows.append(ServerWindow(name, facts[key].gpus, start, ready, end))
     return _Schedule(
@@ -533,11 +566,12 @@ def estimate_run(
     order: Order = "spec",
     efficiency: Efficiency = DEFAULT_EFFICIENCY,
     remaining: RemainingWork | None = None,
+    prefetch: bool = False,
 ) -> RunEstimate:
-    """Tokens, time and GPU-hours of a run, or of what ``remaining`` says reuse leaves of it (see
-    the module docstring)."""
+    """Tokens, time and GPU-hours of a run, or of what ``remaining`` says reuse leaves of it, with
+    the weights downloaded before the servers when ``prefetch`` (see the module docstring)."""
     st = _stages(spec, placements, workload, efficiency, remaining)
-    schedule = _schedule(spec, st, order)
+    schedule = _schedule(spec, st, order, prefetch)
     return RunEstimate(
         workload=workload,
         stages=st.stages,
@@ -546,7 +580,17 @@ def estimate_run(
         max_concurrent_models=max(1, spec.max_concurrent_models),
         makespan_seconds=schedule.makespan,
         answers_seconds=schedule.answers,
-        assumptions={**st.assumptions, "bringup_order": order},
+        assumptions={**st.assumptions, "bringup_order": order, "prefetch": _prefetch_assumption(prefetch)},
+    )
+
+
+def _prefetch_assumption(prefetch: bool) -> str:
+    if not prefetch:
+        return "none: each server downloads its weights while holding its GPUs (bring-up = startup)"
+    return (
+        f"weights downloaded on CPU before the server at {WEIGHT_LOAD_BYTES_PER_SECOND / 1e9:g} GB/s per "
+        f"download; GPUs held from the server start, {STARTUP_FIXED_SECONDS:g} s; downloads begin "
+        "maxConcurrentModels models ahead, so only the first wave (and a download outlasting its slot) waits"
     )
 
 
