@@ -23,6 +23,7 @@ from kubejury_operator import manifests as mf
 from kubejury_operator.cluster_run import ClusterRun, with_settings
 from kubejury_operator.observed import Observed
 from kubejury_operator.prefetching import prefetch_job_name, prefetches
+from kubejury_operator.preview import simulate
 from kubejury_operator.reconcile import Plan, plan
 from kubejury_operator.settings import WorkloadSettings
 
@@ -180,3 +181,9 @@ def test_without_a_claim_servers_start_at_once_as_before() -> None:
     p = plan(build_cluster_run(max_models=1), Observed(), {}, NOW)
     assert creates(p, "Deployment") == {workload_of("m-a")}
     assert creates(p, "Job") == set()
+
+
+def test_the_manifest_preview_shows_each_download_before_its_server() -> None:
+    names = [(m["kind"], m["metadata"]["name"]) for m in simulate(cached(build_cluster_run(max_models=1)))]
+    for key in ("m-a", "m-b", "m-c", "j-j"):
+        assert names.index(("Job", prefetch_of(key))) < names.index(("Deployment", workload_of(key)))
