@@ -49,15 +49,39 @@ ROWS: tuple[tuple[str, Goal, bool], ...] = (
     ("study", "full-ranking", True),
 )
 
+# Ablation of the budget's defaults (spending rule, leading-group): other look schedules and a
+# wider margin, with fewer runs each. (label, population, budget)
+ABLATION: tuple[tuple[str, str, Budget], ...] = tuple(
+    (label, name, budget)
+    for label, budget in (
+        ("default looks 0.1, 0.2, 0.3, 0.5, 0.75, 1", Budget()),
+        ("ten equal looks 0.1, 0.2, …, 1", Budget(looks=tuple(round(0.1 * k, 1) for k in range(1, 11)))),
+        ("four looks 0.25, 0.5, 0.75, 1", Budget(looks=(0.25, 0.5, 0.75, 1.0))),
+        ("three looks 0.1, 0.3, 1", Budget(looks=(0.1, 0.3, 1.0))),
+        ("default looks, margin δ = 0.2", Budget(margin=0.2)),
+    )
+    for name in ("study", "easy")
+)
+
+
+def ablation_row(label: str, r: RuleResult, budget: Budget) -> str:
+    n = r.replications
+    return (
+        f"| {label} | {r.population} | {n} | {rate_text(r.coverage, n)} | {rate_text(r.wrong_group, n)} "
+        f"| {rate_text(r.saving)} | {r.group_size:.2f} | {r.questions_per_model[0]:.0f} | {r.best_width:.3f} |"
+    )
+
 
 def row(r: RuleResult) -> str:
     q = r.used_quantiles
     quantiles = " / ".join(f"{100 * q[k]:.0f}" for k in ("0.05", "0.25", "0.5", "0.75", "0.95"))
     n = r.replications
-    wrong = r.wrong_group if r.rule.endswith("(leading-group)") else r.wrong_claim
+    leading = r.rule.endswith("(leading-group)")
+    wrong = r.wrong_group if leading else r.wrong_claim
+    group = f"{r.group_size:.2f}" if leading else "–"
     return (
         f"| {r.population} | {r.rule} | {r.replications} | {rate_text(r.coverage, n)} | {rate_text(r.all_covered, n)} "
-        f"| {rate_text(wrong, n)} | {rate_text(r.saving)} | {quantiles} | {r.group_size:.2f} | {r.mean_width:.2f} |"
+        f"| {rate_text(wrong, n)} | {rate_text(r.saving)} | {quantiles} | {group} | {r.mean_width:.2f} |"
     )
 
 
@@ -65,6 +89,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--replications", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=340_000)
+    parser.add_argument("--ablation-replications", type=int, default=500)
     parser.add_argument("--out", type=Path, default=RESULTS / "sequential.md")
     args = parser.parse_args()
 
@@ -76,6 +101,11 @@ def main() -> int:
         result = simulate(name, args.replications, args.seed, Budget(goal=goal), naive=naive)
         results.append(result)
         print(f"[{name} {result.rule}] {time.perf_counter() - t:.0f} s", flush=True)
+    ablation: list[tuple[str, RuleResult, Budget]] = []
+    for label, name, budget in ABLATION:
+        result = simulate(name, args.ablation_replications, args.seed, budget)
+        ablation.append((label, result, budget))
+        print(f"[ablation {label}, {name}] done", flush=True)
     elapsed, cpu_s = time.perf_counter() - started, time.process_time() - cpu
     budget = Budget()
     header = (
@@ -114,6 +144,14 @@ def main() -> int:
         "|" + "---|" * (header.count("|") - 1),
         *[row(r) for r in results],
         "",
+        "Ablation of the defaults (spending rule, goal leading-group, the first "
+        f"{args.ablation_replications} seeds): look schedules and the margin.",
+        "",
+        "| budget | population | runs | final W interval covers | wrong leading group | GPU-hours saved "
+        "| leading-group size | median questions of the best model | its final interval's width (median) |",
+        "|---|---|---|---|---|---|---|---|---|",
+        *[ablation_row(label, r, b) for label, r, b in ablation],
+        "",
         "Median questions answered per model (population order, best first):",
         "",
         *[
@@ -123,7 +161,10 @@ def main() -> int:
         "",
     ]
     document: dict[str, Any] = {
-        "command": f"python benchmarks/sequential_calibration.py --replications {args.replications}",
+        "command": (
+            f"python benchmarks/sequential_calibration.py --replications {args.replications} "
+            f"--ablation-replications {args.ablation_replications}"
+        ),
         "seed": args.seed,
         "budget": {
             "confidence": budget.confidence,
@@ -133,6 +174,10 @@ def main() -> int:
         },
         "populations": {name: list(ws) for name, ws in POPULATIONS.items()},
         "results": [r.to_dict() for r in results],
+        "ablation": [
+            {"budget": label, "looks": list(b.looks), "margin": b.margin, **r.to_dict()}
+            for label, r, b in ablation
+        ],
         "elapsed_s": elapsed,
         "cpu_s": cpu_s,
         "load_average": load,

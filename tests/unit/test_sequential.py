@@ -229,6 +229,9 @@ def test_an_unfinished_replay_says_continue() -> None:
     result = evaluate(("a", "b", "c"), scores, order, Budget(), WEIGHTS, looks_done=1)
     assert [m.status for m in result.models] == ["continue", "continue", "stopped"]
     assert result.outcome("a").reason == "" and not result.finished
+    wave = result.next_wave(order)
+    assert sorted(wave) == ["a", "b"] and wave["a"].tolist() == order.wave(1).tolist()
+    assert evaluate(("a", "b", "c"), scores, order, Budget(), WEIGHTS).next_wave(order) == {}
 
 
 def test_scores_beyond_a_stopped_models_prefix_are_never_read() -> None:

@@ -370,6 +370,14 @@ class SequentialOutcome:
     def outcome(self, model: str) -> ModelOutcome:
         return next(m for m in self.models if m.model == model)
 
+    def next_wave(self, order: QuestionOrder) -> dict[str, IntArray]:
+        """The questions each continuing model answers next (the wave after ``looks_done``), in
+        asking order; empty when every model has stopped. What a runner generates and judges."""
+        if self.looks_done >= order.n_looks:
+            return {}
+        wave = order.wave(self.looks_done)
+        return {m.model: wave for m in self.models if m.status == "continue"}
+
 
 @dataclass
 class _State:

@@ -173,6 +173,7 @@ class RuleResult:
     used_quantiles: dict[str, float]
     group_size: float
     mean_width: float
+    best_width: float  # median width of the first (best) model's final interval
     questions_per_model: tuple[float, ...]  # median per model, in the population's order
 
     @property
@@ -194,6 +195,7 @@ class RuleResult:
             "used_quantiles": self.used_quantiles,
             "mean_group_size": self.group_size,
             "mean_width": self.mean_width,
+            "median_width_of_the_best": self.best_width,
             "median_questions_per_model": list(self.questions_per_model),
         }
 
@@ -230,6 +232,7 @@ def simulate(
         used_quantiles={f"{q:g}": float(np.quantile(used, q)) for q in QUANTILES},
         group_size=float(np.mean([r.group_size for r in runs])),
         mean_width=float(np.mean([r.width.mean() for r in runs])),
+        best_width=float(np.median([r.width[0] for r in runs])),
         questions_per_model=tuple(float(v) for v in np.median(np.stack([r.questions for r in runs]), axis=0)),
     )
 
