@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "download a model's weights (hf://, s3://) into the model cache, resumably",
     ),
     "report": ("kubejury.commands.report", "compute report.json/.md/.html from benchmark and judgment files"),
+    "export": ("kubejury.commands.export", "write a run's answers and judgments as JSONL (one record per key)"),
     "plan": ("kubejury.commands.plan", "dry run of GPU placement: what the operator would deploy, per model"),
     "validate": ("kubejury.commands.validate", "check an EvalRun file and print what is wrong, by field"),
     "status": (

@@ -1,5 +1,8 @@
 """``kubejury report``: benchmark + judgment files in, report.json / report.md / report.html out.
 
+Judgments and answers are the stages' Parquet shards or JSONL (older runs, ``kubejury export``,
+other tools); :mod:`kubejury.files.tables` reads both.
+
 The command is a thin shell around :func:`kubejury.report.aggregate.aggregate` and
 :func:`kubejury.report.write_reports`: it checks the command line first (inputs, then options, then
 where the output goes) and names every problem at once, then parses options into a ScoringConfig,
@@ -26,15 +29,18 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
         description=(
             "Aggregate judgments with the study's method plus bootstrap intervals, judge agreement and "
             "bias checks, and write report.json, report.md and report.html. JUDGMENTS and ANSWERS may each "
-            "be a file, a directory of *.jsonl files or a quoted glob, and may be repeated."
+            "be a file (Parquet shards as the stages write them, or JSONL), a directory of *.parquet and "
+            "*.jsonl files (or of folders of them, as a run's judgments/), or a quoted glob, and may be repeated."
         ),
     )
     parser.add_argument(
         "--benchmark", required=True, metavar="B", help="benchmark file (JSONL, CSV or Parquet)"
     )
-    parser.add_argument("--judgments", required=True, nargs="+", metavar="J", help="judgment JSONL file(s)")
     parser.add_argument(
-        "--answers", nargs="+", metavar="A", help="answer JSONL file(s), for verbosity and cost"
+        "--judgments", required=True, nargs="+", metavar="J", help="judgment file(s): Parquet shards or JSONL"
+    )
+    parser.add_argument(
+        "--answers", nargs="+", metavar="A", help="answer file(s), Parquet or JSONL, for verbosity and cost"
     )
     parser.add_argument(
         "--models", metavar="M.yaml", help="model sizes, quantization, families, judge relations"
@@ -113,7 +119,7 @@ def problems(args: argparse.Namespace) -> list[InputError]:
     """Everything wrong with the command line, inputs first, then options, then where output goes.
 
     Only what can be known without reading the files: that they exist (a file, a directory with
-    ``*.jsonl`` files, a glob that matches) and that the options parse. A bad line inside a file is
+    ``*.parquet`` or ``*.jsonl`` files, a glob that matches) and that the options parse. A bad line inside a file is
     reported when the file is read, with its line and field.
     """
     from kubejury.files.tables import resolve_sources

@@ -223,3 +223,16 @@ def metadata_schema(path: str, source: str) -> pa.Schema:
         return pq.read_schema(path)
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise InputError(source, f"not a readable Parquet shard: {exc}") from None
+
+
+def conform(table: pa.Table, record_type: type) -> pa.Table:
+    """``table`` with the shard schema of ``record_type``: its columns cast to the fields' types, in
+    field order, and the fields it lacks as nulls (for tools that write shards from a frame)."""
+    schema = arrow_schema(record_type)
+    columns = [
+        table[field.name].cast(field.type)
+        if field.name in table.column_names
+        else pa.nulls(table.num_rows, field.type)
+        for field in schema
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)

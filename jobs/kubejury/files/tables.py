@@ -430,17 +430,44 @@ def _first_row(column: pl.Series, value: str | None) -> int:
     return int(hits.arg_true()[0])
 
 
-def _encode(collected: _Collected, name: str, required: bool, kind: str) -> tuple[tuple[str, ...], Codes]:
-    """Dictionary and codes of one key column, validated through its distinct values (cheap).
+def _encode(
+    collected: _Collected, names: Sequence[str], kind: str
+) -> dict[str, tuple[tuple[str, ...], Codes]]:
+    """Dictionary and codes of each key column, validated through its distinct values (cheap); the
+    columns are hashed side by side (polars runs one select's expressions in parallel).
 
     ``series`` keeps first-appearance order (null → ``"default"``); other dictionaries are sorted.
     """
-    column = collected.frame[name]
-    if column.null_count():
-        if required:
-            raise collected.fail(_first_row(column, None), f"required {kind} field is missing or null", name)
-        column = column.fill_null(DEFAULT_SERIES)
-    distinct = column.unique(maintain_order=name == "series").to_list()
+    frame = collected.frame
+    nulls = frame.select(pl.col(name).null_count() for name in names).row(0)
+    columns: dict[str, pl.Series] = {}
+    for name, count in zip(names, nulls, strict=True):
+        column = frame[name]
+        if count:
+            if name != "series":
+                raise collected.fail(
+                    _first_row(column, None), f"required {kind} field is missing or null", name
+                )
+            column = column.fill_null(DEFAULT_SERIES)
+        columns[name] = column
+    keys = pl.DataFrame(columns)
+    uniques = keys.select(pl.col(name).unique(maintain_order=name == "series").implode() for name in names)
+    values = {name: _dictionary(collected, keys[name], uniques[name][0].to_list(), kind) for name in names}
+    many = [name for name in names if len(values[name]) > 1]
+    coded = keys.select(pl.col(name).cast(pl.Enum(values[name])).to_physical() for name in many)
+    out: dict[str, tuple[tuple[str, ...], Codes]] = {}
+    for name in names:
+        if name in many:
+            codes = coded[name].to_numpy().astype(np.int32, copy=False)
+        else:
+            codes = np.zeros(keys.height, dtype=np.int32)
+        out[name] = (values[name], codes)
+    return out
+
+
+def _dictionary(collected: _Collected, column: pl.Series, distinct: list[str], kind: str) -> tuple[str, ...]:
+    """The checked dictionary of one key column: sorted, but ``series`` in first-appearance order."""
+    name = column.name
     if any(v.startswith(("{", "[")) for v in distinct):
         # polars stores a JSON object or array given for a string field as its text; find the line.
         for source in collected.sources:
@@ -452,11 +479,7 @@ def _encode(collected: _Collected, name: str, required: bool, kind: str) -> tupl
     if "" in distinct:
         hint = f" (omit the field for '{DEFAULT_SERIES}')" if name == "series" else ""
         raise collected.fail(_first_row(column, ""), f"{kind} field is empty{hint}", name)
-    values = tuple(distinct) if name == "series" else tuple(sorted(distinct))
-    if len(values) == 1:
-        return values, np.zeros(column.len(), dtype=np.int32)
-    codes = column.cast(pl.Enum(values)).to_physical().cast(pl.Int32).to_numpy()
-    return values, codes.astype(np.int32, copy=False)
+    return tuple(distinct) if name == "series" else tuple(sorted(distinct))
 
 
 def _check_range(
@@ -480,13 +503,18 @@ def _duplicates(keys: list[Codes], sizes: list[int]) -> tuple[int, int] | None:
     n = int(keys[0].shape[0]) if keys else 0
     if n < 2:
         return None
-    flat = np.zeros(n, dtype=np.int64)
-    space = 1
-    for key, size in zip(keys, sizes, strict=True):
+    flat = keys[0].astype(np.int64)
+    space = max(sizes[0], 1)
+    for key, size in zip(keys[1:], sizes[1:], strict=True):
         flat *= max(size, 1)
         flat += key
         space *= max(size, 1)
     if space <= max(4 * n, 1 << 24):
+        seen = np.zeros(space, dtype=np.bool_)
+        seen[flat] = True
+        if int(np.count_nonzero(seen)) == n:
+            return None  # as many distinct keys as records: the common case, one scatter and a count
+        del seen
         counts = np.bincount(flat, minlength=space)
         if counts.max(initial=0) <= 1:
             return None
@@ -567,10 +595,7 @@ class _KeyedRead:
 def _read_keyed(sources: Sources, kind: str, schema: Mapping[str, pl.DataType], *own_keys: str) -> _KeyedRead:
     """Read the ``kind`` (``"judgment"`` or ``"answer"``) files of ``sources`` and encode their keys."""
     collected = _collect(resolve_sources(sources, f"{kind}s"), schema, kind)
-    keys = {
-        name: _encode(collected, name, name != "series", kind)
-        for name in ("series", "model", "question_id", *own_keys)
-    }
+    keys = _encode(collected, ("series", "model", "question_id", *own_keys), kind)
     return _KeyedRead(kind, collected, keys)
 
 

@@ -1,0 +1,291 @@
+"""Parquet shards (issue 26): one schema from the typed records, atomic append-only writes, resumption,
+clear errors for shards that do not read, and the JSONL shards of runs made before them."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from factories import build_evalrun_yaml, model_entry, store_finished_run
+from kubejury.cli import main
+from kubejury.errors import InputError
+from kubejury.files import shards
+from kubejury.files.storage import LocalStorage, RunLayout, StorageError
+from kubejury.files.tables import load_answers, load_judgments
+from kubejury.records.results import (
+    RESULTS_FORMAT,
+    AnswerRecord,
+    JudgmentRecord,
+    TokenUsage,
+    field_types,
+    required_fields,
+)
+from kubejury.stages.runner import read_existing, read_records
+
+PREFIX = "run/primary/judgments/j"
+
+
+def judgment(qid: str, model: str = "m", score: float | None = 7.0, **fields: Any) -> JudgmentRecord:
+    return JudgmentRecord(question_id=qid, model=model, series="primary", judge="j", score=score, **fields)
+
+
+def answer(qid: str, **fields: Any) -> AnswerRecord:
+    return AnswerRecord(question_id=qid, model="m", series="primary", **fields)
+
+
+def shard_bytes(table: pa.Table) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(table, sink)
+    return sink.getvalue()
+
+
+# ------------------------------------------------------------------------------------- schema
+
+
+@pytest.mark.parametrize("record_type", [AnswerRecord, JudgmentRecord])
+def test_the_shard_schema_is_the_typed_record_s_fields_in_order(record_type: type) -> None:
+    schema = shards.arrow_schema(record_type)
+    assert schema.names == [f.name for f in dataclasses.fields(record_type)]
+    kinds = field_types(record_type)
+    for column in schema:
+        expected = {str: pa.string(), float: pa.float64(), int: pa.int64()}.get(kinds[column.name])
+        if kinds[column.name] is TokenUsage:
+            assert column.type == pa.struct(
+                [("prompt_tokens", pa.int64()), ("completion_tokens", pa.int64())]
+            )
+        else:
+            assert column.type == expected
+        assert column.nullable == (column.name not in required_fields(record_type))
+    metadata = schema.metadata
+    assert metadata[b"kubejury.record"] == shards.record_kind(record_type).encode()
+    assert metadata[b"kubejury.format"] == str(RESULTS_FORMAT).encode()
+
+
+def test_records_round_trip_through_a_shard_with_every_field() -> None:
+    records = [
+        answer(
+            "q1",
+            answer="Ответ",
+            finish_reason="stop",
+            usage=TokenUsage(12, 34),
+            latency_s=1.5,
+            attempts=2,
+            server_version="b1",
+            fingerprint="f" * 16,
+            question_sha256="a" * 64,
+            reused_from="board",
+        ),
+        answer("q2", error="HTTP 500", error_kind="http", usage=TokenUsage(None, 3)),
+    ]
+    table = shards.read_table(shards.encode(records), "mem")
+    assert [AnswerRecord.from_json(row) for row in shards.table_rows(table, "mem")] == records
+
+
+def test_a_shard_holds_one_kind_of_record_and_is_never_empty() -> None:
+    with pytest.raises(TypeError, match="one kind of record"):
+        shards.encode([answer("q1"), judgment("q1")])
+    with pytest.raises(ValueError, match="never empty"):
+        shards.encode([])
+
+
+# ----------------------------------------------------------------------- writes and resumption
+
+
+def test_stages_shards_are_parquet_named_by_sequence_and_read_back_in_order(tmp_path: Path) -> None:
+    store = LocalStorage(tmp_path)
+    first = shards.write_records(store, PREFIX, [judgment("q1"), judgment("q2")])
+    second = shards.write_records(
+        store, PREFIX, [judgment("q3", score=None, error="no score", error_kind="parse")]
+    )
+    assert shards.write_records(store, PREFIX, []) is None
+    assert first is not None and second is not None
+    assert first.rsplit("/", 1)[1].startswith("part-000000-") and first.endswith(".parquet")
+    assert second.rsplit("/", 1)[1].startswith("part-000001-")
+    assert [r.question_id for r in read_records(store, PREFIX, JudgmentRecord.from_json)] == [
+        "q1",
+        "q2",
+        "q3",
+    ]
+
+
+def test_a_write_that_never_completed_leaves_nothing_a_reader_sees(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = LocalStorage(tmp_path)
+    shards.write_records(store, PREFIX, [judgment("q1")])
+
+    def crash(*_: Any, **__: Any) -> None:
+        raise OSError("disk gone")
+
+    monkeypatch.setattr("kubejury.files.storage.os.replace", crash)
+    with pytest.raises(OSError, match="disk gone"):
+        shards.write_records(store, PREFIX, [judgment("q2")])
+    monkeypatch.undo()
+    (tmp_path / PREFIX / ".tmp-crashed-part-000001-ab.parquet").write_bytes(b"PAR1 half")  # a killed writer's
+    assert len(store.shard_keys(PREFIX)) == 1
+    assert [r.question_id for r in read_records(store, PREFIX, JudgmentRecord.from_json)] == ["q1"]
+
+
+async def test_a_stage_resumes_after_a_partial_write_from_what_was_stored(tmp_path: Path) -> None:
+    store = LocalStorage(tmp_path)
+    shards.write_records(store, PREFIX, [judgment("q1"), judgment("q2", score=None, error="timeout")])
+    (tmp_path / PREFIX / ".tmp-killed-part.parquet").write_bytes(b"PAR1")
+    stored, next_seq = await read_existing(store, PREFIX, JudgmentRecord.from_json)
+    assert [r.question_id for r in stored] == ["q1", "q2"] and next_seq == 1
+    shards.write_records(store, PREFIX, [judgment("q2")], seq=next_seq)  # the retry of q2
+    final = list(read_records(store, PREFIX, JudgmentRecord.from_json))
+    assert [(r.question_id, r.error) for r in final] == [("q1", None), ("q2", "timeout"), ("q2", None)]
+
+
+# ----------------------------------------------------------------------------------- bad shards
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [lambda data: b"not parquet at all", lambda data: data[: len(data) // 2], lambda data: data[:-9]],
+)
+def test_a_corrupt_shard_is_refused_naming_the_file(tmp_path: Path, damage: Any) -> None:
+    store = LocalStorage(tmp_path)
+    store.write_bytes(f"{PREFIX}/part-000000-ab.parquet", damage(shards.encode([judgment("q1")])))
+    with pytest.raises(InputError, match=r"part-000000-ab\.parquet: not a readable Parquet shard"):
+        list(read_records(store, PREFIX, JudgmentRecord.from_json))
+    with pytest.raises(InputError, match=r"part-000000-ab\.parquet: not a readable Parquet shard"):
+        load_judgments(tmp_path / PREFIX)
+
+
+def test_a_shard_with_a_wrongly_typed_column_is_refused_naming_record_and_field(tmp_path: Path) -> None:
+    store = LocalStorage(tmp_path)
+    table = pa.table({"question_id": ["q1", "q2"], "model": ["m", "m"], "latency_s": ["1.0", "slow"]})
+    store.write_bytes("run/s/answers/m/part-000000-ab.parquet", shard_bytes(table))
+    with pytest.raises(
+        InputError, match=r"part-000000-ab\.parquet, record 1: answer record field 'latency_s'"
+    ):
+        list(read_records(store, "run/s/answers/m", AnswerRecord.from_json))
+    with pytest.raises(InputError, match=r"field 'latency_s': column has type String, expected Float64"):
+        load_answers(tmp_path / "run/s/answers/m")
+
+
+def test_a_shard_of_a_newer_format_is_refused(tmp_path: Path) -> None:
+    store = LocalStorage(tmp_path)
+    table = shards.to_table([judgment("q1")])
+    newer = table.replace_schema_metadata({**table.schema.metadata, b"kubejury.format": b"99"})
+    store.write_bytes(f"{PREFIX}/part-000000-ab.parquet", shard_bytes(newer))
+    with pytest.raises(InputError, match=r"record 1: judgment record field 'format': format 99 is newer"):
+        list(read_records(store, PREFIX, JudgmentRecord.from_json))
+
+
+def test_the_loader_names_the_shard_record_and_column_of_bad_values(tmp_path: Path) -> None:
+    folder = tmp_path / "judgments"
+    folder.mkdir()
+    shards.write_file(folder / "a.parquet", [judgment("q1"), judgment("q2")])
+    shards.write_file(folder / "b.parquet", [judgment("q3"), judgment("q4", score=11.0)])
+    with pytest.raises(
+        InputError, match=r"b\.parquet, record 2, field 'score': score 11\.0 is outside 0\.\.10"
+    ):
+        load_judgments(folder)
+    (folder / "b.parquet").unlink()
+    shards.write_file(folder / "b.parquet", [judgment("q1")])
+    with pytest.raises(
+        InputError, match=r"b\.parquet, record 1: duplicate judgment .* also at .*a\.parquet, record 1"
+    ):
+        load_judgments(folder)
+    (folder / "b.parquet").unlink()
+    pq.write_table(pa.table({"model": ["m"], "judge": ["j"], "score": [1.0]}), folder / "b.parquet")
+    with pytest.raises(
+        InputError, match=r"b\.parquet, field 'question_id': required judgment column is missing"
+    ):
+        load_judgments(folder)
+    (folder / "b.parquet").unlink()
+    shards.write_file(folder / "b.parquet", [answer("q9")])
+    with pytest.raises(
+        InputError, match=r"b\.parquet: this shard holds answer records, not judgment records"
+    ):
+        load_judgments(folder)
+
+
+def test_parquet_and_jsonl_judgments_load_to_the_same_codes_and_scores(tmp_path: Path) -> None:
+    records = [
+        judgment(f"q{i}", model=m, score=None if i == 3 else float(i % 11), rationale="r")
+        for m in ("beta", "alpha")
+        for i in range(7)
+    ]
+    shards.write_file(tmp_path / "j.parquet", records)
+    (tmp_path / "j.jsonl").write_bytes(b"".join(json.dumps(r.to_json()).encode() + b"\n" for r in records))
+    columnar, lines = (
+        load_judgments(tmp_path / "j.parquet", text=True),
+        load_judgments(tmp_path / "j.jsonl", text=True),
+    )
+    assert (columnar.models, columnar.question_ids, columnar.judges) == (
+        lines.models,
+        lines.question_ids,
+        lines.judges,
+    )
+    assert np.array_equal(columnar.model_code, lines.model_code)
+    assert np.array_equal(columnar.score, lines.score, equal_nan=True)
+    assert columnar.location(8) == (str(tmp_path / "j.parquet"), "record 9")
+    assert lines.location(8) == (str(tmp_path / "j.jsonl"), "line 9")
+    assert columnar.to_frame().equals(lines.to_frame())
+
+
+# ------------------------------------------------------------------- runs made before issue 26
+
+QUESTIONS = 4
+
+
+def write_spec(tmp_path: Path, name: str, models: list[str], **fields: Any) -> Path:
+    bench = tmp_path / "bench.jsonl"
+    if not bench.exists():
+        rows = [
+            {
+                "id": f"q{i}",
+                "domain": "law",
+                "level": 1 + i % 2,
+                "question": f"Question {i}?",
+                "reference": "R",
+            }
+            for i in range(QUESTIONS)
+        ]
+        bench.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    spec = build_evalrun_yaml(
+        name,
+        benchmark={"uri": str(bench), "language": "en"},
+        storage={"uri": str(tmp_path / "runs")},
+        models=[model_entry(m, f"hf://org/{m}", parameters="7B") for m in models],
+        judges=[model_entry("judge", "hf://org/judge", parameters="7B")],
+        **fields,
+    )
+    file = tmp_path / f"{name}.yaml"
+    file.write_text(spec, encoding="utf-8")
+    return file
+
+
+def test_a_run_with_jsonl_shards_aggregates_exports_and_is_reused(tmp_path: Path) -> None:
+    board = write_spec(tmp_path, "board", ["alpha", "beta"])
+    store_finished_run(board, tmp_path / "runs", jsonl=True)
+    store = LocalStorage(tmp_path / "runs")
+    assert {k.rsplit(".", 1)[1] for k in store.list("board/") if "/part-" in k} == {"jsonl"}
+    assert main(["aggregate", "--evalrun", str(board)]) == 0
+    assert store.exists("board/report/report.json")
+
+    assert main(["export", str(tmp_path / "runs" / "board"), "--out", str(tmp_path / "export")]) == 0
+    assert len(load_judgments(tmp_path / "export" / "judgments.jsonl")) == 2 * QUESTIONS
+
+    grown = write_spec(tmp_path, "grown", ["alpha", "beta", "gamma"], reuse={"from": ["board"]})
+    assert main(["reuse", "--evalrun", str(grown)]) == 0
+    copied = [k for k in store.list("grown/") if "/part-" in k]
+    assert copied and all(k.endswith(".parquet") for k in copied)
+    layout = RunLayout("grown")
+    assert len(shards.read_rows(store, layout.answers_prefix("primary", "alpha"))) == QUESTIONS
+
+
+def test_put_shard_refuses_sequence_numbers_out_of_range(tmp_path: Path) -> None:
+    with pytest.raises(StorageError, match="out of range"):
+        LocalStorage(tmp_path).put_shard(PREFIX, b"x", suffix="parquet", seq=10**6)
