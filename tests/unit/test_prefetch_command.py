@@ -21,6 +21,7 @@ from kubejury.commands.prefetch import (
     PrefetchError,
     RemoteFile,
     S3Source,
+    check_source,
     prefetch,
     safe_relative,
     select_files,
@@ -215,3 +216,26 @@ def test_an_s3_read_resumes_at_an_offset(
     (folder / ".partial" / "w.safetensors").write_bytes(b"0123")
     prefetch(source, "s3://resume/m", "vllm", "", part)
     assert (folder / "w.safetensors").read_bytes() == b"0123456789"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "hf://org/repo/../../api/whoami",
+        "hf://../x",
+        "hf://org",
+        "s3://Bad_Bucket/x",
+        "s3://b-ok/a/../b",
+        "s3://b-ok//x",
+    ],
+)
+def test_a_source_that_is_not_just_a_model_is_refused(source: str) -> None:
+    with pytest.raises(PrefetchError):
+        check_source(source)
+
+
+@pytest.mark.parametrize(
+    "source", ["hf://Qwen/Qwen3.5-27B", "hf://org/repo:Q4_K_M", "s3://weights/llm/", "s3://weights"]
+)
+def test_a_plain_model_source_passes(source: str) -> None:
+    check_source(source)

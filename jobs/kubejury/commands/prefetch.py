@@ -200,8 +200,28 @@ def s3_client() -> Any:
     )
 
 
+_HF_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+
+
+def check_source(source: str) -> None:
+    """Refuse a source that could make the download read anything but the model: an ``hf://`` name
+    that is not ``org/repo`` (no ``..``, no further path), an ``s3://`` bucket that is not a bucket
+    name or a key with an empty, ``.`` or ``..`` segment."""
+    if source.startswith("hf://"):
+        repo = repository(source)
+        if not _HF_REPO.match(repo) or ".." in repo:
+            raise PrefetchError(f"{source}: not a Hugging Face repository (hf://org/repo[:TAG])")
+        return
+    bucket, _, key = source.removeprefix("s3://").partition("/")
+    segments = key.rstrip("/").split("/") if key else []
+    if not _BUCKET.match(bucket) or any(part in ("", ".", "..") for part in segments):
+        raise PrefetchError(f"{source}: not an S3 bucket and prefix (s3://bucket/prefix)")
+
+
 def open_source(source: str, revision: str = "main") -> RemoteSource:
-    """The :class:`RemoteSource` of an ``hf://`` or ``s3://`` source."""
+    """The :class:`RemoteSource` of an ``hf://`` or ``s3://`` source (checked by :func:`check_source`)."""
+    check_source(source)
     if source.startswith("hf://"):
         endpoint = os.environ.get("HF_ENDPOINT") or HF_DEFAULT_ENDPOINT
         return HubSource(endpoint, repository(source), revision, os.environ.get("HF_TOKEN") or None)
