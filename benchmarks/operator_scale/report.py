@@ -3,9 +3,12 @@
 Why this module exists: the Markdown shows both designs side by side per scale with ratios, the
 issue's targets as met / not met, how cost grows from scale to scale, and the machine, date and
 exact command — rendered from the JSON document alone (:func:`render`, pure), so the two files
-never disagree. Only the watch-fed design is measured now (issue 22 removed the list-per-tick one);
-its recorded rounds are carried from the previous results file into each new one as the
-historical baseline (:func:`baseline`), and rendered in the ``list`` column as before.
+never disagree. Issue 26 measures two status formats of the watch-fed operator side by side:
+``full`` (the status before issue 26, ``KUBEJURY_STATUS_FORMAT=full``) and ``lean`` (the operator);
+the watch-fed rounds of the file it replaces are kept for reference (:func:`earlier`), and the
+list-per-tick design's recorded rounds (issue 22 removed it) are carried as the historical
+baseline (:func:`baseline`). A document without full/lean rounds renders as before: list against
+watch.
 """
 
 from __future__ import annotations
@@ -21,7 +24,13 @@ from typing import Any
 from .measure import ratio
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
-NAMES = {"list": "list (today)", "watch": "watch (new)"}
+NAMES = {
+    "list": "list (today)",
+    "watch": "watch (new)",
+    "full": "full status (before)",
+    "lean": "lean status (after)",
+}
+ORDER = ("list", "watch", "full", "lean")
 DESIGN = "watch"  # the design a round measures
 BASELINE_DESIGN = "list"  # the design before issue 13, kept as recorded figures only
 #: Issue 13's targets, checked at the largest scale that ran.
@@ -112,6 +121,13 @@ def all_rounds(document: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [*(document.get("rounds") or []), *(carried.get("rounds") or [])]
 
 
+def compared(rounds: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
+    """The two designs the tables set side by side (before, after): full against lean when the
+    document measured them (issue 26), else list against watch (issue 13)."""
+    designs = {str(r.get("design")) for r in rounds}
+    return ("full", "lean") if designs & {"full", "lean"} else ("list", "watch")
+
+
 def _design_lines(document: Mapping[str, Any]) -> list[str]:
     """What the two columns are: both measured here, or the list one carried as a baseline."""
     carried = document.get("baseline")
@@ -128,6 +144,38 @@ def _design_lines(document: Mapping[str, Any]) -> list[str]:
         "lists its children every tick, finished runs included) was removed in issue 22: its figures are the",
         f"recorded baseline, measured {carried.get('started', '?')} UTC by `{carried.get('command', '?')}`"
         f" (git HEAD {', '.join(carried.get('git_head') or ['?'])}), not measured again.",
+    ]
+
+
+def _lean_lines() -> list[str]:
+    return [
+        "simulated: [docs/benchmarks.md](../../docs/benchmarks.md)). Both status formats of the operator ran in",
+        "one invocation, on one cluster, one after the other with the same workload: `full` is",
+        "`KUBEJURY_STATUS_FORMAT=full` with the per-leaf CRD status schema (the placement's prose in status, whole",
+        "top-level keys re-sent, kopf's diff-base annotation, the default field managers: the operator before",
+        "issue 26), `lean` the operator (reason codes, prose in Events, changed leaves only, no diff base, one",
+        "field manager, atomic status parts). Sizes are of every EvalRun version the benchmark's watch saw.",
+    ]
+
+
+def _earlier_lines(document: Mapping[str, Any]) -> list[str]:
+    """The rounds of earlier invocations, for reference: the watch design before issue 26 and the
+    list design's recorded baseline, as their own growth table."""
+    earlier = document.get("earlier") or {}
+    carried = document.get("baseline") or {}
+    rounds = [*(earlier.get("rounds") or []), *(carried.get("rounds") or [])]
+    if not rounds:
+        return []
+    table = growth(rounds)
+    return [
+        "## Earlier figures, for reference",
+        "",
+        f"`watch`: the operator before issue 26, measured {earlier.get('started', '?')} UTC by"
+        f" `{earlier.get('command', '?')}` (git HEAD {', '.join(earlier.get('git_head') or ['?'])});"
+        f" `list`: the design before issue 13, measured {carried.get('started', '?')} UTC. Not measured again;"
+        " other rounds, other load.",
+        "",
+        *table[2:],
     ]
 
 
@@ -240,6 +288,25 @@ def _rows() -> list[tuple[str, tuple[str, ...], int]]:
             1,
         ),
         ("load average (1 min), mean during the round", ("load_average_1m", "mean"), 2),
+        ("EvalRun bytes, mean of the versions watched", ("evalrun_bytes", "mean", "total"), 0),
+        ("… without managedFields", ("evalrun_bytes", "mean", "without_managed_fields"), 0),
+        ("… managedFields", ("evalrun_bytes", "mean", "managed_fields"), 0),
+        ("… kopf's diff-base annotation", ("evalrun_bytes", "mean", "diffbase_annotation"), 0),
+        ("… status", ("evalrun_bytes", "mean", "status"), 0),
+        ("… status.placement", ("evalrun_bytes", "mean", "placement"), 0),
+        ("EvalRun bytes, largest version watched", ("evalrun_bytes", "largest", "total"), 0),
+        ("… its managedFields", ("evalrun_bytes", "largest", "managed_fields"), 0),
+        ("operator status patches, active", ("api", "operator_status_patches_active", "requests"), 0),
+        (
+            "kube-apiserver CPU-seconds per status patch, active",
+            ("api", "apiserver_cpu_s_per_status_patch"),
+            4,
+        ),
+        (
+            "kube-apiserver CPU-seconds per operator request, active",
+            ("api", "apiserver_cpu_s_per_operator_request"),
+            4,
+        ),
     ]
 
 
@@ -284,12 +351,14 @@ def _rate_cell(round_: Mapping[str, Any] | None, path: Sequence[str]) -> str:
     return _num(_get(round_, *path) or 0.0, 1)
 
 
-def side_by_side(scale: int, rounds: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    old, new = rounds.get("list"), rounds.get("watch")
+def side_by_side(
+    scale: int, rounds: Mapping[str, Mapping[str, Any]], pair: tuple[str, str] = ("list", "watch")
+) -> list[str]:
+    old, new = rounds.get(pair[0]), rounds.get(pair[1])
     lines = [
         f"### {scale} runs",
         "",
-        f"| figure | {NAMES['list']} | {NAMES['watch']} | watch / list |",
+        f"| figure | {NAMES[pair[0]]} | {NAMES[pair[1]]} | {pair[1]} / {pair[0]} |",
         "|---|---:|---:|---:|",
     ]
     for label, path, digits in _rows():
@@ -316,11 +385,18 @@ def side_by_side(scale: int, rounds: Mapping[str, Mapping[str, Any]]) -> list[st
             a = _get(old, "api", window, "operator_refused", what) or 0
             b = _get(new, "api", window, "operator_refused", what) or 0
             lines.append(f"| operator requests refused `{what}`, {window} | {a} | {b} | {_ratio(b, a)} |")
+    for design, r in ((pair[0], old), (pair[1], new)):
+        managers = _get(r, "evalrun_bytes", "managers")
+        if managers:
+            lines.append(
+                f"| managedFields entries of the largest EvalRun, {design} | {', '.join(managers)} | | |"
+            )
     lines.append("")
     return lines
 
 
 def targets(rounds: Sequence[Mapping[str, Any]]) -> list[str]:
+    pair = compared(rounds)
     by_scale = _by_scale(rounds)
     if not by_scale:
         return []
@@ -364,12 +440,12 @@ def targets(rounds: Sequence[Mapping[str, Any]]) -> list[str]:
         "An idle figure needs a round whose runs all finished: where the largest one did not, the",
         "largest scale at which they did is used, and named.",
         "",
-        f"| target | {NAMES['list']} | {NAMES['watch']} |",
+        f"| target | {NAMES[pair[0]]} | {NAMES[pair[1]]} |",
         "|---|---|---|",
     ]
     for label, path, limit, unit in checks:
         cells = []
-        for design in ("list", "watch"):
+        for design in pair:
             chosen = by_scale[scale].get(design)
             at = scale
             if _idle(path):
@@ -414,7 +490,7 @@ def growth(rounds: Sequence[Mapping[str, Any]]) -> list[str]:
         "|---|---:|" + "---:|" * len(columns),
     ]
     by_scale = _by_scale(rounds)
-    for design in ("list", "watch"):
+    for design in ORDER:
         for scale, by_design in by_scale.items():
             r = by_design.get(design)
             if r is None:
@@ -430,11 +506,20 @@ def render(document: Mapping[str, Any]) -> str:
     options = meta.get("options") or {}
     measured: list[Mapping[str, Any]] = list(document.get("rounds") or [])
     rounds = all_rounds(document)
+    pair = compared(measured)
+    if pair == ("full", "lean"):
+        rounds = measured  # the list baseline and the earlier watch rounds: their own section
+    title = (
+        "# Operator scale: the EvalRun's status before and after issue 26"
+        if pair == ("full", "lean")
+        else "# Operator scale: the list-per-tick design against the watch-fed one"
+    )
     lines = [
-        "# Operator scale: the list-per-tick design against the watch-fed one",
+        title,
         "",
-        "Issue 13, part 2 — `make bench-operator` (`benchmarks/operator_scale/`; method and what is",
-        *_design_lines(document),
+        ("Issue 26, part 2" if pair == ("full", "lean") else "Issue 13, part 2")
+        + " — `make bench-operator` (`benchmarks/operator_scale/`; method and what is",
+        *(_lean_lines() if pair == ("full", "lean") else _design_lines(document)),
         "",
         f"- **Date:** {meta.get('started', '?')} to {meta.get('finished', '?')} UTC ({meta.get('wall_min', '?')} min)",
         f"- **Machine:** {meta.get('cores', '?')} cores ({meta.get('cpu', '?')}), {meta.get('memory_gib', '?')} GiB,"
@@ -484,8 +569,10 @@ def render(document: Mapping[str, Any]) -> str:
     lines += targets(rounds)
     lines += ["## Side by side, per scale", ""]
     for scale, by_design in _by_scale(rounds).items():
-        lines += side_by_side(scale, by_design)
+        lines += side_by_side(scale, by_design, pair)
     lines += growth(rounds)
+    if pair == ("full", "lean"):
+        lines += _earlier_lines(document)
     if unfinished:
         lines += [FOOTNOTE, ""]
     lines += [
