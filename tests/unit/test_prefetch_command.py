@@ -6,6 +6,7 @@ A fake Hugging Face hub on loopback (the two endpoints the downloader uses: the 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Iterator
@@ -38,6 +39,7 @@ class FakeHub(BaseHTTPRequestHandler):
     cut_after: ClassVar[dict[str, int]] = {}
     ranges: ClassVar[list[str]] = []
     token: ClassVar[list[str]] = []
+    lfs_oid: ClassVar[dict[str, str]] = {}
 
     def log_message(self, *args: Any) -> None:
         pass
@@ -45,7 +47,7 @@ class FakeHub(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self.token.append(self.headers.get("Authorization", ""))
         if self.path.startswith("/api/models/org/repo/tree/main"):
-            body = json.dumps([{"type": "file", "path": p, "size": len(b)} for p, b in self.files.items()])
+            body = json.dumps([self._entry(p, b) for p, b in self.files.items()])
             self._send(200, body.encode())
             return
         prefix = "/org/repo/resolve/main/"
@@ -64,6 +66,15 @@ class FakeHub(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data[start : start + cut] if cut is not None else data[start:])
 
+    def _entry(self, path: str, data: bytes) -> dict[str, Any]:
+        entry: dict[str, Any] = {"type": "file", "path": path, "size": len(data)}
+        if path.endswith(".safetensors"):  # the hub lists an LFS file's SHA-256
+            entry["lfs"] = {
+                "oid": self.lfs_oid.get(path, hashlib.sha256(data).hexdigest()),
+                "size": len(data),
+            }
+        return entry
+
     def _send(self, code: int, body: bytes) -> None:
         self.send_response(code)
         self.send_header("Content-Length", str(len(body)))
@@ -73,7 +84,7 @@ class FakeHub(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[FakeHub]]:
-    FakeHub.files, FakeHub.cut_after, FakeHub.ranges, FakeHub.token = {}, {}, [], []
+    FakeHub.files, FakeHub.cut_after, FakeHub.ranges, FakeHub.token, FakeHub.lfs_oid = {}, {}, [], [], {}
     server = LoopbackHTTP(FakeHub)
     monkeypatch.setenv("HF_ENDPOINT", server.url)
     monkeypatch.setenv("HF_TOKEN", "hf_secret")
@@ -239,3 +250,15 @@ def test_a_source_that_is_not_just_a_model_is_refused(source: str) -> None:
 )
 def test_a_plain_model_source_passes(source: str) -> None:
     check_source(source)
+
+
+def test_a_file_whose_content_is_not_the_listed_sha256_is_never_complete(
+    hub: type[FakeHub], tmp_path: Path
+) -> None:
+    hub.files = {"model.safetensors": b"tampered weights"}
+    hub.lfs_oid = {"model.safetensors": hashlib.sha256(b"the real weights").hexdigest()}
+    with pytest.raises(OSError):
+        _prefetch(tmp_path, "hf://org/repo")
+    folder = Path(model_dir(str(tmp_path), "hf://org/repo", ""))
+    assert not (folder / "model.safetensors").exists()
+    assert not (folder / COMPLETE_MARKER).exists()

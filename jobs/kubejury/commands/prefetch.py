@@ -15,7 +15,7 @@ What it reads and writes, and nothing else:
   GGUF selection; a file name from a listing that would leave that folder is refused.
 
 Atomic and resumable: each file is downloaded below ``.partial/`` and renamed into place once its
-size is the listed size; an interrupted download resumes from the bytes already there (an HTTP
+size is the listed size (and its SHA-256 the listed one, where the hub lists one: LFS files); an interrupted download resumes from the bytes already there (an HTTP
 ``Range`` request); the marker :data:`~kubejury.files.weight_cache.COMPLETE_MARKER` is written last,
 by rename, and only a folder with the marker counts as complete. A lock file keeps two Jobs from
 writing one folder at once.
@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -93,10 +94,12 @@ def run(args: argparse.Namespace) -> int:
 
 @dataclass(frozen=True)
 class RemoteFile:
-    """One file of a model's weights: its path relative to the model's root, and its size."""
+    """One file of a model's weights: its path relative to the model's root, its size and, when the
+    source lists one (the hub's LFS files), its SHA-256."""
 
     path: str
     size: int
+    sha256: str | None = None
 
 
 class RemoteSource:
@@ -135,7 +138,7 @@ class HubSource(RemoteSource):
                     f"hf://{self.repo}: the hub answered {error.code} listing its files"
                 ) from None
             found += [
-                RemoteFile(str(e["path"]), int(e.get("size") or 0))
+                RemoteFile(str(e["path"]), int(e.get("size") or 0), _lfs_digest(e))
                 for e in entries
                 if isinstance(e, dict) and e.get("type") == "file"
             ]
@@ -149,6 +152,13 @@ class HubSource(RemoteSource):
             response.close()
             raise OSError(f"{url}: the hub ignored the Range request (status {response.status})")
         return response  # type: ignore[no-any-return]
+
+
+def _lfs_digest(entry: dict[str, Any]) -> str | None:
+    """The SHA-256 the hub lists for an LFS file (``lfs.oid``), if any."""
+    lfs = entry.get("lfs")
+    oid = lfs.get("oid") if isinstance(lfs, dict) else None
+    return str(oid).lower() if isinstance(oid, str) and re.fullmatch(r"[0-9a-fA-F]{64}", oid) else None
 
 
 def _next_link(header: str | None) -> str | None:
@@ -341,12 +351,26 @@ def _fetch_file(remote: RemoteSource, item: RemoteFile, folder: Path, progress: 
             )
             time.sleep(min(30.0, 2.0**attempt))
             continue
-        if part.stat().st_size == item.size:
+        if part.stat().st_size == item.size and _digest_matches(part, item):
             final.parent.mkdir(parents=True, exist_ok=True)
             os.replace(part, final)
             return
         progress.add(-part.stat().st_size)
+        if part.stat().st_size == item.size:  # whole, but not the listed content: start again
+            print(f"prefetch {item.path}: SHA-256 is not the listed one; downloading again", file=sys.stderr)
+            part.unlink()
     raise OSError(f"{item.path}: {part.stat().st_size} bytes after {ATTEMPTS} attempts, listed {item.size}")
+
+
+def _digest_matches(part: Path, item: RemoteFile) -> bool:
+    """The file's SHA-256 is the listed one (true when none is listed)."""
+    if item.sha256 is None:
+        return True
+    digest = hashlib.sha256()
+    with open(part, "rb") as handle:
+        while block := handle.read(CHUNK_BYTES * 8):
+            digest.update(block)
+    return digest.hexdigest() == item.sha256
 
 
 def _append(remote: RemoteSource, path: str, part: Path, offset: int, progress: _Progress) -> None:
