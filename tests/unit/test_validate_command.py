@@ -200,3 +200,22 @@ def test_settings_without_any_allow_list_apply_none_and_say_so(
     assert main(["validate", "--settings", str(settings), str(run)]) == 0  # as that operator would
     err = capsys.readouterr().err
     assert str(settings) in err and "no KUBEJURY_ALLOWED_* variable" in err
+
+
+def test_validate_lists_the_pairs_a_run_will_compare_including_the_ones_it_adds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    study = Path(__file__).resolve().parents[2] / "examples" / "evalrun-study.yaml"
+    assert main(["validate", "--local", str(study)]) == 0
+    said = "compares qwq-32b-q6_k − qwq-32b-q4_k_m for equivalence within ±0.25 W points (spec.comparisons)"
+    assert said in capsys.readouterr().out
+    two_precisions = GOOD.replace(
+        "models: [{name: tiny, runtime: llamacpp}]",
+        "models: [{name: q4, runtime: llamacpp, source: hf://org/M-GGUF, quantization: Q4_K_M},"
+        " {name: q6, runtime: llamacpp, source: hf://org/M-GGUF, quantization: Q6_K}]",
+    )
+    file = tmp_path / "pair.yaml"
+    file.write_text(two_precisions, encoding="utf-8")
+    assert main(["validate", "--local", str(file)]) == 0
+    added = "compares q6 − q4 for equivalence within ±0.25 W points (one checkpoint in two precisions, added)"
+    assert added in capsys.readouterr().out

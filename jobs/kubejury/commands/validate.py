@@ -74,6 +74,13 @@ def run(args: argparse.Namespace) -> int:
             f"{path}: ok — EvalRun {evalrun.name!r}: {len(spec.models)} model(s), {len(spec.judges)} judge(s), "
             f"{len(spec.series)} series (primary {spec.primary_series.name!r})"
         )
+        for pair in spec.comparisons_to_run():
+            why = (
+                "one checkpoint in two precisions, added"
+                if pair.origin == "automatic"
+                else "spec.comparisons"
+            )
+            print(f"  compares {pair.a} − {pair.b} for equivalence within ±{pair.margin:g} W points ({why})")
     return 2 if failed else 0
 
 
