@@ -153,6 +153,13 @@ def print_ranking(analysis: Any) -> None:
             f"leading group at {unc.confidence:.0%} (not distinguishable from the top): "
             + ", ".join(unc.leading_group)
         )
+    for c in result.comparisons:  # spec.comparisons and one checkpoint's precisions (issue 27)
+        w = c.weighted
+        said = c.verdict or f"no verdict ({c.reason})"
+        if w is not None:
+            low, high = w.ci90
+            said = f"ΔW {w.estimate:+.3f} (90% {_fmt(low)}–{_fmt(high)}) within ±{c.request.margin:g}: {said}"
+        console.print(f"equivalence {c.request.a} − {c.request.b}: {said}")
     failures = {j: n for j, n in result.parse_failures.items() if n}
     if failures:
         console.print(

@@ -6,6 +6,7 @@ A real run in a separate process against the loopback OpenAI-compatible stub, tw
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -57,6 +58,10 @@ spec:
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    assert re.search(
+        r"equivalence alpha − beta: ΔW [+-]\d\.\d{3} \(90% .*\) within ±0\.3: (equivalent|different|undecided)",
+        done.stdout,
+    )
     report = next((tmp_path / "out").rglob("report.json"))
     document = json.loads(report.read_text(encoding="utf-8"))
     (comparison,) = document["series"][document["primary_series"]]["comparisons"]
