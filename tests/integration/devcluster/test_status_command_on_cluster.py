@@ -27,9 +27,9 @@ import yaml
 
 from devcluster import Cluster
 from factories import build_evalrun
-from kubejury.records.placement import Placement
+from kubejury.records.placement import PLACEMENT_EVENT_REASON, Placement, placement_event_messages
 from kubejury_operator import handlers
-from kubejury_operator.gateway import ApiCredentials, KubeGateway
+from kubejury_operator.gateway import ApiCredentials, KubeGateway, event_manifest
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
@@ -222,6 +222,22 @@ def test_status_as_admin_tells_the_story_of_a_finished_run(
     assert "report: s3://results/runs/ranked/report.html" in out
 
 
+def test_status_shows_the_placement_prose_from_the_runs_placement_event(
+    crd_installed: Cluster, namespace: str, ranked_run: str
+) -> None:
+    run = json.loads(crd_installed.kubectl("get", "evalrun", ranked_run, "-n", namespace, "-o", "json"))
+    placed = Placement(
+        name="m1", runtime="vllm", quantization="fp16", tensor_parallel_size=1, reason="fits one L4 at fp16"
+    )
+    for message in placement_event_messages([placed]):  # as the operator's gateway posts it
+        event = event_manifest(run, "Normal", PLACEMENT_EVENT_REASON, message)
+        crd_installed.kubectl("create", "-f", "-", input=json.dumps(event))
+    result = kubejury_status(ranked_run, "-n", namespace, kubeconfig=crd_installed.kubeconfig)
+    assert result.returncode == 0, result.stderr
+    row = next(line for line in result.stdout.splitlines() if line.strip().startswith("m1 ") and "L4" in line)
+    assert row.rstrip().endswith("fits one L4 at fp16")
+
+
 def test_status_through_an_exec_plugin_user_bound_to_a_viewer_role(
     namespace: str, ranked_run: str, viewer_exec: tuple[Path, Path]
 ) -> None:
@@ -229,6 +245,7 @@ def test_status_through_an_exec_plugin_user_bound_to_a_viewer_role(
     result = kubejury_status(ranked_run, "-n", namespace, kubeconfig=kubeconfig)
     assert result.returncode == 0, result.stderr
     assert "Ranking (series primary)" in result.stdout
+    assert "placed on GPUs" in result.stdout  # may not read Events: the code's meaning
     assert calls.read_text().count("\n") >= 1, "the token must come from the exec plugin"
 
     elsewhere = kubejury_status(ranked_run, "-n", "default", kubeconfig=kubeconfig)
