@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from kubejury.cli import main
 from kubejury.config.spec import EvalRunSpec, parse_evalrun
 from kubejury.placement.estimate import RunEstimate, download_seconds, estimate_run
 from kubejury.placement.gpu_nodes import parse_node_list
@@ -90,3 +91,24 @@ def test_prefetch_saves_the_downloads_gpu_hours_and_says_its_assumption() -> Non
     assert saved == pytest.approx(per_server * gpus / 3600)
     assert "before the server" in with_.assumptions["prefetch"]
     assert "holding its GPUs" in without.assumptions["prefetch"]
+
+
+STUDY = Path(__file__).resolve().parents[2] / "examples" / "evalrun-study.yaml"
+
+
+def _held(capsys: pytest.CaptureFixture[str], *flags: str) -> tuple[float, str]:
+    argv = ["plan", "--evalrun", str(STUDY), "--nodes", str(NODES), "--estimate", "--questions", "200"]
+    assert main([*argv, "--format", "json", *flags]) == 0
+    data = json.loads(capsys.readouterr().out)
+    estimate = data.get("estimate", data)
+    return float(estimate["totals"]["gpu_hours_held"]), str(estimate["assumptions"]["prefetch"])
+
+
+def test_plan_prefetches_for_a_run_with_a_model_cache_unless_told_not_to(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    default, said = _held(capsys)
+    off, said_off = _held(capsys, "--no-prefetch")
+    on, _ = _held(capsys, "--prefetch")
+    assert default == on < off  # the study names spec.modelCache: prefetch is the default
+    assert said.startswith("weights downloaded") and said_off.startswith("none")

@@ -122,10 +122,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
     )
     parser.add_argument(
         "--prefetch",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=None,
         help=(
             "with --estimate: the cluster downloads weights before GPUs (a model cache claim with "
-            "modelCache.prefetch); on by itself when the run names spec.modelCache"
+            "modelCache.prefetch), or not; default: when the run names spec.modelCache"
         ),
     )
     parser.add_argument(
@@ -422,7 +423,8 @@ def _estimate_of(
     from kubejury.placement.estimate import bringup_plan, estimate_run
 
     order = bringup_plan(spec, plans)[0] if args.order == "operator" else args.order
-    prefetch = bool(getattr(args, "prefetch", False)) or spec.model_cache is not None
+    chosen = getattr(args, "prefetch", None)
+    prefetch = spec.model_cache is not None if chosen is None else bool(chosen)
     without = estimate_run(spec, plans, inputs.workload, order=order, prefetch=prefetch)
     if inputs.copies is None or inputs.remaining is None:
         return without, inputs.copies
