@@ -187,3 +187,16 @@ def test_the_manifest_preview_shows_each_download_before_its_server() -> None:
     names = [(m["kind"], m["metadata"]["name"]) for m in simulate(cached(build_cluster_run(max_models=1)))]
     for key in ("m-a", "m-b", "m-c", "j-j"):
         assert names.index(("Job", prefetch_of(key))) < names.index(("Deployment", workload_of(key)))
+
+
+def test_a_server_already_there_needs_no_download_again() -> None:
+    run = cached(build_cluster_run(max_models=1))
+    # the operator restarted after the Job was cleaned up: the Deployment proves the weights are in
+    serving = Observed(deployments=ready_servers("m-a"), jobs=generation_jobs(["a"], JOB_RUNNING))
+    assert prefetch_of("m-a") not in creates(plan(run, serving, {"phase": "Generating"}, NOW), "Job")
+
+
+def test_a_queued_run_sends_its_downloads_through_its_local_queue() -> None:
+    run = replace(cached(build_cluster_run(max_models=1)), queue_name="team-a")
+    jobs = [a.manifest for a in plan(run, Observed(), {}, NOW).actions if a.kind == "Job" and a.manifest]
+    assert jobs and all(j["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a" for j in jobs)
