@@ -377,6 +377,9 @@ def _slot_job(
         return mf.aggregation_job(run.ref, run.settings, run.storage, gpu_usage=gpu), None
     if vocab.reuse_job_name(run.ref.name) == slot:
         return _reuse_manifest(run, observed), None
+    for endpoint in (*run.models, *run.judges):
+        if prefetching.prefetch_job_name(run.ref.name, endpoint.key) == slot:
+            return mf.prefetch_job(run.ref, endpoint, run.settings), None
     return None
 
 

@@ -15,6 +15,7 @@ from factories import (
     build_cluster_run,
     endpoint,
     generation_jobs,
+    oom_killed,
     ready_servers,
     workload_of,
 )
@@ -200,3 +201,16 @@ def test_a_queued_run_sends_its_downloads_through_its_local_queue() -> None:
     run = replace(cached(build_cluster_run(max_models=1)), queue_name="team-a")
     jobs = [a.manifest for a in plan(run, Observed(), {}, NOW).actions if a.kind == "Job" and a.manifest]
     assert jobs and all(j["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a" for j in jobs)
+
+
+def test_an_oom_killed_download_is_replaced_with_more_memory_and_the_run_waits_for_it() -> None:
+    run = cached(build_cluster_run(max_models=1))
+    p = plan(run, Observed(jobs={prefetch_of("m-a"): oom_killed(limit="2Gi")}), {}, NOW)
+    replacements = [
+        a.manifest for a in p.actions if a.kind == "Job" and a.name.startswith(prefetch_of("m-a") + "-oom")
+    ]
+    assert len(replacements) == 1 and replacements[0] is not None
+    limits = _container(replacements[0])["resources"]["limits"]
+    assert limits["memory"] == "4Gi"
+    assert p.phase != "Failed"
+    assert creates(p, "Deployment") == set()
