@@ -1,18 +1,24 @@
-"""Aggregation performance: judgments JSONL → cubes → the study's formulas → bootstrap, at two scales.
+"""Aggregation performance: judgments → cubes → the study's formulas → bootstrap, from JSONL and
+from the stages' Parquet shards side by side, at four scales.
 
 Run ``python benchmarks/aggregation.py`` (from the repository, with the project's virtualenv).
 It generates synthetic benchmark and judgment files once (cached under
-``~/.cache/kubejury/bench/``, never in the repository), then measures, each in a fresh
-subprocess so that peak memory is that run's own:
+``~/.cache/kubejury/bench/``, never in the repository) — the same judgments as JSONL and as
+Parquet shards of the stages' schema (:func:`kubejury.files.shards.conform`), one shard per series
+and judge — then measures, each in a fresh subprocess so that peak memory is that run's own:
 
-* kubejury end to end: read the benchmark and every judgments JSONL file, build one ScoreCube per
-  series, ``score_series`` and ``bootstrap_series`` for every series;
-* a plain pandas implementation of the same formulas (steps 1–6 of docs/method.md, no
-  bootstrap), reading the same files with ``pandas.read_json(lines=True, engine="pyarrow")`` and
+* kubejury end to end from JSONL (the path of runs made before issue 26 and of other tools): read
+  the benchmark and every judgments file, build one ScoreCube per series, ``score_series`` and
+  ``bootstrap_series`` for every series;
+* kubejury end to end from the Parquet shards (the path of runs made now), the same steps;
+* a plain pandas + pyarrow implementation of the same formulas (steps 1–6 of docs/method.md, no
+  bootstrap), reading the same shards with ``pandas.read_parquet(engine="pyarrow")`` and
   aggregating with ``groupby``; its weighted scores are compared with kubejury's as a check.
 
-Scales: the study's (16 models × 1,440 questions × 3 judges = 69,120 judgments, one series) and
-10 million (50 models × 22,222 questions × 3 judges × 3 series = 9,999,900 judgments).
+Scales: the study's (16 models × 1,440 questions × 3 judges = 69,120 judgments, one series),
+1 M, 10 M (50 models × 22,222 questions × 3 judges × 3 series = 9,999,900) and 30 M judgments
+(``--scale`` picks some). ``--formats`` measures the shard format choice instead (Parquet against
+Arrow IPC: size, write and read time, peak RSS, on the 10 M data; docs/formats.md).
 Figures are written to ``benchmarks/results/aggregation.md`` and printed.
 """
 
@@ -35,7 +41,7 @@ import numpy as np
 
 CACHE = Path(os.environ.get("KUBEJURY_CACHE", Path.home() / ".cache" / "kubejury")) / "bench"
 RESULTS = Path(__file__).resolve().parent / "results" / "aggregation.md"
-FORMAT_VERSION = 2  # bump to regenerate cached files when the generator changes
+FORMAT_VERSION = 3  # bump to regenerate cached files when the generator changes
 RATIONALE = "Matches the reference on the key points; minor omissions."
 LEVEL_WEIGHTS = {1: 0.6, 2: 0.8, 3: 1.0}
 # OpenBLAS threads for the measured processes (unless OPENBLAS_NUM_THREADS is set): its worker
@@ -65,10 +71,15 @@ class Scale:
         )
 
 
+THREE_SERIES = ("t0-rp1.2", "t0.8-rp1.2", "t0-rp1.05")
 SCALES = {
     "study": Scale("study", 16, 1440, 3, ("t0-rp1.2",), 2000),
-    "10m": Scale("10m", 50, 22222, 3, ("t0-rp1.2", "t0.8-rp1.2", "t0-rp1.05"), 1000),
+    "1m": Scale("1m", 50, 2222, 3, THREE_SERIES, 1000),
+    "10m": Scale("10m", 50, 22222, 3, THREE_SERIES, 1000),
+    "30m": Scale("30m", 50, 66666, 3, THREE_SERIES, 1000),
 }
+DEFAULT_SCALES = ("study", "1m", "10m", "30m")
+PATHS = ("jsonl", "shards")  # kubejury's two inputs, measured side by side
 
 
 # ---------------------------------------------------------------------------------------------
@@ -135,9 +146,25 @@ def generate(scale: Scale) -> Path:
             pl.when(pl.col("null")).then(pl.lit("judge output not parseable")).otherwise(None).alias("error"),
         )
         frame.write_ndjson(folder / "judgments" / f"{series}.jsonl")
+        write_shards(frame, folder / "shards" / series / "judgments")
         del frame
     done.write_text("ok\n")
     return folder
+
+
+def write_shards(frame: Any, folder: Path) -> None:
+    """The judgments of one series as the judging stages store them: one Parquet shard per judge,
+    in the shard schema of :class:`~kubejury.records.results.JudgmentRecord`."""
+    import polars as pl
+    import pyarrow.parquet as pq
+
+    from kubejury.files.shards import COMPRESSION, conform
+    from kubejury.records.results import JudgmentRecord
+
+    for judge in frame["judge"].unique().sort().to_list():
+        table = conform(frame.filter(pl.col("judge") == judge).to_arrow(), JudgmentRecord)
+        (folder / judge).mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, folder / judge / "part-000000-0.parquet", compression=COMPRESSION)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -148,7 +175,7 @@ def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def run_kubejury(folder: Path, samples: int) -> dict[str, Any]:
+def run_kubejury(folder: Path, samples: int, path: str) -> dict[str, Any]:
     from kubejury.files.benchmark import load_benchmark
     from kubejury.files.tables import build_cubes, load_judgments
     from kubejury.stats.scoring import ScoringConfig, cell_index, score_series
@@ -163,7 +190,7 @@ def run_kubejury(folder: Path, samples: int) -> dict[str, Any]:
 
     cpu0, t0 = time.process_time(), time.perf_counter()
     bench = load_benchmark(folder / "benchmark.jsonl")
-    judgments = load_judgments(folder / "judgments")
+    judgments = load_judgments(folder / ("judgments" if path == "jsonl" else "shards"))
     lap("read", t0, cpu0)
     t, c = time.perf_counter(), time.process_time()
     cubes = build_cubes(bench, judgments)
@@ -225,9 +252,10 @@ def run_pandas(folder: Path) -> dict[str, Any]:
 
     cpu0, t0 = time.process_time(), time.perf_counter()
     bench = pd.read_json(folder / "benchmark.jsonl", lines=True, engine="pyarrow")[["id", "domain", "level"]]
+    columns = ["question_id", "model", "series", "judge", "score"]
     frames = [
-        pd.read_json(path, lines=True, engine="pyarrow")[["question_id", "model", "series", "judge", "score"]]
-        for path in sorted((folder / "judgments").glob("*.jsonl"))
+        pd.read_parquet(path, engine="pyarrow", columns=columns)
+        for path in sorted((folder / "shards").glob("**/*.parquet"))
     ]
     frame = pd.concat(frames, ignore_index=True)
     del frames
@@ -247,8 +275,54 @@ def run_pandas(folder: Path) -> dict[str, Any]:
 def child(kind: str, scale_name: str) -> None:
     scale = SCALES[scale_name]
     folder = scale.folder
-    result = run_kubejury(folder, scale.samples) if kind == "kubejury" else run_pandas(folder)
+    if kind.startswith("format-"):
+        result = run_format(folder, *kind.split("-", 2)[1:])
+    elif kind == "pandas":
+        result = run_pandas(folder)
+    else:
+        result = run_kubejury(folder, scale.samples, kind.removeprefix("kubejury-"))
     print(json.dumps(result))
+
+
+# ---------------------------------------------------------------------------------------------
+# The shard format: Parquet against Arrow IPC on the same judgments
+
+FORMATS = ("parquet-zstd", "ipc-zstd", "ipc-lz4", "ipc-uncompressed")
+KEY_COLUMNS = ["question_id", "model", "series", "judge", "score"]
+
+
+def _format_file(folder: Path, fmt: str, series: str) -> Path:
+    return folder / "formats" / fmt / f"{series}.{'parquet' if fmt.startswith('parquet') else 'arrow'}"
+
+
+def run_format(folder: Path, action: str, fmt: str) -> dict[str, Any]:
+    """``write``: every series' judgments (all columns of the shard schema) in ``fmt``, timing the
+    writes only; ``read``: the key columns and scores back, as the aggregation reads them."""
+    import pyarrow.feather as feather
+    import pyarrow.parquet as pq
+
+    wall = cpu = 0.0
+    size = rows = 0
+    for series in sorted(p.name for p in (folder / "shards").iterdir()):
+        target = _format_file(folder, fmt, series)
+        if action == "write":
+            table = pq.read_table(sorted((folder / "shards" / series).glob("**/*.parquet")))
+            target.parent.mkdir(parents=True, exist_ok=True)
+        t, c = time.perf_counter(), time.process_time()
+        if action == "write" and fmt.startswith("parquet"):
+            pq.write_table(table, target, compression="zstd")
+        elif action == "write":
+            feather.write_feather(table, target, compression=fmt.removeprefix("ipc-"))
+        elif fmt.startswith("parquet"):
+            table = pq.read_table(target, columns=KEY_COLUMNS)
+        else:
+            table = feather.read_table(target, columns=KEY_COLUMNS, memory_map=False)
+        wall += time.perf_counter() - t
+        cpu += time.process_time() - c
+        rows += table.num_rows
+        size += target.stat().st_size
+        del table
+    return {"wall_s": wall, "cpu_s": cpu, "rows": rows, "bytes": size, "peak_rss_mib": _peak_rss_mib()}
 
 
 def measure(kind: str, scale: Scale, timeout: float) -> dict[str, Any]:
@@ -278,10 +352,6 @@ def _load() -> str:
     return f"{one:.1f} / {five:.1f} / {fifteen:.1f}"
 
 
-def _fmt_stages(stages: dict[str, float]) -> str:
-    return ", ".join(f"{k} {v:.2f}" for k, v in stages.items())
-
-
 HISTORY_HEADING = "## All runs (kubejury end to end; newest last)"
 
 
@@ -295,90 +365,210 @@ def _history(path: Path) -> list[str]:
     return [line for line in lines[lines.index(HISTORY_HEADING) + 1 :] if line.startswith("- ")]
 
 
-def _history_line(load: str, results: dict[str, dict[str, Any]]) -> str:
+def _history_line(load: str, results: dict[str, dict[str, dict[str, Any]]]) -> str:
     parts = []
-    for name, ours in results.items():
-        if "error" in ours:
-            parts.append(f"{name}: failed ({ours['error']})")
-        else:
-            parts.append(
-                f"{name}: {ours['wall_s']:.2f} s wall, {ours['cpu_s']:.2f} s CPU, {ours['peak_rss_mib']:.0f} MiB"
-            )
+    for name, by_path in results.items():
+        for path, ours in by_path.items():
+            label = name if path == "jsonl" else f"{name} {path}"
+            if "error" in ours:
+                parts.append(f"{label}: failed ({ours['error']})")
+            else:
+                parts.append(
+                    f"{label}: {ours['wall_s']:.2f} s wall, {ours['cpu_s']:.2f} s CPU, {ours['peak_rss_mib']:.0f} MiB"
+                )
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     return f"- {stamp}, load {load}: " + "; ".join(parts)
 
 
-def _row(scale: Scale, size: int, ours: dict[str, Any], theirs: dict[str, Any]) -> str:
-    if "error" in ours:
-        return f"| {scale.name} | {scale.judgments:,} | kubejury failed: {ours['error']} |" + " |" * 8
-    stages = " / ".join(f"{ours['stages'][k]:.2f}" for k in ("read", "cubes", "score", "bootstrap"))
-    stage_cpu = " / ".join(f"{ours['stage_cpu_s'][k]:.2f}" for k in ("read", "cubes", "score", "bootstrap"))
+def _max_difference(ours: dict[str, Any], theirs: dict[str, Any]) -> str:
+    diffs = [
+        abs(ours["weighted"][s][m] - theirs["weighted"][s][m])
+        for s in ours["weighted"]
+        for m in ours["weighted"][s]
+    ]
+    return f"{max(diffs):.1e}"
+
+
+def _rows(
+    scale: Scale, sizes: dict[str, int], by_path: dict[str, dict[str, Any]], theirs: dict[str, Any]
+) -> list[str]:
+    """One row per kubejury path and one for pandas, with the ratios against the JSONL path and pandas."""
+    out = []
+    jsonl = by_path.get("jsonl", {"error": "not measured"})
+    for path, ours in by_path.items():
+        head = f"| {scale.name} | {scale.judgments:,} | kubejury, {path} ({sizes[path] / 2**20:,.1f} MiB) "
+        if "error" in ours:
+            out.append(head + f"| failed: {ours['error']} |" + " |" * 7)
+            continue
+        stages = " / ".join(f"{ours['stages'][k]:.2f}" for k in ("read", "cubes", "score", "bootstrap"))
+        vs_jsonl = (
+            "1×" if path == "jsonl" or "error" in jsonl else f"{jsonl['wall_s'] / ours['wall_s']:.1f}× faster"
+        )
+        if "error" in theirs:
+            formula_ratio, agreement = "n/a", "n/a"
+        else:
+            formulas = ours["stages"]["cubes"] + ours["stages"]["score"]
+            formula_ratio = f"{theirs['stages']['formulas'] / formulas:.1f}×"
+            agreement = _max_difference(ours, theirs)
+        out.append(
+            head
+            + f"| **{ours['wall_s']:.2f} s** | {ours['cpu_s']:.2f} s | **{ours['peak_rss_mib']:.0f} MiB** "
+            f"| {stages} | {vs_jsonl} | {formula_ratio} | {agreement} |"
+        )
+    head = f"| {scale.name} | {scale.judgments:,} | pandas + pyarrow, shards, no bootstrap "
     if "error" in theirs:
-        pandas_cell, ratio, formula_ratio, agreement = theirs["error"], "n/a", "n/a", "n/a"
+        out.append(head + f"| {theirs['error']} |" + " |" * 7)
     else:
-        pandas_cell = (
-            f"{theirs['wall_s']:.2f} s ({theirs['cpu_s']:.2f} s CPU; read {theirs['stages']['read']:.2f}, "
-            f"formulas {theirs['stages']['formulas']:.2f}), {theirs['peak_rss_mib']:.0f} MiB"
+        stages = f"read {theirs['stages']['read']:.2f}, formulas {theirs['stages']['formulas']:.2f}"
+        out.append(
+            head + f"| {theirs['wall_s']:.2f} s | {theirs['cpu_s']:.2f} s | {theirs['peak_rss_mib']:.0f} MiB "
+            f"| {stages} | | 1× | |"
         )
-        ratio = f"{theirs['wall_s'] / ours['wall_s']:.1f}×"
-        formula_ratio = (
-            f"{theirs['stages']['formulas'] / (ours['stages']['cubes'] + ours['stages']['score']):.1f}×"
+    return out
+
+
+def _format_rows(load: str) -> list[str]:
+    """Measure every shard format on the 10 M data (write, then read back the key columns)."""
+    scale = SCALES["10m"]
+    generate(scale)
+    rows = []
+    for fmt in FORMATS:
+        write = measure(f"format-write-{fmt}", scale, timeout=900)
+        read = measure(f"format-read-{fmt}", scale, timeout=900)
+        print(f"[formats] {fmt}: write {json.dumps(write)} read {json.dumps(read)}")
+        if "error" in write or "error" in read:
+            rows.append(f"| {fmt} | failed: {write.get('error') or read.get('error')} | | | | |")
+            continue
+        rows.append(
+            f"| {fmt} | {write['bytes'] / 2**20:,.1f} MiB | {write['wall_s']:.2f} s ({write['cpu_s']:.2f} s CPU) "
+            f"| {read['wall_s']:.2f} s ({read['cpu_s']:.2f} s CPU) | {read['peak_rss_mib']:.0f} MiB | {write['rows']:,} |"
         )
-        diffs = [
-            abs(ours["weighted"][s][m] - theirs["weighted"][s][m])
-            for s in ours["weighted"]
-            for m in ours["weighted"][s]
-        ]
-        agreement = f"{max(diffs):.1e}"
-    return (
-        f"| {scale.name} | {scale.judgments:,} ({len(scale.series)} series, {size / 2**20:.0f} MiB) "
-        f"| **{ours['wall_s']:.2f} s** | {ours['cpu_s']:.2f} s | **{ours['peak_rss_mib']:.0f} MiB** "
-        f"| {stages} (CPU {stage_cpu}) | {scale.samples} | {pandas_cell} | {ratio} | {formula_ratio} | {agreement} |"
-    )
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    return [
+        f"Measured {stamp}, load average (1/5/15 min) {load} before and {_load()} after; 10 M judgments of the",
+        "benchmark's data in the stages' shard schema (all 15 columns, the rationale included), one file per series.",
+        "Write: all columns; read: the five columns the aggregation reads (question_id, model, series, judge,",
+        "score), with pyarrow, each in a fresh process (peak RSS includes the interpreter and pyarrow, ~100 MiB).",
+        "",
+        "| format | size on disk | write | read (5 columns) | peak RSS of the read | records |",
+        "|---|---|---|---|---|---|",
+        *rows,
+    ]
+
+
+FORMATS_HEADING = "## Shard format: Parquet or Arrow IPC (`--formats`)"
+
+
+def _section(path: Path, heading: str) -> list[str]:
+    """An earlier results file's section under ``heading`` (up to the next heading), kept as is."""
+    if not path.exists():
+        return []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    if heading not in lines:
+        return []
+    rest = lines[lines.index(heading) + 1 :]
+    end = next((i for i, line in enumerate(rest) if line.startswith("## ")), len(rest))
+    return [heading, *rest[:end]]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--child", choices=["kubejury", "pandas"], help=argparse.SUPPRESS)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--scale", choices=sorted(SCALES), action="append")
     parser.add_argument("--skip-pandas", action="store_true", help="only measure kubejury")
+    parser.add_argument(
+        "--pandas-max", type=int, default=10_000_000, help="largest scale (judgments) pandas is run at"
+    )
+    parser.add_argument(
+        "--jsonl-max", type=int, default=30_000_000, help="largest scale (judgments) the JSONL path is run at"
+    )
+    parser.add_argument("--formats", action="store_true", help="measure the shard formats instead")
     parser.add_argument("--pandas-timeout", type=float, default=600.0)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     if args.child:
         child(args.child, args.scale[0])
         return 0
+    if args.formats:
+        formats = [FORMATS_HEADING, "", *_format_rows(_load()), ""]
+        _write(args.out, formats_section=formats)
+        print("\n".join(formats))
+        return 0
 
-    scales = [SCALES[s] for s in (args.scale or ["study", "10m"])]
+    scales = [SCALES[s] for s in (args.scale or DEFAULT_SCALES)]
     rows: list[str] = []
     notes: list[str] = []
-    scale_results: dict[str, dict[str, Any]] = {}
+    scale_results: dict[str, dict[str, dict[str, Any]]] = {}
     load_before = _load()
     for scale in scales:
         t = time.perf_counter()
         folder = generate(scale)
-        size = sum(p.stat().st_size for p in (folder / "judgments").glob("*.jsonl"))
-        print(
-            f"[{scale.name}] data ready in {time.perf_counter() - t:.1f} s: {folder} ({size / 2**20:.0f} MiB)"
-        )
-        ours = measure("kubejury", scale, timeout=900)
-        print(f"[{scale.name}] kubejury: {json.dumps({k: v for k, v in ours.items() if k != 'weighted'})}")
+        sizes = {
+            "jsonl": sum(p.stat().st_size for p in (folder / "judgments").glob("*.jsonl")),
+            "shards": sum(p.stat().st_size for p in (folder / "shards").glob("**/*.parquet")),
+        }
+        print(f"[{scale.name}] data ready in {time.perf_counter() - t:.1f} s: {folder} ({sizes})")
+        by_path: dict[str, dict[str, Any]] = {}
+        for path in PATHS:
+            if path == "jsonl" and scale.judgments > args.jsonl_max:
+                continue
+            by_path[path] = measure(f"kubejury-{path}", scale, timeout=900)
+            print(
+                f"[{scale.name}] kubejury {path}: {json.dumps({k: v for k, v in by_path[path].items() if k != 'weighted'})}"
+            )
+        skip = args.skip_pandas or scale.judgments > args.pandas_max
         theirs: dict[str, Any] = (
-            {"error": "skipped"} if args.skip_pandas else measure("pandas", scale, args.pandas_timeout)
+            {"error": "not run"} if skip else measure("pandas", scale, args.pandas_timeout)
         )
         print(f"[{scale.name}] pandas:   {json.dumps({k: v for k, v in theirs.items() if k != 'weighted'})}")
-        rows.append(_row(scale, size, ours, theirs))
-        scale_results[scale.name] = ours
-        if "leading_group_sizes" in ours:
-            cpu = ours["stage_cpu_s"]
-            estimate = cpu["read"] / 2 + cpu["cubes"] + cpu["score"] + cpu["bootstrap"]
-            notes.append(
-                f"{scale.name}: leading-group size per series {ours['leading_group_sizes']}; from the CPU seconds,"
-                f" 2 idle cores would need about {estimate:.1f} s (read CPU / 2 + the rest; an estimate, not a"
-                " measurement)"
-            )
+        rows.extend(_rows(scale, sizes, by_path, theirs))
+        scale_results[scale.name] = by_path
+        for path, ours in by_path.items():
+            if "leading_group_sizes" in ours:
+                notes.append(
+                    f"{scale.name} {path}: leading-group size per series {ours['leading_group_sizes']}"
+                )
     load_after = _load()
+    _write(
+        args.out,
+        rows=rows,
+        notes=notes,
+        loads=(load_before, load_after),
+        history=_history_line(load_before, scale_results),
+    )
+    print(f"written {args.out}")
+    return 0
 
+
+def _write(
+    out: Path,
+    *,
+    rows: list[str] | None = None,
+    notes: list[str] | None = None,
+    loads: tuple[str, str] | None = None,
+    history: str | None = None,
+    formats_section: list[str] | None = None,
+) -> None:
+    """Write the results file: the latest run's table (or the earlier one when only the formats
+    were measured), the formats section, and the history with this run's line added."""
+    previous = out.read_text(encoding="utf-8").splitlines() if out.exists() else []
+    if rows is None:
+        head = (
+            previous[: previous.index(FORMATS_HEADING)]
+            if FORMATS_HEADING in previous
+            else (previous[: previous.index(HISTORY_HEADING)] if HISTORY_HEADING in previous else previous)
+        )
+    else:
+        assert loads is not None
+        head = _main_section(rows, notes or [], *loads)
+    formats = formats_section if formats_section is not None else _section(out, FORMATS_HEADING)
+    runs = _history(out) + ([history] if history else [])
+    text = [*head, *([*formats, ""] if formats else []), HISTORY_HEADING, "", *runs]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(text) + "\n", encoding="utf-8")
+
+
+def _main_section(rows: list[str], notes: list[str], load_before: str, load_after: str) -> list[str]:
     busy = max(float(x) for x in (load_before.split(" / ")[0], load_after.split(" / ")[0]))
     blas = os.environ.get("OPENBLAS_NUM_THREADS", str(BLAS_THREADS))
     text = [
@@ -390,20 +580,25 @@ def main() -> int:
         "",
         f"- Machine: {os.cpu_count()} CPUs ({platform.machine()}), Python {platform.python_version()}; load average"
         f" (1/5/15 min) {load_before} before the run and {load_after} after it. OPENBLAS_NUM_THREADS={blas}.",
-        "- kubejury: `load_benchmark` + `load_judgments` (polars columnar NDJSON reader, dictionary-encoded keys) →",
-        "  `build_cubes` → for every series `score_series` + `bootstrap_series` (stratified cluster bootstrap; the",
-        "  replicates are drawn once and shared by the series; see docs/method.md).",
-        '- pandas baseline: `pandas.read_json(lines=True, engine="pyarrow")` and a `groupby` implementation of',
-        '  steps 1–6 (S(q), S_i, Score, W, D, σ), **no bootstrap**. "formulas only" compares its groupby time',
-        "  with kubejury's cube building + scoring, both from data already in memory. max |ΔW| is the largest",
-        "  difference between the two implementations' weighted scores (a correctness cross-check).",
+        "- kubejury, jsonl: `load_benchmark` + `load_judgments` over one JSONL file per series (polars columnar NDJSON",
+        "  reader; the path of runs made before issue 26 and of other tools' files) → `build_cubes` → for every",
+        "  series `score_series` + `bootstrap_series` (stratified cluster bootstrap; the replicates are drawn once",
+        "  and shared by the series; see docs/method.md).",
+        "- kubejury, shards: the same from the same judgments as the judging stages store them now: Parquet shards",
+        "  (zstd) of the `JudgmentRecord` schema, one per series and judge; five columns read, no JSON parsed.",
+        '- pandas + pyarrow: `pandas.read_parquet(engine="pyarrow")` of the same shards and a `groupby`',
+        '  implementation of steps 1–6 (S(q), S_i, Score, W, D, σ), **no bootstrap**. "formulas only" is its',
+        "  groupby time divided by kubejury's cube building + scoring, both from data already in memory. max |ΔW| is",
+        "  the largest difference between the two implementations' weighted scores (a correctness cross-check).",
         "- Synthetic data: 16 domains × 3 levels, model quality, level robustness, question difficulty and judge",
         "  bias drawn at random, scores rounded to 0.5, 1% null scores. Records carry a ~60-character rationale;",
-        "  real rationales are longer, which makes files and JSON parsing proportionally larger.",
-        "- Targets (issue 2): 10 M judgments in ≤ 15 s wall and ≤ 3 GiB peak; the study's 69,120 well under 1 s.",
+        "  real rationales are longer, which makes JSONL files and JSON parsing proportionally larger (the shard",
+        "  path does not read the rationale column at all).",
+        "- Targets (issue 26): 10 M judgments with intervals in ≤ 3 s wall on 2 cores and ≤ 1.5 GiB peak; the",
+        "  study's 69,120 in ≤ 0.3 s; ≥ 5× pandas + pyarrow computing the formulas alone.",
         "",
-        "| scale | judgments (JSONL size) | kubejury wall | CPU | peak RSS | stages wall: read / cubes / score / bootstrap (s) | bootstrap samples | pandas, no bootstrap | pandas ÷ kubejury (wall) | formulas only | max \\|ΔW\\| |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| scale | judgments | path (judgments size) | wall | CPU | peak RSS | stages wall: read / cubes / score / bootstrap (s) | JSONL wall ÷ this | formulas only (pandas ÷ kubejury) | max \\|ΔW\\| |",
+        "|---|---|---|---|---|---|---|---|---|---|",
         *rows,
         "",
         *[f"- {n}" for n in notes],
@@ -412,16 +607,9 @@ def main() -> int:
         text += [
             "",
             f"**Taken under contention**: the 2 cores were shared with other jobs (1-minute load average up to {busy:.1f}),",
-            "so wall times are inflated compared with an idle machine. CPU seconds are the less disturbed figure:",
-            "on 2 idle cores the read stage (polars parses on both) takes about half its CPU time, the rest about",
-            "its CPU time.",
+            "so wall times are inflated compared with an idle machine. CPU seconds are the less disturbed figure.",
         ]
-    text += ["", HISTORY_HEADING, "", *_history(args.out), _history_line(load_before, scale_results)]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("\n".join(text) + "\n", encoding="utf-8")
-    print("\n".join(text))
-    print(f"written {args.out}")
-    return 0
+    return [*text, ""]
 
 
 if __name__ == "__main__":
