@@ -235,6 +235,38 @@ def test_parquet_and_jsonl_judgments_load_to_the_same_codes_and_scores(tmp_path:
     assert columnar.to_frame().equals(lines.to_frame())
 
 
+def test_key_columns_a_shard_holds_one_value_of_are_coded_from_its_statistics_alike(tmp_path: Path) -> None:
+    def records(series: str, judge: str) -> list[JudgmentRecord]:
+        return [
+            dataclasses.replace(
+                judgment(f"q{i}", model=f"m{i % 2}", score=float(i)), series=series, judge=judge
+            )
+            for i in range(4)
+        ]
+
+    parquet, jsonl = tmp_path / "parquet", tmp_path / "jsonl"
+    parquet.mkdir()
+    jsonl.mkdir()
+    for name, series, judge in (("a", "hot", "j2"), ("b", "cold", "j1"), ("c", "hot", "j1")):
+        shards.write_file(parquet / f"{name}.parquet", records(series, judge))
+        lines = b"".join(json.dumps(r.to_json()).encode() + b"\n" for r in records(series, judge))
+        (jsonl / f"{name}.jsonl").write_bytes(lines)
+    assert shards.constant_columns(str(parquet / "a.parquet"), ["series", "model", "judge"], "a") == {
+        "series": "hot",
+        "judge": "j2",
+    }
+    columnar, lines_read = load_judgments(parquet), load_judgments(jsonl)
+    assert (
+        (columnar.series, columnar.judges)
+        == (lines_read.series, lines_read.judges)
+        == (("hot", "cold"), ("j1", "j2"))
+    )
+    assert columnar.to_frame().equals(lines_read.to_frame())
+    shards.write_file(parquet / "d.parquet", records("", "j1"))
+    with pytest.raises(InputError, match=r"d\.parquet, record 1, field 'series': judgment field is empty"):
+        load_judgments(parquet)
+
+
 # ------------------------------------------------------------------- runs made before issue 26
 
 QUESTIONS = 4

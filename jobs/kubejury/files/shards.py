@@ -236,3 +236,37 @@ def conform(table: pa.Table, record_type: type) -> pa.Table:
         for field in schema
     ]
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+def constant_columns(path: str, names: Sequence[str], source: str) -> dict[str, str]:
+    """The string columns among ``names`` that hold one value in every record of the Parquet file
+    at ``path``, and that value — known from the footer's statistics alone (every row group's
+    minimum equals its maximum, no nulls), so such a column need not be read. A stage's shard
+    holds one series, and one model (answers) or one judge (judgments)."""
+    try:
+        metadata = pq.read_metadata(path)
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise InputError(source, f"not a readable Parquet shard: {exc}") from None
+    if metadata.num_row_groups == 0 or metadata.num_rows == 0:
+        return {}
+    positions = {metadata.schema.column(i).path: i for i in range(metadata.num_columns)}
+    out: dict[str, str] = {}
+    for name in names:
+        if name not in positions:
+            continue
+        values: set[object] = set()
+        for group in range(metadata.num_row_groups):
+            column = metadata.row_group(group).column(positions[name])
+            stats = column.statistics
+            exact = (
+                stats is not None
+                and getattr(stats, "is_min_exact", True)
+                and getattr(stats, "is_max_exact", True)
+            )
+            if not (exact and stats.has_min_max and stats.null_count == 0 and stats.min == stats.max):
+                break
+            values.add(stats.min)
+        else:
+            if len(values) == 1 and isinstance(value := values.pop(), str):
+                out[name] = value
+    return out

@@ -402,27 +402,46 @@ class _Collected:
     frame: pl.DataFrame  # every file's records, in order (chunks are not copied together)
     sources: tuple[str, ...]
     offsets: tuple[int, ...]
+    # Key columns not read because every file holds one value of them (Parquet statistics): each
+    # file's value. A stage's shard holds one series, and one judge (judgments) or model (answers).
+    constants: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
     def fail(self, record: int, message: str, field: str | None) -> InputError:
         source, location = _location(self.sources, self.offsets, record)
         return InputError(source, message, location=location, field=field)
 
 
+_CONSTANT_CANDIDATES = ("series", "model", "judge")
+
+
+def _constant_keys(files: list[str], schema: Mapping[str, pl.DataType]) -> dict[str, tuple[str, ...]]:
+    """The key columns that every file — all Parquet — holds one value of, with each file's value."""
+    if any(shards.file_kind(source) != "parquet" for source in files):
+        return {}
+    names = [name for name in _CONSTANT_CANDIDATES if name in schema]
+    per_file = [shards.constant_columns(source, names, source) for source in files]
+    return {
+        name: tuple(found[name] for found in per_file) for name in names if all(name in f for f in per_file)
+    }
+
+
 def _collect(files: list[str], schema: Mapping[str, pl.DataType], kind: str) -> _Collected:
     frames: list[pl.DataFrame] = []
     offsets = [0]
+    constants = _constant_keys(files, schema)
+    read = {name: dtype for name, dtype in schema.items() if name not in constants}
     for source in files:
         if shards.file_kind(source) == "parquet":
-            frame = _read_parquet(source, schema, kind)
+            frame = _read_parquet(source, read, kind)
         else:
-            frame = _read_ndjson(source, schema, _FIELDS[kind], kind)
+            frame = _read_ndjson(source, read, _FIELDS[kind], kind)
         offsets.append(offsets[-1] + frame.height)
         if frame.height:
             frames.append(frame)
     if not frames:
         raise InputError(", ".join(files), f"no {kind} records: the file(s) are empty")
     frame = frames[0] if len(frames) == 1 else pl.concat(frames, rechunk=False)
-    return _Collected(frame=frame, sources=tuple(files), offsets=tuple(offsets))
+    return _Collected(frame=frame, sources=tuple(files), offsets=tuple(offsets), constants=constants)
 
 
 def _first_row(column: pl.Series, value: str | None) -> int:
@@ -434,12 +453,15 @@ def _encode(
     collected: _Collected, names: Sequence[str], kind: str
 ) -> dict[str, tuple[tuple[str, ...], Codes]]:
     """Dictionary and codes of each key column, validated through its distinct values (cheap); the
-    columns are hashed side by side (polars runs one select's expressions in parallel).
+    columns are hashed side by side (polars runs one select's expressions in parallel), and a
+    column that each file holds one value of is not hashed at all.
 
     ``series`` keeps first-appearance order (null → ``"default"``); other dictionaries are sorted.
     """
+    out = {name: _encode_constant(collected, name, kind) for name in names if name in collected.constants}
+    names = [name for name in names if name not in collected.constants]
     frame = collected.frame
-    nulls = frame.select(pl.col(name).null_count() for name in names).row(0)
+    nulls = frame.select(pl.col(name).null_count() for name in names).row(0) if names else ()
     columns: dict[str, pl.Series] = {}
     for name, count in zip(names, nulls, strict=True):
         column = frame[name]
@@ -455,7 +477,6 @@ def _encode(
     values = {name: _dictionary(collected, keys[name], uniques[name][0].to_list(), kind) for name in names}
     many = [name for name in names if len(values[name]) > 1]
     coded = keys.select(pl.col(name).cast(pl.Enum(values[name])).to_physical() for name in many)
-    out: dict[str, tuple[tuple[str, ...], Codes]] = {}
     for name in names:
         if name in many:
             codes = coded[name].to_numpy().astype(np.int32, copy=False)
@@ -463,6 +484,20 @@ def _encode(
             codes = np.zeros(keys.height, dtype=np.int32)
         out[name] = (values[name], codes)
     return out
+
+
+def _encode_constant(collected: _Collected, name: str, kind: str) -> tuple[tuple[str, ...], Codes]:
+    """Dictionary and codes of a key column each file holds one value of: one code per file, repeated."""
+    per_file = collected.constants[name]
+    if "" in per_file:
+        hint = f" (omit the field for '{DEFAULT_SERIES}')" if name == "series" else ""
+        raise collected.fail(collected.offsets[per_file.index("")], f"{kind} field is empty{hint}", name)
+    distinct = list(dict.fromkeys(per_file))
+    values = tuple(distinct) if name == "series" else tuple(sorted(distinct))
+    position = {value: code for code, value in enumerate(values)}
+    sizes = [end - start for start, end in zip(collected.offsets, collected.offsets[1:], strict=False)]
+    codes = np.repeat(np.array([position[v] for v in per_file], dtype=np.int32), sizes)
+    return values, codes
 
 
 def _dictionary(collected: _Collected, column: pl.Series, distinct: list[str], kind: str) -> tuple[str, ...]:
