@@ -555,6 +555,8 @@ def _server_container(
         *serving.mounts,
     ]
     env = [*_server_home_env(cache), *_hf_token_env(settings), *_weights_s3_env(endpoint, settings)]
+    if prefetches(endpoint, settings):  # everything it loads is in the cache: it must not download
+        env.append({"name": "HF_HUB_OFFLINE", "value": "1"})
     container: dict[str, Any] = {
         "name": "server",
         "image": serving.image,

@@ -100,6 +100,7 @@ def test_a_prefetched_vllm_server_loads_the_cache_folder_without_streaming_from_
     assert args[args.index("--model") + 1] == model_dir("/models/cache", "s3://w/llm", "")
     assert "runai_streamer" not in args
     assert "AWS_SECRET_ACCESS_KEY" not in {e["name"] for e in container["env"]}  # it reads no store
+    assert {"name": "HF_HUB_OFFLINE", "value": "1"} in container["env"]  # nor the hub
     streaming = _container(
         mf.model_deployment(RUN_REF, model, 1, replace(settings, model_cache_prefetch=False))
     )
