@@ -21,6 +21,9 @@ Objects per run (all carry an owner reference to the EvalRun, so deleting the ru
 * per in-cluster model or judge: a Deployment + Service, its serving container built by the
   runtime's builder (:data:`SERVING_BUILDERS`: vLLM, llama.cpp or Ollama). External (``openai``)
   endpoints get no workload.
+* per server whose weights are downloaded ahead (:mod:`kubejury_operator.prefetching`): a CPU-only
+  Job running ``kubejury prefetch`` into the model cache claim (:func:`prefetch_job`), before the
+  Deployment exists.
 * Jobs running ``kubejury generate|judge|aggregate`` (see :func:`generation_job`,
   :func:`judge_job`, :func:`aggregation_job` for the exact command lines), and, for a run whose
   spec names earlier runs to reuse, first of all ``kubejury reuse`` (:func:`reuse_job`).
