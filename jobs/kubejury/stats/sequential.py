@@ -8,9 +8,9 @@ so far it says, per model, "continue" or "stopped: <reason>", with the final int
 
 * :func:`plan_order` puts the questions in a stratified random order: each (domain, level) cell is
   shuffled with a seed and a question's position is (rank + U)/n_c, so every prefix is (nearly) a
-  stratified sample; look k asks the questions whose position is below its threshold, and the
-  first wave holds at least ``min_per_cell`` questions of every cell so that every cell has a
-  variance.
+  stratified sample; look k asks the first round(t_k·N) questions of that order (those below a
+  position threshold), and the first wave holds at least ``min_per_cell`` questions of every
+  cell so that every cell has a variance.
 * :func:`spend` gives each look its share of α from the O'Brien–Fleming-type spending function of
   Lan and DeMets (1983), α(t) = 2 − 2Φ(z_{1−α/2}/√t) at the information fraction t = n_k/N. The
   looks' intervals at level 1 − α_k hold simultaneously with probability ≥ 1 − α whatever the
