@@ -298,6 +298,7 @@ def _format_file(folder: Path, fmt: str, series: str) -> Path:
 def run_format(folder: Path, action: str, fmt: str) -> dict[str, Any]:
     """``write``: every series' judgments (all columns of the shard schema) in ``fmt``, timing the
     writes only; ``read``: the key columns and scores back, as the aggregation reads them."""
+    import polars as pl
     import pyarrow.feather as feather
     import pyarrow.parquet as pq
 
@@ -313,13 +314,17 @@ def run_format(folder: Path, action: str, fmt: str) -> dict[str, Any]:
             pq.write_table(table, target, compression="zstd")
         elif action == "write":
             feather.write_feather(table, target, compression=fmt.removeprefix("ipc-"))
+        elif action == "polars":  # as kubejury's loader reads
+            table = (pl.read_parquet if fmt.startswith("parquet") else pl.read_ipc)(
+                target, columns=KEY_COLUMNS
+            )
         elif fmt.startswith("parquet"):
             table = pq.read_table(target, columns=KEY_COLUMNS)
         else:
             table = feather.read_table(target, columns=KEY_COLUMNS, memory_map=False)
         wall += time.perf_counter() - t
         cpu += time.process_time() - c
-        rows += table.num_rows
+        rows += table.height if isinstance(table, pl.DataFrame) else table.num_rows
         size += target.stat().st_size
         del table
     return {"wall_s": wall, "cpu_s": cpu, "rows": rows, "bytes": size, "peak_rss_mib": _peak_rss_mib()}
@@ -434,23 +439,29 @@ def _format_rows(load: str) -> list[str]:
     rows = []
     for fmt in FORMATS:
         write = measure(f"format-write-{fmt}", scale, timeout=900)
-        read = measure(f"format-read-{fmt}", scale, timeout=900)
-        print(f"[formats] {fmt}: write {json.dumps(write)} read {json.dumps(read)}")
-        if "error" in write or "error" in read:
-            rows.append(f"| {fmt} | failed: {write.get('error') or read.get('error')} | | | | |")
+        read = measure(f"format-polars-{fmt}", scale, timeout=900)
+        arrow = measure(f"format-read-{fmt}", scale, timeout=900)
+        print(
+            f"[formats] {fmt}: write {json.dumps(write)} read {json.dumps(read)} pyarrow {json.dumps(arrow)}"
+        )
+        failed = next((r["error"] for r in (write, read, arrow) if "error" in r), None)
+        if failed is not None:
+            rows.append(f"| {fmt} | failed: {failed} | | | | | |")
             continue
         rows.append(
             f"| {fmt} | {write['bytes'] / 2**20:,.1f} MiB | {write['wall_s']:.2f} s ({write['cpu_s']:.2f} s CPU) "
-            f"| {read['wall_s']:.2f} s ({read['cpu_s']:.2f} s CPU) | {read['peak_rss_mib']:.0f} MiB | {write['rows']:,} |"
+            f"| {read['wall_s']:.2f} s ({read['cpu_s']:.2f} s CPU), {read['peak_rss_mib']:.0f} MiB "
+            f"| {arrow['wall_s']:.2f} s ({arrow['cpu_s']:.2f} s CPU), {arrow['peak_rss_mib']:.0f} MiB | {write['rows']:,} |"
         )
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     return [
         f"Measured {stamp}, load average (1/5/15 min) {load} before and {_load()} after; 10 M judgments of the",
         "benchmark's data in the stages' shard schema (all 15 columns, the rationale included), one file per series.",
-        "Write: all columns; read: the five columns the aggregation reads (question_id, model, series, judge,",
-        "score), with pyarrow, each in a fresh process (peak RSS includes the interpreter and pyarrow, ~100 MiB).",
+        "Write (pyarrow): all columns; read: the five columns the aggregation reads (question_id, model, series,",
+        "judge, score) with polars, as kubejury's loader does, and with pyarrow; each in a fresh process (peak RSS",
+        "includes the interpreter and the library, 100–300 MiB).",
         "",
-        "| format | size on disk | write | read (5 columns) | peak RSS of the read | records |",
+        "| format | size on disk | write | read with polars (5 columns), peak RSS | read with pyarrow, peak RSS | records |",
         "|---|---|---|---|---|---|",
         *rows,
     ]
