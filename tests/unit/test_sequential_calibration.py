@@ -81,3 +81,4 @@ def test_full_ranking_rule_reports_verdict_errors_not_groups() -> None:
 def test_rate_text_bounds_a_zero_by_the_rule_of_three() -> None:
     assert rate_text(Rate(0.0, 0.0), 1000) == "0.0 (≤ 0.30)"
     assert rate_text(Rate(0.25, 0.01)) == "25.0 ± 1.0"
+    assert rate_text(Rate(0.995, 0.0004)) == "99.50 ± 0.04"

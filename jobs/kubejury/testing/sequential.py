@@ -245,4 +245,6 @@ def rate_text(r: Rate, replications: int = 0) -> str:
         return f"0.0 (≤ {bound:.2f})" if r.value == 0.0 else f"100.0 (≥ {100 - bound:.2f})"
     if math.isnan(r.se):
         return f"{100 * r.value:.1f}"
+    if 100 * r.se < 0.05:  # keep the error visible: ± 0.0 would read as exact
+        return f"{100 * r.value:.2f} ± {100 * r.se:.2f}"
     return f"{100 * r.value:.1f} ± {100 * r.se:.1f}"
