@@ -65,6 +65,9 @@ from kubejury.runtimes import DEFAULT_RUNTIME, RuntimeName, runtime_of
 from kubejury.safe_input import load_yaml
 from kubejury.stats.equivalence import DEFAULT_MARGIN, ComparisonRequest
 from kubejury.stats.scoring import DEFAULT_LEVEL_WEIGHTS, DEFAULT_TIERS, ScoringConfig, TierRule
+from kubejury.stats.sequential import DEFAULT_LOOKS, Budget
+from kubejury.stats.sequential import DEFAULT_MARGIN as SEQUENTIAL_MARGIN
+from kubejury.stats.sequential import Comparison as SequentialComparison
 
 API_GROUP = "kubejury.io"
 API_VERSION = "v1alpha1"
@@ -784,6 +787,53 @@ class Comparison(_Model):
     )
 
 
+class BudgetSpec(_Model):
+    """A sequential budget: questions are asked in waves and a model stops once its place is
+    decided, with intervals that hold despite the stopping (docs/method.md, "Sequential
+    evaluation"; :mod:`kubejury.stats.sequential`). Local mode only for now (docs/operator.md)."""
+
+    mode: Literal["sequential"] = Field(
+        default="sequential",
+        description="sequential: ask in waves of a stratified random order and stop decided models.",
+    )
+    confidence: float = Field(
+        default=0.95,
+        gt=0.5,
+        lt=1.0,
+        description="Simultaneous level of every interval and decision, over all looks (O'Brien-Fleming spending).",
+    )
+    goal: Literal["leading-group", "full-ranking", "comparisons"] = Field(
+        default="leading-group",
+        description=(
+            "When a model's place is decided. leading-group: it is out of, or within margin of, the "
+            "leader; full-ranking: every pair it is in is ordered or equivalent; comparisons: every "
+            "pair of spec.comparisons it is in is decided."
+        ),
+    )
+    max_questions: int | None = Field(
+        default=None,
+        ge=1,
+        description="Questions per model at most. Default: the whole (filtered) benchmark.",
+    )
+    min_per_cell: int = Field(
+        default=2, ge=1, le=1000, description="Questions of every (domain, level) cell in the first wave."
+    )
+    margin: float = Field(
+        default=SEQUENTIAL_MARGIN,
+        gt=0.0,
+        le=10.0,
+        description=f"Indifference margin in W points: models shown within it are equivalent. Default {SEQUENTIAL_MARGIN}.",
+    )
+    looks: list[float] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=20,
+        description=(
+            f"Information fractions of the looks, increasing, the last 1. Default {list(DEFAULT_LOOKS)}."
+        ),
+    )
+
+
 class EvalRunSpec(_Model):
     """What to evaluate, with what, and how."""
 
@@ -808,6 +858,13 @@ class EvalRunSpec(_Model):
             "Pairs of models to test for equivalence of W within a margin (report: paired difference, TOST "
             "verdict, questions needed). Pairs of one checkpoint in two precisions are added automatically "
             f"with margin {DEFAULT_MARGIN}."
+        ),
+    )
+    budget: BudgetSpec | None = Field(
+        default=None,
+        description=(
+            "Ask questions in waves and stop each model once its place is decided (sequential mode). "
+            "Default: every model answers every question."
         ),
     )
     storage: StorageSpec = Field(default_factory=StorageSpec, description="Where results are written.")
@@ -881,6 +938,24 @@ class EvalRunSpec(_Model):
             for m in self.models
         ]
         return run_comparisons(facts, (Requested(c.a, c.b, c.margin) for c in self.comparisons))
+
+    def sequential_budget(self) -> Budget | None:
+        """``budget`` as :class:`kubejury.stats.sequential.Budget` (``None``: no budget); seeded
+        with ``scoring.seed``; goal comparisons decides the pairs of ``comparisons``."""
+        if self.budget is None:
+            return None
+        b = self.budget
+        pairs = tuple(SequentialComparison(c.a, c.b, c.margin) for c in self.comparisons)
+        return Budget(
+            confidence=b.confidence,
+            goal=b.goal,
+            margin=b.margin,
+            max_questions=b.max_questions,
+            min_per_cell=b.min_per_cell,
+            looks=tuple(b.looks) if b.looks else DEFAULT_LOOKS,
+            seed=self.scoring.seed,
+            comparisons=pairs if b.goal == "comparisons" else (),
+        )
 
     def all_endpoints(self) -> list[ModelSpec]:
         """Models then judges, in spec order (what the operator must serve or reach)."""

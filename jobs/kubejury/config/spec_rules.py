@@ -15,6 +15,7 @@ judging template's placeholders and the most bootstrap resamples an aggregation 
 
 from __future__ import annotations
 
+import itertools
 import math
 import posixpath
 import re
@@ -436,7 +437,8 @@ def spec_problems(spec: Mapping[str, Any], *, prefix: str = "spec") -> list[Fiel
     at once. Checks: at least one model, judge and series; unique model, judge and series names
     (also after lower-casing for Kubernetes); ``sameAs`` names a model; source vs runtime;
     explicit quantization vs runtime and checkpoint; a positive weight for every level asked;
-    comparisons between two different models of spec.models, each pair once.
+    comparisons between two different models of spec.models, each pair once; a budget's goal
+    comparisons with pairs to decide, and its looks increasing to 1.
     """
     problems: list[FieldProblem] = []
     for key, what in (("models", "model"), ("judges", "judge")):
@@ -471,6 +473,36 @@ def spec_problems(spec: Mapping[str, Any], *, prefix: str = "spec") -> list[Fiel
             )
     problems.extend(_weight_problems(spec, prefix))
     problems.extend(_comparison_problems(spec, prefix, model_names))
+    problems.extend(_budget_problems(spec, prefix))
+    return problems
+
+
+def _budget_problems(spec: Mapping[str, Any], prefix: str) -> list[FieldProblem]:
+    """``budget``: goal comparisons names pairs in spec.comparisons; looks increase to exactly 1."""
+    budget = spec.get("budget")
+    if not isinstance(budget, Mapping):
+        return []
+    problems: list[FieldProblem] = []
+    path = _join(prefix, "budget")
+    comparisons = spec.get("comparisons")
+    if budget.get("goal") == "comparisons" and not (isinstance(comparisons, list) and comparisons):
+        problems.append(
+            FieldProblem(
+                f"{path}.goal",
+                "goal 'comparisons' decides the pairs of spec.comparisons, and it names none: add "
+                "spec.comparisons: [{a, b, margin}] or choose goal leading-group or full-ranking",
+            )
+        )
+    looks = budget.get("looks")
+    if isinstance(looks, list) and looks and all(isinstance(t, int | float) for t in looks):
+        steps = all(b > a for a, b in itertools.pairwise(looks))
+        if not steps or looks[0] <= 0 or looks[-1] != 1:
+            problems.append(
+                FieldProblem(
+                    f"{path}.looks",
+                    f"information fractions must increase from above 0 to exactly 1, got {looks}",
+                )
+            )
     return problems
 
 
