@@ -237,6 +237,7 @@ OPERATOR_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
             "observed",
             "oom_retry",
             "placing",
+            "prefetching",
             "preview",
             "progress_cache",
             "queue_observed",
