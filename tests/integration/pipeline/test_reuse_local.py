@@ -193,4 +193,4 @@ def test_a_grown_leaderboard_equals_a_fresh_run_and_asks_only_the_new_model(tmp_
     answers = list(read_rows(store, layout.answers_prefix("primary", "smol")))
     assert {a.get("reused_from") for a in answers} == {"board"}
     new_answers = list(read_rows(store, layout.answers_prefix("primary", "smol-short")))
-    assert all("reused_from" not in a for a in new_answers)
+    assert all(a.get("reused_from") is None for a in new_answers)
