@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from kubejury.config.spec import Concurrency, EvalRun, ModelSpec, Series, StorageSpec, load_evalrun
 from kubejury.errors import ConfigError, InputError, KubejuryError, SpecChanged
-from kubejury.files.benchmark import Benchmark, Format, parse_benchmark
+from kubejury.files.benchmark import Benchmark, Format, Question, parse_benchmark
 from kubejury.files.storage import STORAGE_MOUNT_ENV, RunLayout, Storage, open_storage, read_uri, safe_name
 from kubejury.inference.client import ClientSettings, EndpointPool
 from kubejury.records.fingerprint import StageFingerprint
@@ -32,6 +32,7 @@ from kubejury.stages.judge import read_judgments
 
 if TYPE_CHECKING:
     from kubejury.records.reuse import ReuseDocument
+    from kubejury.records.sequential import SequentialDocument
     from kubejury.stages.reuse import ReuseInputs, Source
 
 ENDPOINT_ENV = "KUBEJURY_ENDPOINT"
@@ -251,6 +252,13 @@ def stored_reuse(inputs: LoadedRun) -> ReuseDocument | None:
     return None if stored is None else ReuseDocument.from_json(stored)
 
 
+def stored_sequential(inputs: LoadedRun) -> SequentialDocument | None:
+    """The run's stored sequential document (``None``: no budget, or no look done yet)."""
+    from kubejury.stages.waves import read_document
+
+    return read_document(inputs.storage, inputs.layout.run)
+
+
 def client_settings(concurrency: Concurrency) -> ClientSettings:
     return ClientSettings(
         max_in_flight=concurrency.requests_per_endpoint,
@@ -326,13 +334,15 @@ async def generate(
     options: StageOptions | None = None,
     view: ProgressView | None = None,
     shard: tuple[int, int] | None = None,
+    questions: Sequence[Question] | None = None,
 ) -> list[StageSummary]:
     """Generation for every (model, series) given, concurrently; endpoints: model name → base URL.
 
     ``shard=(index, count)`` asks only every ``count``-th question starting at ``index`` (one
     completion of an Indexed Job); shards write distinct questions into the same answers folder.
+    ``questions``: only these of the benchmark (a budgeted run's look); default all of them.
     """
-    questions = shard_questions(inputs.benchmark.questions, shard)
+    questions = shard_questions(inputs.benchmark.questions if questions is None else questions, shard)
     coros = []
     for s in series:
         for model in models:
@@ -374,8 +384,10 @@ async def judge(
     options: StageOptions | None = None,
     view: ProgressView | None = None,
     serial_endpoints: Collection[str] = (),
+    questions: Sequence[Question] | None = None,
 ) -> list[StageSummary]:
-    """Judging of every stored answer of every model, by every judge given, for every series given.
+    """Judging of every stored answer of every model, by every judge given, for every series given
+    (``questions``: the answers to these only, a budgeted run's look; default every question).
 
     Judges run concurrently, except those whose endpoint is in ``serial_endpoints`` (servers that
     answer one request at a time, like local llama.cpp): those take turns, one judge after the
@@ -383,6 +395,7 @@ async def judge(
     """
     spec = inputs.evalrun.spec
     model_names = [m.name for m in spec.models]
+    asked = inputs.benchmark.questions if questions is None else questions
     lanes: dict[str, list[Callable[[], Awaitable[StageSummary]]]] = {}
     for s in series:
         for j in judges:
@@ -396,7 +409,7 @@ async def judge(
                     judging=spec.judging,
                     series=s.name,
                     models=model_names,
-                    questions=inputs.benchmark.questions,
+                    questions=asked,
                     client=client,
                     seed=spec.scoring.seed,
                     language=spec.benchmark.language,
@@ -522,5 +535,6 @@ def _aggregate(inputs: LoadedRun, work_dir: Path | None) -> tuple[Any, dict[str,
         provenance=provenance,
         gpu_usage=gpu_usage,
         reuse=stored_reuse(inputs),
+        sequential=stored_sequential(inputs) if spec.budget is not None else None,
     )
     return analysis, written

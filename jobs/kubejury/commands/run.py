@@ -7,6 +7,8 @@ always stops the servers, and prints the ranking and where the HTML report is. R
 spec resumes: stored answers and judgments are not asked again. With ``spec.reuse.from``, the
 records of those earlier run folders (same storage root) that this spec would make again are
 copied first (:mod:`kubejury.stages.reuse`), and only the servers with work left are started.
+With ``spec.budget`` the questions are asked in looks (:mod:`kubejury.stages.waves`): a model
+whose place is decided asks nothing more and its local server is stopped at once.
 """
 
 from __future__ import annotations
@@ -106,6 +108,93 @@ async def _stages(
         await pool.close()
 
 
+async def _sequential_stages(
+    inputs: pipeline.LoadedRun,
+    endpoints: Mapping[str, str],
+    served: Mapping[str, str],
+    progress: bool,
+    work: Work,
+) -> None:
+    """A budgeted run: look by look, generation of the continuing models and judging of the
+    look's prefix, then the planner's decision, stored after every look; a stopped model asks
+    nothing more and its local server is stopped at once (when no judge or other model shares it).
+    A rerun continues after the stored document's last look (the stages skip what is stored)."""
+    from kubejury.inference.client import EndpointPool
+    from kubejury.stages.progress_lines import progress_view
+    from kubejury.stages.waves import plan_waves, write_document
+
+    spec = inputs.evalrun.spec
+    budget = spec.sequential_budget()
+    assert budget is not None
+    names = [m.name for m in spec.models]
+    plan = plan_waves(names, inputs.benchmark, budget, spec.scoring.level_weights)
+    stored = pipeline.stored_sequential(inputs)
+    start = stored.looks_done if stored is not None else 0
+    view = progress_view() if progress else None
+    pool = EndpointPool(pipeline.client_settings(spec.concurrency))
+    try:
+        if view is not None:
+            view.__enter__()
+        outcome = plan.decide(_primary_judgments(inputs), start)
+        for look in range(start, plan.n_looks):
+            going = [m for m in work.models if outcome.outcome(m.name).status == "continue"]
+            if outcome.finished:
+                break
+            questions = plan.prefix(look)
+            await pipeline.generate(
+                inputs, pool, endpoints, models=going, series=spec.series, view=view, questions=questions
+            )
+            await pipeline.judge(
+                inputs,
+                pool,
+                endpoints,
+                judges=work.judges,
+                series=spec.series,
+                view=view,
+                serial_endpoints=set(served.values()),
+                questions=questions,
+            )
+            before = {m.model for m in outcome.models if m.status == "stopped"}
+            outcome = plan.decide(_primary_judgments(inputs), look + 1)
+            write_document(inputs.storage, inputs.layout.run, plan.document(outcome))
+            _say_look(outcome, plan.n_looks, len(questions), before)
+            _release(served, outcome, work)
+    finally:
+        if view is not None:
+            view.__exit__(None, None, None)
+        await pool.close()
+
+
+def _primary_judgments(inputs: pipeline.LoadedRun) -> list[Any]:
+    """Every stored judgment of the primary series (what a look decides on)."""
+    from kubejury.stages.judge import read_judgments
+
+    spec = inputs.evalrun.spec
+    series = spec.primary_series.name
+    return [r for j in spec.judges for r in read_judgments(inputs.storage, inputs.layout, series, j.name)]
+
+
+def _say_look(outcome: Any, n_looks: int, asked: int, before: set[str]) -> None:
+    stopped = [m for m in outcome.models if m.status == "stopped" and m.model not in before]
+    going = [m.model for m in outcome.models if m.status == "continue"]
+    said = "; ".join(f"{m.model} stopped after {m.questions} questions ({m.reason})" for m in stopped)
+    _say(
+        f"look {outcome.looks_done}/{n_looks} ({asked} questions): "
+        + (said or "no model stopped")
+        + (f"; continuing: {', '.join(going)}" if going else "")
+    )
+
+
+def _release(served: Mapping[str, str], outcome: Any, work: Work) -> None:
+    """Stop the local servers that no continuing model and no judge needs any more."""
+    release = getattr(served, "release", None)
+    if release is None:
+        return
+    needed = {m.model for m in outcome.models if m.status == "continue"} | {j.name for j in work.judges}
+    for plan in release(needed):
+        _say(f"stopped llama.cpp server for {plan.model_path.name}: its models are decided")
+
+
 def _fmt(value: float, digits: int = 2) -> str:
     return "—" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
 
@@ -166,6 +255,17 @@ def print_ranking(analysis: Any) -> None:
             "unparsed judge replies (stored as score null): "
             + ", ".join(f"{j}: {n}" for j, n in failures.items())
         )
+
+
+def print_budget(document: Any) -> None:
+    """A budgeted run: questions each model answered, of how many, and why it stopped."""
+    if document is None:
+        return
+    budgeted = document.prefix_sizes[-1]
+    print(f"sequential ({document.goal}, {document.looks_done}/{document.n_looks} looks):")
+    for m in document.models:
+        why = m.reason if m.status == "stopped" else "still continuing (rerun to go on)"
+        print(f"  {m.model}: {m.questions}/{budgeted} questions; {why}")
 
 
 def _heartbeat(label: str, *, enabled: bool) -> contextlib.AbstractContextManager[object]:
@@ -265,7 +365,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         with local_servers(work.endpoints, on_start=started_server) as local_urls:
             endpoints = {e.name: pipeline.endpoint_of(e, local_urls) for e in work.endpoints}
-            run_async(_stages(inputs, endpoints, local_urls, progress=not args.no_progress, work=work))
+            stages = _sequential_stages if spec.budget is not None else _stages
+            run_async(stages(inputs, endpoints, local_urls, progress=not args.no_progress, work=work))
     except KeyboardInterrupt:
         _say("interrupted: what was stored is kept; run the same command again to resume")
         return 130
@@ -273,6 +374,8 @@ def run(args: argparse.Namespace) -> int:
     with _heartbeat("aggregate", enabled=not args.no_progress):
         analysis, written = pipeline.aggregate_run(inputs)
     print_ranking(analysis)
+    if spec.budget is not None:
+        print_budget(pipeline.stored_sequential(inputs))
     html = written.get("report.html")
     print(f"report: {_report_location(html) if html else '(not written)'}")
     for name in ("report.md", "report.json"):

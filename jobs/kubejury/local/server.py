@@ -21,7 +21,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -288,6 +288,26 @@ class _PortTaken(Exception):
     pass
 
 
+class ServedUrls(dict[str, str]):
+    """Entry name → base URL of the servers :func:`local_servers` started, and :meth:`release` to
+    stop early the servers no entry needs any more (a budgeted run's stopped models)."""
+
+    def __init__(self, servers: Sequence[LlamaServer], of_entry: Mapping[str, int]) -> None:
+        super().__init__({name: servers[i].base_url for name, i in of_entry.items()})
+        self._servers = servers
+        self._of_entry = dict(of_entry)
+
+    def release(self, needed: Collection[str]) -> list[ServerPlan]:
+        """Stop every running server none of whose entries is in ``needed``; the plans stopped."""
+        keep = {i for name, i in self._of_entry.items() if name in needed}
+        stopped = []
+        for i, server in enumerate(self._servers):
+            if i not in keep and server.process is not None:
+                server.stop()
+                stopped.append(server.plan)
+        return stopped
+
+
 @contextlib.contextmanager
 def local_servers(
     entries: Sequence[ModelSpec],
@@ -295,8 +315,9 @@ def local_servers(
     on_start: Callable[[ServerPlan, str], None] | None = None,
     log_dir: Path | None = None,
     threads: int | None = None,
-) -> Iterator[Mapping[str, str]]:
-    """Serve every ``runtime: llamacpp`` entry; yields entry name → base URL (``http://127.0.0.1:P/v1``).
+) -> Iterator[ServedUrls]:
+    """Serve every ``runtime: llamacpp`` entry; yields entry name → base URL (``http://127.0.0.1:P/v1``)
+    as :class:`ServedUrls`, whose ``release`` stops a server no entry needs any more.
 
     Servers start one after another (loading is CPU-bound) and all stop when the block exits, however
     it exits. Each gets ``threads`` threads, by default its share of the cores
@@ -312,7 +333,7 @@ def local_servers(
             server.start()
             if on_start is not None:
                 on_start(plan, server.base_url)
-        yield {name: servers[i].base_url for name, i in of_entry.items()}
+        yield ServedUrls(servers, of_entry)
     finally:
         for server in reversed(servers):
             server.stop()

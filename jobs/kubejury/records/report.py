@@ -628,6 +628,49 @@ class ReuseSection(_Section):
     missing_sources: list[ReuseRefusal] = Field(default_factory=list)
 
 
+class SequentialModel(_Section):
+    """``sequential.models.<model>``: questions it answered of the ``total_questions``, whether it
+    stopped early and why, and W's interval at its last look (simultaneous over the looks)."""
+
+    status: Literal["continue", "stopped"] = "stopped"
+    reason: str = ""
+    look: Count = 0
+    questions: Count = 0
+    estimate: Number = None
+    interval: list[Number] = Field(default_factory=_undefined_interval)
+    confidence: Probability = None
+    running_interval: list[Number] = Field(default_factory=_undefined_interval)
+
+
+class SequentialPair(_Section):
+    """A pair the goal decides (full-ranking, comparisons): verdict on W_a − W_b at look ``look``."""
+
+    a: str = ""
+    b: str = ""
+    margin: Real = 0.0
+    verdict: Literal["undecided", "a-better", "b-better", "equivalent"] = "undecided"
+    look: Count = 0
+    difference: Number = None
+    interval: list[Number] = Field(default_factory=_undefined_interval)
+
+
+class SequentialSection(_Section):
+    """``sequential`` (a run with ``spec.budget``): the goal, the looks done, and per model the
+    questions used and why it stopped (kubejury.records.sequential)."""
+
+    goal: Literal["leading-group", "full-ranking", "comparisons"] = "leading-group"
+    confidence: Probability = None
+    margin: Real = 0.0
+    total_questions: Count = 0
+    prefix_sizes: list[Count] = Field(default_factory=list)
+    looks_done: Count = 0
+    questions_used: Count = 0
+    questions_budgeted: Count = 0
+    models: dict[str, SequentialModel] = Field(default_factory=dict)
+    pairs: list[SequentialPair] = Field(default_factory=list)
+    leading_group: list[str] = Field(default_factory=list)
+
+
 def _absent(value: object) -> bool:
     return value is None
 
@@ -663,6 +706,7 @@ class ReportDocument(_Section):
     provenance: Provenance | Absent = Field(default=None, exclude_if=_absent)
     gpu_usage: GpuUsageSection | Absent = Field(default=None, exclude_if=_absent)
     reuse: ReuseSection | Absent = Field(default=None, exclude_if=_absent)
+    sequential: SequentialSection | Absent = Field(default=None, exclude_if=_absent)
 
     @model_validator(mode="before")
     @classmethod

@@ -14,9 +14,17 @@ from typing import TYPE_CHECKING, Any
 
 from kubejury.files.storage import LocalStorage, Storage
 from kubejury.records.gpu_usage import GpuUsage, report_section
-from kubejury.records.report import GpuUsageSection, Provenance, ReportDocument, ReuseSection
+from kubejury.records.report import (
+    GpuUsageSection,
+    Provenance,
+    ReportDocument,
+    ReuseSection,
+    SequentialSection,
+)
 from kubejury.records.reuse import ReuseDocument
 from kubejury.records.reuse import report_section as reuse_report_section
+from kubejury.records.sequential import SequentialDocument
+from kubejury.records.sequential import report_section as sequential_report_section
 from kubejury.records.timestamps import now_time
 from kubejury.report.json_report import SCHEMA_VERSION, build_document, build_report, clean, dumps
 
@@ -45,15 +53,19 @@ def render_all(
     provenance: Mapping[str, Any] | None = None,
     gpu_usage: GpuUsage | None = None,
     reuse: ReuseDocument | None = None,
+    sequential: SequentialDocument | None = None,
 ) -> dict[str, bytes]:
     """The three report files of ``analysis``, keyed by file name (``provenance``: see
     :func:`kubejury.provenance.report_provenance`; stored as report.json's ``provenance``;
     ``gpu_usage``: the run's GPU time from the operator, stored as ``gpu_usage`` with GPU-hours
-    and W per GPU-hour of the primary series; ``reuse``: what the run copied from earlier runs)."""
+    and W per GPU-hour of the primary series; ``reuse``: what the run copied from earlier runs;
+    ``sequential``: a budgeted run's looks, questions used per model and why each stopped)."""
     document = build_document(analysis)
     update: dict[str, Any] = {}
     if reuse is not None:
         update["reuse"] = ReuseSection.model_validate(reuse_report_section(reuse))
+    if sequential is not None:
+        update["sequential"] = SequentialSection.model_validate(sequential_report_section(sequential))
     if provenance is not None:
         update["provenance"] = Provenance.model_validate(provenance)
     if gpu_usage is not None and gpu_usage.servers:
@@ -77,6 +89,7 @@ def write_reports(
     provenance: Mapping[str, Any] | None = None,
     gpu_usage: GpuUsage | None = None,
     reuse: ReuseDocument | None = None,
+    sequential: SequentialDocument | None = None,
 ) -> dict[str, str]:
     """Write report.json, report.md and report.html under ``out_dir`` (a directory or a
     :class:`~kubejury.files.storage.Storage`), each atomically (temp file + rename, or one S3 put).
@@ -86,7 +99,7 @@ def write_reports(
     """
     storage = out_dir if isinstance(out_dir, Storage) else LocalStorage(Path(out_dir))
     written: dict[str, str] = {}
-    for name, data in render_all(analysis, provenance, gpu_usage, reuse).items():
+    for name, data in render_all(analysis, provenance, gpu_usage, reuse, sequential).items():
         key = f"{prefix}{name}"
         storage.write_bytes(key, data)
         written[name] = storage.uri_for(key)

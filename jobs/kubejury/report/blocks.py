@@ -29,6 +29,7 @@ from kubejury.records.report import (
     ScoringSection,
     SelectionSection,
     SelfPreferenceSection,
+    SequentialSection,
     TierRule,
     VerbositySection,
 )
@@ -753,6 +754,8 @@ def report_blocks(document: Report) -> tuple[ReportView, list[Block]]:
         blocks += [Heading(2, "GPU cost", "gpu-cost"), *_gpu_cost(report.gpu_usage)]
     if report.reuse is not None:
         blocks += [Heading(2, "Reused from earlier runs", "reuse"), *_reuse(report.reuse)]
+    if report.sequential is not None:
+        blocks += [Heading(2, "Sequential evaluation", "sequential"), *_sequential(report.sequential)]
     for view in report.series:
         blocks += series_blocks(view, report)
     blocks += [Heading(2, "Series effects", "series-effects"), *_comparison(report)]
@@ -815,6 +818,46 @@ def _reuse(section: ReuseSection) -> list[Block]:
     if len(refusals) > MAX_REFUSALS:
         rest = len(refusals) - MAX_REFUSALS
         blocks.append(para(f"… and {rest} more (report.json → reuse.refused)."))
+    return blocks
+
+
+def _sequential(section: SequentialSection) -> list[Block]:
+    """Questions used per model and why it stopped, with W's interval at its last look."""
+    used, budgeted = section.questions_used, section.questions_budgeted
+    saved = f" ({1 - used / budgeted:.0%} fewer)" if budgeted else ""
+    rows: list[list[Cell]] = []
+    for name, m in section.models.items():
+        low, high = m.interval
+        level = f" ({100 * m.confidence:.4g}%)" if m.confidence is not None else ""
+        rows.append(
+            [
+                name,
+                m.questions,
+                m.look,
+                m.status if m.status == "continue" else f"stopped: {m.reason}",
+                fmt(m.estimate),
+                f"{fmt(low)}–{fmt(high)}{level}",
+            ]
+        )
+    blocks: list[Block] = [
+        para(
+            f"Budgeted run (goal {section.goal}, {100 * (section.confidence or 0):.4g}% simultaneous over "
+            f"{len(section.prefix_sizes)} looks, margin {section.margin:g}): questions were asked in waves of "
+            f"a stratified random order, {section.looks_done} look(s) done; the models answered "
+            f"{used} questions where asking all would be {budgeted}{saved}. A model stops once its place "
+            "is decided; W's interval at its last look holds its level despite the stopping "
+            "(O'Brien-Fleming spending, docs/method.md). The scores below use each model's answered prefix."
+        ),
+        table(["model", "questions", "look", "status", "W at look", "interval (level)"], rows, "lrrlrl"),
+    ]
+    if section.leading_group:
+        blocks.append(para("Leading group: " + ", ".join(section.leading_group) + "."))
+    if section.pairs:
+        pair_rows: list[list[Cell]] = [
+            [f"{p.a} − {p.b}", f"±{p.margin:g}", p.verdict, p.look or None, fmt(p.difference)]
+            for p in section.pairs
+        ]
+        blocks.append(table(["pair", "margin", "verdict", "look", "ΔW"], pair_rows, "lllrr"))
     return blocks
 
 

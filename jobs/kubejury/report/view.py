@@ -29,6 +29,7 @@ from kubejury.records.report import (
     ScoringSection,
     SelectionSection,
     SelfPreferenceSection,
+    SequentialSection,
     SeriesSection,
     VerbositySection,
 )
@@ -147,6 +148,7 @@ class ReportView:
     gpu_usage: GpuUsageSection | None = None
     provenance: Provenance | None = None
     reuse: ReuseSection | None = None
+    sequential: SequentialSection | None = None
 
 
 def _levels_of(document: ReportDocument) -> tuple[int, ...]:
@@ -258,6 +260,7 @@ def read_report(report: Report) -> ReportView:
         gpu_usage=document.gpu_usage,
         provenance=document.provenance,
         reuse=document.reuse,
+        sequential=document.sequential,
     )
 
 
