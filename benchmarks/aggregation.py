@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import itertools
 import json
 import os
 import platform
@@ -406,9 +407,7 @@ def _rows(
             out.append(head + f"| failed: {ours['error']} |" + " |" * 7)
             continue
         stages = " / ".join(f"{ours['stages'][k]:.2f}" for k in ("read", "cubes", "score", "bootstrap"))
-        vs_jsonl = (
-            "1×" if path == "jsonl" or "error" in jsonl else f"{jsonl['wall_s'] / ours['wall_s']:.1f}× faster"
-        )
+        vs_jsonl = "1×" if path == "jsonl" or "error" in jsonl else f"{jsonl['wall_s'] / ours['wall_s']:.1f}×"
         if "error" in theirs:
             formula_ratio, agreement = "n/a", "n/a"
         else:
@@ -430,6 +429,25 @@ def _rows(
             f"| {stages} | | 1× | |"
         )
     return out
+
+
+def _growth(scales: list[Scale], results: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
+    """How each path's cost grows from one measured scale to the next (ratios of the same run)."""
+    notes = []
+    for path in PATHS:
+        done = [(s, results[s.name][path]) for s in scales if "wall_s" in results[s.name].get(path, {})]
+        for (small, a), (large, b) in itertools.pairwise(done):
+            if small.judgments < 500_000:
+                continue  # the study's scale is fixed costs only
+            cpu = {k: b["stage_cpu_s"][k] / max(a["stage_cpu_s"][k], 1e-9) for k in a["stage_cpu_s"]}
+            notes.append(
+                f"growth, {path}, {small.name} → {large.name} (judgments ×{large.judgments / small.judgments:.1f}, "
+                f"questions ×{large.questions / small.questions:.1f}): CPU ×{b['cpu_s'] / a['cpu_s']:.1f} "
+                f"(read ×{cpu['read']:.1f}, cubes ×{cpu['cubes']:.1f}, score ×{cpu['score']:.1f}, "
+                f"bootstrap ×{cpu['bootstrap']:.1f}), wall ×{b['wall_s'] / a['wall_s']:.1f}, "
+                f"peak RSS ×{b['peak_rss_mib'] / a['peak_rss_mib']:.1f}"
+            )
+    return notes
 
 
 def _format_rows(load: str) -> list[str]:
@@ -479,7 +497,10 @@ def _section(path: Path, heading: str) -> list[str]:
         return []
     rest = lines[lines.index(heading) + 1 :]
     end = next((i for i, line in enumerate(rest) if line.startswith("## ")), len(rest))
-    return [heading, *rest[:end]]
+    kept = rest[:end]
+    while kept and not kept[-1].strip():
+        kept.pop()
+    return [heading, *kept]
 
 
 def main() -> int:
@@ -539,6 +560,7 @@ def main() -> int:
                 notes.append(
                     f"{scale.name} {path}: leading-group size per series {ours['leading_group_sizes']}"
                 )
+    notes.extend(_growth(scales, scale_results))
     load_after = _load()
     _write(
         args.out,
