@@ -23,6 +23,11 @@ ClusterQueue behind LocalQueue NAME, read read-only through the kubeconfig as ``
 reads, or from ``--quota FILE``. :mod:`kubejury.placement.quota` picks the ``maxConcurrentModels``
 that fits the nominal quota of the flavours the placements use and says when the first server can
 start given what others use now; the estimate is then made again at that concurrency.
+
+With ``spec.budget`` (sequential mode, issue 27) it also gives the expected saving: the estimate
+with every question asked against the one with the share of questions the budget's goal used in
+the simulation (:data:`kubejury.placement.estimate.SEQUENTIAL_SHARES`), the assumption printed
+with it (and in the JSON's ``budget.assumption``). Reuse is left out of that comparison.
 """
 
 from __future__ import annotations
@@ -309,6 +314,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--queue" if args.queue else "--quota", "goes with --estimate")
     plans = plan_placements(evalrun.spec, nodes, _chart_tolerations(args.settings))
     estimate, reuse, quota = _estimate(args, evalrun, plans) if args.estimate else (None, None, None)
+    sequential = _sequential_estimate(args, evalrun.spec, plans, estimate.workload) if estimate else None
     if args.format == "json":
         document: dict[str, Any] = {
             "models": {name: placement.plan_entry() for name, placement in plans.items()}
@@ -319,6 +325,8 @@ def run(args: argparse.Namespace) -> int:
             document["reuse"] = reuse.to_json(estimate)
         if quota is not None:
             document["quota"] = quota.to_json()
+        if sequential is not None:
+            document["budget"] = sequential.to_json()
         sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
     else:
         _print_table(evalrun.name, plans, len(nodes))
@@ -328,6 +336,8 @@ def run(args: argparse.Namespace) -> int:
             _print_reuse(reuse, estimate)
         if quota is not None:
             _print_quota(quota, estimate)
+        if sequential is not None:
+            _print_sequential(sequential)
     unschedulable = [name for name, placement in plans.items() if not placement.schedulable]
     if quota is not None:
         unschedulable += [name for name, _ in quota.fit.uncoverable]
@@ -420,11 +430,9 @@ def _estimate_of(
 ) -> tuple[Any, ReuseEstimate | None]:
     """The estimate of ``spec`` — of what reuse leaves, for a run with ``spec.reuse.from`` — and,
     for such a run, what reuse copies and the estimate without it."""
-    from kubejury.placement.estimate import bringup_plan, estimate_run
+    from kubejury.placement.estimate import estimate_run
 
-    order = bringup_plan(spec, plans)[0] if args.order == "operator" else args.order
-    chosen = getattr(args, "prefetch", None)
-    prefetch = spec.model_cache is not None if chosen is None else bool(chosen)
+    order, prefetch = _order_and_prefetch(args, spec, plans)
     without = estimate_run(spec, plans, inputs.workload, order=order, prefetch=prefetch)
     if inputs.copies is None or inputs.remaining is None:
         return without, inputs.copies
@@ -432,6 +440,74 @@ def _estimate_of(
         spec, plans, inputs.workload, order=order, remaining=inputs.remaining, prefetch=prefetch
     )
     return estimate, dataclasses.replace(inputs.copies, without=without, per_model=inputs.remaining.per_model)
+
+
+def _order_and_prefetch(args: argparse.Namespace, spec: Any, plans: dict[str, Any]) -> tuple[Any, bool]:
+    """The bring-up order (``--order``) and whether weights are prefetched (``--prefetch``)."""
+    from kubejury.placement.estimate import bringup_plan
+
+    order = bringup_plan(spec, plans)[0] if args.order == "operator" else args.order
+    chosen = getattr(args, "prefetch", None)
+    return order, spec.model_cache is not None if chosen is None else bool(chosen)
+
+
+@dataclass(frozen=True)
+class SequentialEstimate:
+    """A budgeted run's estimate under a stated share of questions used, against asking them all."""
+
+    assumption: Any  # SequentialAssumption
+    full: Any  # RunEstimate, every question asked
+    budgeted: Any  # RunEstimate, the assumed share asked
+
+    def to_json(self) -> dict[str, Any]:
+        full, budgeted = self.full, self.budgeted
+        return {
+            "assumed_share_of_questions": round(self.assumption.used, 4),
+            "assumption": self.assumption.why,
+            "all_questions": full.to_json()["totals"],
+            "budgeted": budgeted.to_json()["totals"],
+            "saved": {
+                "gpu_hours_busy": round(full.gpu_hours_busy - budgeted.gpu_hours_busy, 3),
+                "gpu_hours_held": round(full.gpu_hours_held - budgeted.gpu_hours_held, 3),
+                "wall_hours": round((full.makespan_seconds - budgeted.makespan_seconds) / 3600, 3),
+            },
+        }
+
+
+def _sequential_estimate(
+    args: argparse.Namespace, spec: Any, plans: dict[str, Any], workload: Any
+) -> SequentialEstimate | None:
+    """``spec.budget``: the run with every question asked and with the assumed share asked
+    (:func:`kubejury.placement.estimate.sequential_assumption`); reuse is left out of both."""
+    from kubejury.placement.estimate import estimate_run, sequential_assumption, sequential_remaining
+
+    assumption = sequential_assumption(spec, workload.questions)
+    if assumption is None:
+        return None
+    order, prefetch = _order_and_prefetch(args, spec, plans)
+    full = estimate_run(spec, plans, workload, order=order, prefetch=prefetch)
+    remaining = sequential_remaining(
+        assumption,
+        workload.questions * len(spec.series),
+        [m.name for m in spec.models],
+        [j.name for j in spec.judges],
+    )
+    budgeted = estimate_run(spec, plans, workload, order=order, remaining=remaining, prefetch=prefetch)
+    return SequentialEstimate(assumption, full, budgeted)
+
+
+def _print_sequential(sequential: SequentialEstimate) -> None:
+    saved = sequential.to_json()["saved"]
+    full, budgeted = sequential.full, sequential.budgeted
+    busy = full.gpu_hours_busy
+    share = saved["gpu_hours_busy"] / busy if busy else 0.0
+    print(
+        f"spec.budget: expected saving {saved['gpu_hours_busy']:.2f} GPU-hours busy ({share:.0%}; "
+        f"{full.gpu_hours_busy:.2f} → {budgeted.gpu_hours_busy:.2f}), {saved['gpu_hours_held']:.2f} held, "
+        f"{saved['wall_hours']:.2f} wall hours, assuming the models answer "
+        f"{sequential.assumption.used:.0%} of the questions asking all would make"
+    )
+    print(f"  assumption: {sequential.assumption.why}")
 
 
 def _estimate(

@@ -34,6 +34,10 @@ what earlier runs' copies leave is estimated: each stage's requests and tokens s
 left, no server for a model whose every answer is copied (its answers are there from the start),
 and a judge's server up only for the judgments still to make.
 
+With ``spec.budget`` (sequential mode), :func:`sequential_remaining` turns an assumed share of
+questions used into a :class:`~kubejury.placement.remaining.RemainingWork`, so the same estimate
+gives the expected saving; the share and where it comes from are reported (:data:`SEQUENTIAL_SHARES`).
+
 It also decides the order evaluated models are brought up in (:func:`bringup_plan`), for the
 operator and for ``--order``. Pure: no I/O, no clock. Every assumption is a named constant and is
 reported with the estimate.
@@ -67,6 +71,7 @@ from kubejury.placement.workload import (
 )
 from kubejury.records.placement import Placement
 from kubejury.runtimes import judge_placement, judge_shares_server
+from kubejury.stats.sequential import DEFAULT_MARGIN as SEQUENTIAL_DEFAULT_MARGIN
 
 Stage = Literal["generation", "judging"]
 
@@ -646,3 +651,69 @@ def bringup_plan(
     if longest.makespan <= _schedule(spec, st, "spec").makespan:
         return "longest-first", [*longest.order, *(n for n in names if n not in longest.order)]
     return "spec", names
+
+
+# ----------------------------------------------------------------------------------------------
+# Sequential budgets
+# ----------------------------------------------------------------------------------------------
+
+#: Questions answered under a sequential budget, as a share of those asking all would make, per
+#: goal: the medians of benchmarks/results/sequential.md (2,000 simulated runs of a study-like
+#: population: 15 models spaced 0.05–0.2 W apart, 16 domains × 3 levels × 30 questions, three
+#: biased, noisy judges; default looks and margin 0.1). Goal comparisons was not simulated.
+SEQUENTIAL_SHARES: Mapping[str, tuple[float, str]] = {
+    "leading-group": (
+        0.34,
+        "median questions used by the leading-group goal on a study-like population (15 models spaced "
+        "0.05–0.2 W apart; benchmarks/results/sequential.md): 34% of all; 13% on an easy one (one clear leader)",
+    ),
+    "full-ranking": (
+        0.93,
+        "median questions used by the full-ranking goal on a study-like population "
+        "(benchmarks/results/sequential.md): 93% of all",
+    ),
+    "comparisons": (1.0, "goal comparisons was not simulated: no saving is assumed"),
+}
+
+
+@dataclass(frozen=True)
+class SequentialAssumption:
+    """The share of questions a budgeted run is assumed to use, and why."""
+
+    share: float
+    cap: float  # maxQuestions / questions (1 without a cap)
+    why: str
+
+    @property
+    def used(self) -> float:
+        """Questions answered, as a share of asking every model every question."""
+        return self.share * self.cap
+
+
+def sequential_assumption(spec: EvalRunSpec, questions: int) -> SequentialAssumption | None:
+    """What an estimate assumes of ``spec.budget`` over ``questions`` questions (None: no budget)."""
+    budget = spec.budget
+    if budget is None:
+        return None
+    share, why = SEQUENTIAL_SHARES[budget.goal]
+    cap = 1.0 if budget.max_questions is None else min(1.0, budget.max_questions / max(questions, 1))
+    if budget.looks is not None or budget.margin != SEQUENTIAL_DEFAULT_MARGIN:
+        why += (
+            "; this budget's looks or margin differ from the simulated defaults, so the share is indicative"
+        )
+    if cap < 1.0:
+        why += f"; maxQuestions {budget.max_questions} caps each model at {cap:.0%} of the {questions}"
+    return SequentialAssumption(share, cap, why)
+
+
+def sequential_remaining(
+    assumption: SequentialAssumption, per_model: int, models: Sequence[str], judges: Sequence[str]
+) -> RemainingWork:
+    """The work a budgeted run makes under ``assumption``: every model answers the assumed share of
+    its ``per_model`` answers, and every judge judges those answers."""
+    left = round(assumption.used * per_model)
+    return RemainingWork(
+        per_model=per_model,
+        answers=dict.fromkeys(models, left),
+        judgments={j: dict.fromkeys(models, left) for j in judges},
+    )
