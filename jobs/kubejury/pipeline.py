@@ -31,6 +31,8 @@ from kubejury.stages.generate import read_answers
 from kubejury.stages.judge import read_judgments
 
 if TYPE_CHECKING:
+    import polars as pl
+
     from kubejury.records.reuse import ReuseDocument
     from kubejury.records.sequential import SequentialDocument
     from kubejury.stages.reuse import ReuseInputs, Source
@@ -429,25 +431,46 @@ async def judge(
     return [summary for lane in results for summary in lane]
 
 
-def stored_records(inputs: LoadedRun) -> tuple[list[AnswerRecord], list[JudgmentRecord]]:
-    """All answers and judgments of the run (one record per key), across series, models and judges."""
+def stored_judgments(inputs: LoadedRun) -> pl.DataFrame | None:
+    """All judgments of the run, one per key (the latest final one), read column-wise from the
+    shards into one frame of the judgment schema — what the aggregation scores; ``None`` when none."""
+    import polars as pl
+
+    from kubejury.files import shards
+
+    frames = []
+    for s in inputs.evalrun.spec.series:
+        for j in inputs.evalrun.spec.judges:
+            prefix = inputs.layout.judgments_prefix(s.name, j.name)
+            table = shards.stage_table(inputs.storage, prefix, JudgmentRecord)
+            if table is not None:
+                frames.append(shards.latest_rows(table, ("question_id", "model")))
+    return pl.concat(frames) if frames else None
+
+
+def stored_records(
+    inputs: LoadedRun, *, judgments: bool = True
+) -> tuple[list[AnswerRecord], list[JudgmentRecord]]:
+    """All answers and judgments of the run (one record per key), across series, models and judges;
+    without ``judgments``, the answers only (the aggregation reads judgments column-wise)."""
     spec = inputs.evalrun.spec
     answers: list[AnswerRecord] = []
-    judgments: list[JudgmentRecord] = []
+    stored: list[JudgmentRecord] = []
     order = inputs.question_ids
     for s in spec.series:
         for m in spec.models:
             answers.extend(read_answers(inputs.storage, inputs.layout, s.name, m.name, order=order))
-        for j in spec.judges:
-            judgments.extend(read_judgments(inputs.storage, inputs.layout, s.name, j.name))
-    return answers, judgments
+        for j in spec.judges if judgments else ():
+            stored.extend(read_judgments(inputs.storage, inputs.layout, s.name, j.name))
+    return answers, stored
 
 
 def aggregate_run(inputs: LoadedRun, *, work_dir: Path | None = None) -> tuple[Any, dict[str, str]]:
     """Aggregate the stored judgments (and answers) of the run; write the reports next to the data.
 
-    Reads one record per key through the stages' readers (so retried requests never count twice),
-    writes them as one consolidated Parquet file per kind in a scratch directory for the engine's
+    Reads one record per key (so retried requests never count twice) — the judgments column-wise
+    from their shards (:func:`stored_judgments`), the answers through the stages' reader — writes
+    them as one consolidated Parquet file per kind in a scratch directory for the engine's
     columnar loader, runs :func:`kubejury.report.aggregate.aggregate` and stores report.json/.md/.html
     under ``<run>/report/``, keeping a progress record at ``<run>/progress/aggregate-report.json``.
     Returns the Analysis and file name → URI written.
@@ -478,8 +501,9 @@ def _aggregate(inputs: LoadedRun, work_dir: Path | None) -> tuple[Any, dict[str,
     from kubejury.report.aggregate import JudgeRelation, aggregate
 
     spec = inputs.evalrun.spec
-    answers, judgments = stored_records(inputs)
-    if not judgments:
+    answers = stored_records(inputs, judgments=False)[0]
+    judgments = stored_judgments(inputs)
+    if judgments is None:
         raise ConfigError(
             f"run {inputs.name!r} has no stored judgments yet: run generation and judging first"
         )
@@ -497,7 +521,7 @@ def _aggregate(inputs: LoadedRun, work_dir: Path | None) -> tuple[Any, dict[str,
     from kubejury.provenance import report_provenance, stale_records
     from kubejury.records.gpu_usage import from_environment as gpu_usage_from_environment
 
-    stale = stale_records(inputs.fingerprints, [*answers, *judgments])
+    stale = stale_records(inputs.fingerprints, [*answers, *shards.fingerprint_witnesses(judgments)])
     if stale:
         raise SpecChanged(
             f"run {inputs.layout.run!r}: stored records of {', '.join(stale)} were made under a different "
@@ -509,7 +533,7 @@ def _aggregate(inputs: LoadedRun, work_dir: Path | None) -> tuple[Any, dict[str,
     with tempfile.TemporaryDirectory(prefix="kubejury-aggregate-", dir=work_dir) as scratch:
         judgments_file = Path(scratch) / "judgments.parquet"
         answers_file = Path(scratch) / "answers.parquet"
-        shards.write_file(judgments_file, judgments)
+        shards.write_frame(judgments_file, judgments, JudgmentRecord)
         if answers:
             shards.write_file(answers_file, answers)
         analysis = aggregate(

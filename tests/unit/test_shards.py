@@ -28,6 +28,7 @@ from kubejury.records.results import (
     field_types,
     required_fields,
 )
+from kubejury.stages.judge import read_judgments
 from kubejury.stages.runner import read_existing, read_records
 
 PREFIX = "run/primary/judgments/j"
@@ -321,3 +322,40 @@ def test_a_run_with_jsonl_shards_aggregates_exports_and_is_reused(tmp_path: Path
 def test_put_shard_refuses_sequence_numbers_out_of_range(tmp_path: Path) -> None:
     with pytest.raises(StorageError, match="out of range"):
         LocalStorage(tmp_path).put_shard(PREFIX, b"x", suffix="parquet", seq=10**6)
+
+
+def test_a_stage_s_records_read_column_wise_keep_what_the_stages_reader_keeps(tmp_path: Path) -> None:
+    store = LocalStorage(tmp_path)
+    older = [judgment("q1", score=None, error="HTTP 500"), judgment("q2", score=3.0)]
+    store.write_jsonl_shard(PREFIX, [r.to_json() for r in older])  # an older run's shard
+    later = [
+        judgment("q1", score=6.0),
+        judgment("q2", score=None, error="timeout"),  # a failed retry never hides a final record
+        judgment("q3", score=None, error="no score", error_kind="parse"),
+        judgment("q3", score=None, error="HTTP 503"),
+        judgment("q4", score=None, error="HTTP 500"),
+    ]
+    shards.write_records(store, PREFIX, later)
+    table = shards.stage_table(store, PREFIX, JudgmentRecord)
+    assert table is not None and table.num_rows == 7
+    frame = shards.latest_rows(table, ("question_id", "model"))
+    by_reader = read_judgments(store, RunLayout("run"), "primary", "j")
+    columnar = [JudgmentRecord.from_json(row) for row in frame.to_dicts()]
+    assert sorted(columnar, key=lambda r: r.question_id) == by_reader  # in the order of the rows kept
+    assert [(r.question_id, r.score, r.error) for r in by_reader] == [
+        ("q1", 6.0, None),
+        ("q2", 3.0, None),
+        ("q3", None, "no score"),
+        ("q4", None, "HTTP 500"),
+    ]
+    assert shards.stage_table(store, "run/primary/judgments/none", JudgmentRecord) is None
+
+
+def test_fingerprint_witnesses_name_each_stage_digest_once(tmp_path: Path) -> None:
+    records = [judgment(f"q{i}", fingerprint="a" if i < 3 else "b") for i in range(5)]
+    frame = shards.latest_rows(shards.to_table(records), ("question_id", "model"))
+    witnesses = shards.fingerprint_witnesses(frame)
+    assert [(w.series, w.judge, w.fingerprint) for w in witnesses] == [
+        ("primary", "j", "a"),
+        ("primary", "j", "b"),
+    ]

@@ -31,16 +31,19 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from kubejury.errors import InputError
 from kubejury.files.storage import Storage, parse_jsonl, shard_suffix
 from kubejury.records.results import (
+    DEFAULT_SERIES,
     FORMAT_KEY,
     RESULTS_FORMAT,
     AnswerRecord,
     JudgmentRecord,
+    RecordFormatError,
     ResultRecord,
     TokenUsage,
     field_types,
@@ -270,3 +273,73 @@ def constant_columns(path: str, names: Sequence[str], source: str) -> dict[str, 
             if len(values) == 1 and isinstance(value := values.pop(), str):
                 out[name] = value
     return out
+
+
+# ------------------------------------------------------------------ a stage's records, columnar
+
+
+def stage_table(storage: Storage, prefix: str, record_type: type[ResultRecord]) -> pa.Table | None:
+    """Every record under ``prefix`` (shard order) as one table of ``record_type``'s shard schema,
+    read column-wise from Parquet shards (an older run's JSONL shards through the typed reader);
+    ``None`` when there is none. A shard that does not read, or whose columns do not fit the
+    schema, raises :class:`InputError` naming it (a JSONL one also the record and field)."""
+    tables = []
+    for key in storage.shard_keys(prefix):
+        source = storage.uri_for(key)
+        data = storage.read_bytes(key)
+        if shard_suffix(key) == "jsonl":
+            records = [
+                _typed(record_type, row, source, n) for n, row in enumerate(parse_jsonl(data, source), 1)
+            ]
+            if records:
+                tables.append(to_table(records))
+            continue
+        table = read_table(data, source)
+        check_kind(table.schema, source, record_kind(record_type))
+        try:
+            tables.append(conform(table, record_type))
+        except (pa.ArrowException, ValueError) as exc:
+            raise InputError(
+                source, f"columns do not fit the {record_kind(record_type)} schema: {exc}"
+            ) from None
+    return pa.concat_tables(tables) if tables else None
+
+
+def _typed(record_type: type[ResultRecord], row: dict[str, Any], source: str, number: int) -> ResultRecord:
+    try:
+        return record_type.from_json(row)
+    except RecordFormatError as exc:
+        raise InputError(source, str(exc), location=f"record {number}") from None
+
+
+def latest_rows(table: pa.Table, key: Sequence[str]) -> pl.DataFrame:
+    """One row per ``key``: the latest final record, else the latest — what
+    :func:`kubejury.stages.runner.latest_by_key` keeps, column-wise, in the storage order of the rows
+    kept (not of each key's first record, as there)."""
+    final = pl.col("error").is_null() | (pl.col("error_kind") == "parse").fill_null(False)
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)
+    return (
+        frame.with_row_index("_row")
+        .sort(final, "_row")
+        .unique(subset=list(key), keep="last", maintain_order=True)
+        .sort("_row")
+        .drop("_row")
+    )
+
+
+def write_frame(path: str | Path, frame: pl.DataFrame, record_type: type[ResultRecord]) -> None:
+    """Write ``frame`` (columns of ``record_type``) as one Parquet file of its shard schema."""
+    pq.write_table(conform(frame.to_arrow(), record_type), str(path), compression=COMPRESSION)
+
+
+def fingerprint_witnesses(frame: pl.DataFrame) -> list[JudgmentRecord]:
+    """One judgment per distinct (series, judge, fingerprint) of ``frame``: all a fingerprint check
+    (:func:`kubejury.provenance.stale_records`) reads of judgments, without a record per row."""
+    distinct = frame.select("series", "judge", "fingerprint").unique(maintain_order=True)
+    return [
+        JudgmentRecord(
+            question_id="*", model="*", series=series or DEFAULT_SERIES, judge=judge, fingerprint=digest
+        )
+        for series, judge, digest in distinct.iter_rows()
+    ]
