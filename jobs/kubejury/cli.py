@@ -26,6 +26,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "judging stage: one judge scores the anonymized answers of one series",
     ),
     "aggregate": ("kubejury.commands.stages", "aggregation stage: compute the report from stored judgments"),
+    "look": (
+        "kubejury.commands.stages",
+        "sequential look (spec.budget): decide from the stored judgments which models continue",
+    ),
     "reuse": (
         "kubejury.commands.reuse",
         "reuse stage: copy the records of earlier runs this run would make again",
@@ -35,7 +39,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "download a model's weights (hf://, s3://) into the model cache, resumably",
     ),
     "report": ("kubejury.commands.report", "compute report.json/.md/.html from benchmark and judgment files"),
-    "export": ("kubejury.commands.export", "write a run's answers and judgments as JSONL (one record per key)"),
+    "export": (
+        "kubejury.commands.export",
+        "write a run's answers and judgments as JSONL (one record per key)",
+    ),
     "plan": ("kubejury.commands.plan", "dry run of GPU placement: what the operator would deploy, per model"),
     "validate": ("kubejury.commands.validate", "check an EvalRun file and print what is wrong, by field"),
     "status": (

@@ -167,11 +167,11 @@ async def _sequential_stages(
 
 def _primary_judgments(inputs: pipeline.LoadedRun) -> list[Any]:
     """Every stored judgment of the primary series (what a look decides on)."""
-    from kubejury.stages.judge import read_judgments
+    from kubejury.stages.waves import primary_judgments
 
     spec = inputs.evalrun.spec
-    series = spec.primary_series.name
-    return [r for j in spec.judges for r in read_judgments(inputs.storage, inputs.layout, series, j.name)]
+    judges = [j.name for j in spec.judges]
+    return primary_judgments(inputs.storage, inputs.layout, spec.primary_series.name, judges)
 
 
 def _say_look(outcome: Any, n_looks: int, asked: int, before: set[str]) -> None:

@@ -1,4 +1,4 @@
-"""``kubejury generate|judge|aggregate``: one pipeline stage, as the operator's Jobs run it.
+"""``kubejury generate|judge|aggregate|look``: one pipeline stage, as the operator's Jobs run it.
 
 Each Job runs one stage for one (series, model) or (series, judge), with the EvalRun file mounted
 from a ConfigMap. Every option also reads an environment variable, so a Job template can set
@@ -16,6 +16,9 @@ option             environment             meaning
 ``--out``          ``KUBEJURY_OUT``        output root overriding ``spec.storage.uri``
 ``--shards``       —                       generate: split the questions into N shards (Indexed Job)
 ``--shard-index``  ``JOB_COMPLETION_INDEX``  generate: the shard this process asks (0-based)
+``--look``         ``KUBEJURY_LOOK``       a run with ``spec.budget``: generate and judge ask only
+                                           look K's prefix (generate: the models still continuing);
+                                           ``look`` decides look K and stores sequential.json
 =================  ======================  ==========================================================
 
 Same functions as ``kubejury run`` (:mod:`kubejury.pipeline`); exit code 0 when the stage
@@ -29,12 +32,14 @@ import argparse
 import contextlib
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kubejury import pipeline
 
 if TYPE_CHECKING:
     from kubejury.stages import StageSummary
+    from kubejury.stages.waves import WavePlan
+    from kubejury.stats.sequential import SequentialOutcome
 
 
 def _env(name: str) -> str | None:
@@ -46,6 +51,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
         "generate": "generation stage: ask one model every question of one series",
         "judge": "judging stage: one judge scores the anonymized answers of one series",
         "aggregate": "aggregation stage: compute the report from stored judgments",
+        "look": "sequential look (spec.budget): decide from the stored judgments which models continue",
     }
     parser = subparsers.add_parser(name, help=helps[name], description=helps[name])
     parser.add_argument(
@@ -91,6 +97,64 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], 
         parser.add_argument(
             "--judge", default=_env("KUBEJURY_JUDGE"), help="judge name; default all (env KUBEJURY_JUDGE)"
         )
+    if name in ("generate", "judge", "look"):
+        look = _env("KUBEJURY_LOOK")
+        parser.add_argument(
+            "--look",
+            type=_look_number,
+            default=_look_number(look) if look else None,
+            required=name == "look" and look is None,
+            metavar="K",
+            help="a run with spec.budget: look K (1-based) of its sequential plan (env KUBEJURY_LOOK)",
+        )
+
+
+def _look_number(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a look is a whole number from 1, got {text!r}")
+    return value
+
+
+def _look(inputs: pipeline.LoadedRun, look: int) -> tuple[WavePlan, SequentialOutcome]:
+    """The run's sequential plan and its decision after the looks before ``look`` (what look
+    ``look`` asks: its prefix, of the models still continuing)."""
+    from kubejury.errors import ConfigError
+    from kubejury.stages.waves import plan_waves
+
+    spec = inputs.evalrun.spec
+    budget = spec.sequential_budget()
+    if budget is None:
+        raise ConfigError("--look is for a run with spec.budget, and this spec has none")
+    plan = plan_waves([m.name for m in spec.models], inputs.benchmark, budget, spec.scoring.level_weights)
+    if look > plan.n_looks:
+        raise ConfigError(f"--look {look}: this run's plan has {plan.n_looks} looks")
+    return plan, plan.decide(_judgments(inputs), look - 1)
+
+
+def _judgments(inputs: pipeline.LoadedRun) -> list[Any]:
+    from kubejury.stages.waves import primary_judgments
+
+    spec = inputs.evalrun.spec
+    return primary_judgments(
+        inputs.storage, inputs.layout, spec.primary_series.name, [j.name for j in spec.judges]
+    )
+
+
+def _decide_look(inputs: pipeline.LoadedRun, look: int) -> int:
+    """``kubejury look --look K``: decide look K on the stored judgments, store sequential.json."""
+    from kubejury.stages.waves import write_document
+
+    plan, _ = _look(inputs, look)
+    outcome = plan.decide(_judgments(inputs), look)
+    write_document(inputs.storage, inputs.layout.run, plan.document(outcome))
+    for m in outcome.models:
+        said = "continues" if m.status == "continue" else f"stopped: {m.reason}"
+        print(f"look {look}/{plan.n_looks} {m.model}: {m.questions} questions, {said}", flush=True)
+    return 0
 
 
 def _print_summaries(summaries: list[StageSummary]) -> None:
@@ -111,6 +175,8 @@ def run(args: argparse.Namespace) -> int:
 
     inputs = pipeline.load_inputs(args.evalrun, out=args.out)
     spec = inputs.evalrun.spec
+    if args.command == "look":
+        return _decide_look(inputs, args.look)
     if args.command == "aggregate":
         beat = contextlib.nullcontext() if sys.stdout.isatty() else Heartbeat(f"aggregate {inputs.name}")
         with beat:
@@ -124,6 +190,12 @@ def run(args: argparse.Namespace) -> int:
         entries = pipeline.select(spec.models, [args.model] if args.model else None, "model")
     else:
         entries = pipeline.select(spec.judges, [args.judge] if args.judge else None, "judge")
+    questions = None
+    if args.look is not None:
+        plan, before = _look(inputs, args.look)
+        questions = plan.prefix(args.look - 1)
+        if args.command == "generate":  # a model stopped at an earlier look asks nothing more
+            entries = [e for e in entries if before.outcome(e.name).status == "continue"]
     endpoints = {e.name: pipeline.endpoint_of(e, {}, override=args.endpoint) for e in entries}
     pipeline.record_spec(inputs)
 
@@ -137,11 +209,20 @@ def run(args: argparse.Namespace) -> int:
                 shard = (args.shard_index, args.shards) if args.shards > 1 else None
                 return list(
                     await pipeline.generate(
-                        inputs, pool, endpoints, models=entries, series=series, view=view, shard=shard
+                        inputs,
+                        pool,
+                        endpoints,
+                        models=entries,
+                        series=series,
+                        view=view,
+                        shard=shard,
+                        questions=questions,
                     )
                 )
             return list(
-                await pipeline.judge(inputs, pool, endpoints, judges=entries, series=series, view=view)
+                await pipeline.judge(
+                    inputs, pool, endpoints, judges=entries, series=series, view=view, questions=questions
+                )
             )
         finally:
             if view is not None:

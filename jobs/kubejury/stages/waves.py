@@ -17,10 +17,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from kubejury.files.benchmark import Benchmark, Question
-from kubejury.files.storage import Storage
+from kubejury.files.storage import RunLayout, Storage
 from kubejury.records.results import JudgmentRecord
 from kubejury.records.sequential import SequentialDocument, document_key, from_outcome
 from kubejury.records.timestamps import now_time
+from kubejury.stages.judge import read_judgments
 from kubejury.stats.cube import FloatArray, IntArray
 from kubejury.stats.sequential import Budget, QuestionOrder, SequentialOutcome, evaluate, plan_order
 
@@ -88,6 +89,13 @@ def score_matrix(
         count[i, j] += 1.0
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.asarray(np.where(count > 0, total / np.maximum(count, 1.0), np.nan))
+
+
+def primary_judgments(
+    storage: Storage, layout: RunLayout, series: str, judges: Sequence[str]
+) -> list[JudgmentRecord]:
+    """Every stored judgment of ``series`` (the primary one: what a look decides on), one per key."""
+    return [r for j in judges for r in read_judgments(storage, layout, series, j)]
 
 
 def read_document(storage: Storage, run: str) -> SequentialDocument | None:

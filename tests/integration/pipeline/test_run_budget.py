@@ -183,3 +183,36 @@ def test_a_clearly_worse_model_stops_early_and_the_report_says_so(
     again = kubejury_run(write_spec(tmp_path, quality_stub.base_url))
     assert again.returncode == 0, again.stderr[-3000:]
     assert (sum(quality_stub.generated.values()), quality_stub.judged) == (generated, judged)
+
+
+def test_the_stage_commands_run_the_same_looks_one_job_at_a_time(
+    tmp_path: Path, quality_stub: QualityStub
+) -> None:
+    """What the operator's Jobs would run (docs/operator.md, "Sequential budgets"): per look, a
+    generation Job per model, a judging Job, then the look Job; the decisions are those of
+    ``kubejury run`` on the same spec, and a stopped model's generation Job asks nothing."""
+    from kubejury.cli import main
+
+    local = tmp_path / "local"
+    local.mkdir()
+    assert kubejury_run(write_spec(local, quality_stub.base_url)).returncode == 0
+    expected = json.loads(next((local / "out").rglob("sequential.json")).read_text(encoding="utf-8"))
+    quality_stub.generated.clear()
+
+    spec = str(write_spec(tmp_path, quality_stub.base_url))
+    for look in range(1, len(expected["prefix_sizes"]) + 1):
+        for model in MODELS:
+            assert main(["generate", "--evalrun", spec, "--model", model, "--look", str(look)]) == 0
+        assert main(["judge", "--evalrun", spec, "--look", str(look)]) == 0
+        assert main(["look", "--evalrun", spec, "--look", str(look)]) == 0
+    stored = json.loads(next((tmp_path / "out").rglob("sequential.json")).read_text(encoding="utf-8"))
+    assert stored["models"] == expected["models"]
+    assert dict(quality_stub.generated) == {m["model"]: m["questions"] for m in expected["models"]}
+
+
+def test_a_look_needs_a_budget(tmp_path: Path, quality_stub: QualityStub) -> None:
+    from kubejury.cli import main
+
+    spec = write_spec(tmp_path, quality_stub.base_url)
+    spec.write_text(spec.read_text(encoding="utf-8").replace("  budget:", "  # budget:"), encoding="utf-8")
+    assert main(["look", "--evalrun", str(spec), "--look", "1"]) == 2
