@@ -130,6 +130,11 @@ async def _sequential_stages(
     plan = plan_waves(names, inputs.benchmark, budget, spec.scoring.level_weights)
     stored = pipeline.stored_sequential(inputs)
     start = stored.looks_done if stored is not None else 0
+    if stored is not None and not _same_plan(stored, plan.document(plan.decide([], 0))):
+        _say(
+            "spec.budget changed since the stored looks: deciding again from look 1 (stored answers are kept)"
+        )
+        start = 0
     view = progress_view() if progress else None
     pool = EndpointPool(pipeline.client_settings(spec.concurrency))
     try:
@@ -163,6 +168,12 @@ async def _sequential_stages(
         if view is not None:
             view.__exit__(None, None, None)
         await pool.close()
+
+
+def _same_plan(stored: Any, planned: Any) -> bool:
+    """Whether a stored sequential document was made under the same looks and rule as the plan."""
+    keys = ("goal", "confidence", "margin", "seed", "total_questions", "prefix_sizes")
+    return all(getattr(stored, k) == getattr(planned, k) for k in keys)
 
 
 def _primary_judgments(inputs: pipeline.LoadedRun) -> list[Any]:

@@ -216,3 +216,25 @@ def test_a_look_needs_a_budget(tmp_path: Path, quality_stub: QualityStub) -> Non
     spec = write_spec(tmp_path, quality_stub.base_url)
     spec.write_text(spec.read_text(encoding="utf-8").replace("  budget:", "  # budget:"), encoding="utf-8")
     assert main(["look", "--evalrun", str(spec), "--look", "1"]) == 2
+
+
+def test_a_changed_budget_decides_again_from_the_first_look(
+    tmp_path: Path, quality_stub: QualityStub
+) -> None:
+    spec = write_spec(tmp_path, quality_stub.base_url)
+    assert kubejury_run(spec).returncode == 0
+    weak_before = quality_stub.generated["weak"]
+    spec.write_text(
+        spec.read_text(encoding="utf-8").replace("minPerCell: 2}", "minPerCell: 2, looks: [0.5, 1.0]}")
+    )
+    again = kubejury_run(spec)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "spec.budget changed since the stored looks: deciding again from look 1" in again.stderr
+    stored = json.loads(next((tmp_path / "out").rglob("sequential.json")).read_text(encoding="utf-8"))
+    half = len(DOMAINS) * len(LEVELS) * PER_CELL // 2
+    assert stored["prefix_sizes"] == [half, 2 * half]
+    weak = next(m for m in stored["models"] if m["model"] == "weak")
+    assert weak["questions"] == half and weak["status"] == "stopped"
+    # the first run's answers were kept: only the rest of the new first look was asked of it
+    assert quality_stub.generated["weak"] == half
+    assert weak_before < half
