@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from kubejury.files.benchmark import Benchmark, Question
 from kubejury.files.storage import LocalStorage
@@ -81,3 +82,34 @@ def test_a_far_worse_model_is_stopped_and_the_document_is_stored(tmp_path: Path)
     stored = read_document(storage, "r")
     assert stored is not None and stored.state("bad").questions == bad.questions
     assert stored.leading_group == ["good"]
+
+
+def test_a_budget_below_the_first_wave_fails_before_the_run_writes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from factories import build_evalrun_yaml, model_entry
+    from kubejury.cli import main
+
+    bench = tmp_path / "bench.jsonl"
+    bench.write_text(
+        "".join(
+            f'{{"id": "{q.id}", "domain": "{q.domain}", "level": {q.level}, "question": "q", "reference": "r"}}\n'
+            for q in benchmark(4).questions
+        ),
+        encoding="utf-8",
+    )
+    spec = tmp_path / "run.yaml"
+    spec.write_text(
+        build_evalrun_yaml(
+            "tight",
+            benchmark=bench.as_uri(),
+            models=[model_entry("a", "http://127.0.0.1:9/v1", runtime="openai")],
+            judges=[model_entry("j", "http://127.0.0.1:9/v1", runtime="openai")],
+            budget={"maxQuestions": 6, "minPerCell": 2},
+            storage={"uri": (tmp_path / "out").as_uri()},
+        ),
+        encoding="utf-8",
+    )
+    assert main(["run", str(spec), "--no-progress"]) == 2
+    assert "budget.maxQuestions 6 is below the first wave's 12 questions" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

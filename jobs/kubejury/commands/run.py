@@ -170,6 +170,17 @@ async def _sequential_stages(
         await pool.close()
 
 
+def _check_budget(inputs: pipeline.LoadedRun) -> None:
+    """A budget that cannot be planned on this benchmark (maxQuestions below the first wave) fails
+    before anything is written."""
+    from kubejury.stages.waves import plan_waves
+
+    spec = inputs.evalrun.spec
+    budget = spec.sequential_budget()
+    if budget is not None:
+        plan_waves([m.name for m in spec.models], inputs.benchmark, budget, spec.scoring.level_weights)
+
+
 def _same_plan(stored: Any, planned: Any) -> bool:
     """Whether a stored sequential document was made under the same looks and rule as the plan."""
     keys = ("goal", "confidence", "margin", "seed", "total_questions", "prefix_sizes")
@@ -358,6 +369,7 @@ def run(args: argparse.Namespace) -> int:
             f"the spec changed since run {old!r} was stored: writing version {inputs.layout.run!r} beside it"
         )
     spec = inputs.evalrun.spec
+    _check_budget(inputs)
     n_q = len(inputs.benchmark.questions)
     _say(
         f"EvalRun {inputs.name!r}: {n_q} questions × {len(spec.models)} model(s) × {len(spec.series)} series, "
