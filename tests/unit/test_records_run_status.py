@@ -13,7 +13,15 @@ from typing import Any
 
 from kubejury.records.gpu_usage import GpuUsage, ServerGpuUsage
 from kubejury.records.placement import NOT_DEPLOYED, Placement
-from kubejury.records.run_status import RankingRow, RunCondition, RunStatus, RunSummary, StageCounts
+from kubejury.records.run_status import (
+    BudgetStatus,
+    ModelBudget,
+    RankingRow,
+    RunCondition,
+    RunStatus,
+    RunSummary,
+    StageCounts,
+)
 from kubejury_operator.status import summary_from_report
 
 
@@ -280,3 +288,22 @@ def test_the_summary_keeps_the_primary_series_comparisons_and_reads_them_back() 
         {**report, "series": {"primary": {"ranking": ["a"], "models": {"a": {}}}}}, None
     )
     assert "comparisons" not in without
+
+
+def test_status_budget_reads_back_and_is_absent_without_a_budget() -> None:
+    budget = BudgetStatus(
+        goal="leading-group",
+        looks_done=2,
+        looks=3,
+        models={"weak": ModelBudget("stopped", 12, 1, "out: below a"), "a": ModelBudget("continue", 36, 2)},
+    )
+    written = RunStatus(budget=budget).to_json()
+    assert written["budget"]["models"]["weak"] == {
+        "status": "stopped",
+        "questions": 12,
+        "look": 1,
+        "reason": "out: below a",
+    }
+    assert RunStatus.from_json(written).budget == budget
+    assert "budget" not in RunStatus().to_json()
+    assert RunStatus.from_json({"phase": "Generating", "budget": "junk"}).budget is None

@@ -24,7 +24,9 @@ compares pairs: :class:`ComparisonStatus`) and, only when the spec asks to
 reuse earlier runs (``spec.reuse.from``), ``reuse`` (:class:`ReuseStatus`: the sources, per model
 and per judge the records copied and from which run, and the refusals, at most
 :data:`MAX_REUSE_REFUSALS` lines) and, only for a run admitted through Kueue, ``queue``
-(:class:`QueueStatus`: its LocalQueue and ClusterQueue and how long it waited for quota).
+(:class:`QueueStatus`: its LocalQueue and ClusterQueue and how long it waited for quota) and, only
+for a run with ``spec.budget``, ``budget`` (:class:`BudgetStatus`: per model the questions used,
+its look and why it stopped).
 
 The status is written with a JSON merge patch, which deletes a key set to ``null`` and keeps a
 key left out; so :meth:`RunStatus.to_json` writes an absent ``gpu``, ``startedAt`` or
@@ -400,6 +402,64 @@ class QueueStatus:
         )
 
 
+@dataclass(frozen=True)
+class ModelBudget:
+    """One model of a budgeted run: ``continue`` or ``stopped`` (with ``reason``), its stopping
+    look (or the last look done), and the questions it answered."""
+
+    status: str
+    questions: int = 0
+    look: int = 0
+    reason: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"status": self.status, "questions": self.questions, "look": self.look, "reason": self.reason}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ModelBudget:
+        return cls(
+            status=_str(data.get("status")),
+            questions=_int(data.get("questions")),
+            look=_int(data.get("look")),
+            reason=_str(data.get("reason")),
+        )
+
+
+@dataclass(frozen=True)
+class BudgetStatus:
+    """``status.budget`` (spec.budget, issue 27): the goal, looks done of ``looks`` (``None`` until
+    the first look said how many the benchmark allows), and every model's :class:`ModelBudget`,
+    as the run's ``sequential.json`` says after its last look."""
+
+    goal: str
+    looks_done: int = 0
+    looks: int | None = None
+    models: Mapping[str, ModelBudget] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "goal": self.goal,
+            "looksDone": self.looks_done,
+            "looks": self.looks,
+            "models": {name: m.to_json() for name, m in self.models.items()},
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> BudgetStatus:
+        models = data.get("models")
+        looks = data.get("looks")
+        return cls(
+            goal=_str(data.get("goal")),
+            looks_done=_int(data.get("looksDone")),
+            looks=_int(looks) if looks is not None else None,
+            models={
+                str(k): ModelBudget.from_json(v)
+                for k, v in (models.items() if isinstance(models, Mapping) else ())
+                if isinstance(v, Mapping)
+            },
+        )
+
+
 def _names(value: Any) -> dict[str, str] | None:
     """A JSON object of name → name; ``None`` when absent or no object."""
     return {str(k): _str(v) for k, v in value.items()} if isinstance(value, Mapping) else None
@@ -424,6 +484,7 @@ class RunStatus:
     reuse: ReuseStatus | None = None  # only for a run whose spec names runs to reuse
     queue: QueueStatus | None = None  # only for a run admitted through Kueue
     written: bool = True
+    budget: BudgetStatus | None = None  # only for a run with spec.budget
     # the placement with the planner's prose (Placement.to_full_json): only the operator benchmark's
     # KUBEJURY_STATUS_FORMAT=full design, the "before" of issue 26, writes it
     full_placement: bool = False
@@ -461,6 +522,8 @@ class RunStatus:
             status["reuse"] = self.reuse.to_json()
         if self.queue is not None:
             status["queue"] = self.queue.to_json()
+        if self.budget is not None:
+            status["budget"] = self.budget.to_json()
         return status
 
     @classmethod
@@ -475,6 +538,7 @@ class RunStatus:
         summary = data.get("summary")
         reuse = data.get("reuse")
         queue = data.get("queue")
+        budget = data.get("budget")
         return cls(
             phase=_str(data.get("phase")) or "Pending",
             observed_generation=_int(data.get("observedGeneration")),
@@ -495,6 +559,7 @@ class RunStatus:
             reuse=ReuseStatus.from_json(reuse) if isinstance(reuse, Mapping) else None,
             queue=QueueStatus.from_json(queue) if isinstance(queue, Mapping) else None,
             written=bool(data),
+            budget=BudgetStatus.from_json(budget) if isinstance(budget, Mapping) else None,
         )
 
 
