@@ -28,6 +28,7 @@ import yaml
 
 from kubejury.records.placement import Placement
 from kubejury.records.reuse import Refusal, ReuseDocument, StageReuse
+from kubejury.records.sequential import ModelState, SequentialDocument
 from kubejury.runtimes import recorded_runtime
 from kubejury.stats.cube import ScoreCube
 from kubejury_operator import vocabulary as vocab
@@ -323,7 +324,10 @@ def paired_cube(
     paired) and differ by ``offsets[k]`` points, with independent judge noise (three judges)."""
     rng = np.random.default_rng(seed)
     questions = [
-        (f"{domain}-{level}-{k:03d}", domain, level) for level in levels for domain in domains for k in range(per_cell)
+        (f"{domain}-{level}-{k:03d}", domain, level)
+        for level in levels
+        for domain in domains
+        for k in range(per_cell)
     ]
     base = rng.normal(7.0, 1.0, size=(1, len(questions), 1))
     jitter = rng.normal(0.0, noise, size=(len(offsets), len(questions), 3))
@@ -448,6 +452,50 @@ def reuse_document(
             )
     first = [replace(stages[0], refused=tuple(refused))] if stages else []
     return ReuseDocument(sources=(source,), stages=(*first, *stages[1:]))
+
+
+def budgeted_cluster_run(max_models: int = 3, looks: int = 3) -> ClusterRun:
+    """Run ``r`` (models ``a``, ``b``, ``c``, judge ``j``) with a sequential budget of ``looks`` looks."""
+    return replace(build_cluster_run(max_models=max_models), budget_goal="leading-group", budget_looks=looks)
+
+
+def sequential_document(
+    looks_done: int,
+    stopped: Mapping[str, int] | None = None,
+    *,
+    models: Iterable[str] = ("a", "b", "c"),
+    prefix_sizes: Sequence[int] = (12, 24, 36),
+) -> SequentialDocument:
+    """The ``sequential.json`` a look Job stores after ``looks_done`` looks: each model of
+    ``stopped`` stopped at the look given (out: below a), the others continue."""
+    stopped = dict(stopped or {})
+    states = [
+        ModelState(
+            model=m,
+            status="stopped" if m in stopped else "continue",
+            reason="out: below a" if m in stopped else "",
+            look=stopped.get(m, looks_done),
+            questions=prefix_sizes[stopped.get(m, looks_done) - 1] if stopped.get(m, looks_done) else 0,
+        )
+        for m in models
+    ]
+    return SequentialDocument(
+        goal="leading-group",
+        confidence=0.95,
+        margin=0.0,
+        seed=0,
+        total_questions=prefix_sizes[-1],
+        prefix_sizes=list(prefix_sizes),
+        looks_done=looks_done,
+        models=states,
+    )
+
+
+def look_generation_jobs(
+    models: Iterable[str], look: int, state: JobState, series: Iterable[str] = RUN_SERIES
+) -> dict[str, JobState]:
+    """Observed generation Jobs of run ``r``'s look ``look``, one per model and series, all in ``state``."""
+    return {vocab.look_generation_job_name("r", m, s, look): state for m in models for s in series}
 
 
 def workload_of(key: str) -> str:

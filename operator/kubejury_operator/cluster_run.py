@@ -57,6 +57,15 @@ class ClusterRun:
     queue_name: str | None = None
     # Kueue's WorkloadPriorityClass: the EvalRun's label kueue.x-k8s.io/priority-class, if any.
     priority_class: str | None = None
+    # spec.budget (issue 27): its goal, and how many looks it plans at most (the benchmark may
+    # merge some: sequential.json says how many there are); None: no budget, every question asked.
+    budget_goal: str | None = None
+    budget_looks: int = 0
+
+    @property
+    def budgeted(self) -> bool:
+        """The run asks its questions look by look (spec.budget; :mod:`kubejury_operator.looks`)."""
+        return self.budget_goal is not None
 
     def models_in_bringup_order(self) -> list[Endpoint]:
         """The evaluated models in bring-up order; any not named keep spec order after the others."""
@@ -190,7 +199,15 @@ def cluster_run(
         reuse_from=tuple(spec.reuse.from_runs),
         queue_name=queue_name(spec.queue_name, base.kueue_enabled),
         priority_class=str((meta.get("labels") or {}).get(LABEL_PRIORITY_CLASS) or "") or None,
+        budget_goal=spec.budget.goal if spec.budget is not None else None,
+        budget_looks=_budget_looks(spec),
     )
+
+
+def _budget_looks(spec: Any) -> int:
+    """How many looks ``spec.budget`` plans at most (0: no budget)."""
+    budget = spec.sequential_budget()
+    return len(budget.looks) if budget is not None else 0
 
 
 def queue_name(spec_queue: str | None, kueue_enabled: bool) -> str | None:

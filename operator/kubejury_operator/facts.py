@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from kubejury_operator import looks
 from kubejury_operator import vocabulary as vocab
 from kubejury_operator.cluster_run import ClusterRun
 from kubejury_operator.observed import JobState, Observed, reuse_step_done
@@ -212,8 +213,9 @@ def observe_facts(
     )
     return Facts(
         servers=servers,
-        generated=_generated(run, observed),
-        judged=_judged(run, observed),
+        # a budgeted run is generated and judged look by look: its sequential.json says what is left
+        generated=looks.generated(run, observed) if run.budgeted else _generated(run, observed),
+        judged=looks.judged(run, observed) if run.budgeted else _judged(run, observed),
         generation_jobs=len(run.models) * len(run.series),
         judging_jobs=len(run.judges) * len(run.series),
         aggregation=observed.jobs.get(vocab.aggregation_job_name(run.ref.name)),

@@ -74,6 +74,8 @@ from kubejury_operator.vocabulary import (
     job_service_account_name,
     judge_job_name,
     labels,
+    look_generation_job_name,
+    look_job_name,
     reuse_job_name,
     spec_configmap_name,
     workload_name,
@@ -798,8 +800,14 @@ def _api_key(endpoint: Endpoint) -> tuple[str, str, str] | None:
     return (API_KEY_ENV, endpoint.api_key_secret, endpoint.api_key_key)
 
 
-def generation_args(run: RunRef, model: Endpoint, series: str) -> list[str]:
-    """``kubejury generate`` arguments (sharding flags are added by the Job builder)."""
+def _look_args(look: int | None) -> list[str]:
+    """``--look K`` for a budgeted run's Job of look K (spec.budget); nothing otherwise."""
+    return [] if look is None else ["--look", str(look)]
+
+
+def generation_args(run: RunRef, model: Endpoint, series: str, look: int | None = None) -> list[str]:
+    """``kubejury generate`` arguments (sharding flags are added by the Job builder); with ``look``,
+    only look K's prefix is asked (spec.budget)."""
     return [
         "generate",
         "--evalrun",
@@ -810,11 +818,13 @@ def generation_args(run: RunRef, model: Endpoint, series: str) -> list[str]:
         model.name,
         "--endpoint",
         endpoint_url(run, model),
+        *_look_args(look),
     ]
 
 
-def judge_args(run: RunRef, judge: Endpoint, series: str) -> list[str]:
-    """``kubejury judge`` arguments: score every stored, not yet judged answer of ``series``."""
+def judge_args(run: RunRef, judge: Endpoint, series: str, look: int | None = None) -> list[str]:
+    """``kubejury judge`` arguments: score every stored, not yet judged answer of ``series`` (with
+    ``look``: of look K's prefix)."""
     return [
         "judge",
         "--evalrun",
@@ -825,6 +835,7 @@ def judge_args(run: RunRef, judge: Endpoint, series: str) -> list[str]:
         judge.name,
         "--endpoint",
         endpoint_url(run, judge),
+        *_look_args(look),
     ]
 
 
@@ -839,13 +850,20 @@ def generation_job(
     settings: WorkloadSettings,
     storage: JobStorage,
     shards: int = 1,
+    look: int | None = None,
 ) -> Manifest:
-    """One generation Job: ``model`` answers every question of ``series`` (Indexed when sharded)."""
+    """One generation Job: ``model`` answers every question of ``series`` (Indexed when sharded);
+    with ``look``, a budgeted run's Job of that look, named for it, asking only its prefix."""
+    name = (
+        generation_job_name(run.name, model.name, series)
+        if look is None
+        else look_generation_job_name(run.name, model.name, series, look)
+    )
     return _job(
         run,
-        generation_job_name(run.name, model.name, series),
+        name,
         "generate",
-        generation_args(run, model, series),
+        generation_args(run, model, series, look),
         settings,
         storage,
         settings.generation_deadline_seconds,
@@ -863,17 +881,19 @@ def judge_job(
     storage: JobStorage,
     round_: int = 1,
     models_complete: int = 0,
+    look: int | None = None,
 ) -> Manifest:
     """One judging round: ``judge`` scores the anonymized answers of ``series`` stored so far.
 
     ``models_complete`` (an annotation) is how many models had finished generating the series
-    when the round was created; the round created once all had is the last one.
+    when the round was created; the round created once all had is the last one. A budgeted run's
+    judging Job of look K is round K with ``look=K``: it judges look K's prefix.
     """
     return _job(
         run,
         judge_job_name(run.name, judge.name, series, round_),
         "judge",
-        judge_args(run, judge, series),
+        judge_args(run, judge, series, look),
         settings,
         storage,
         settings.judging_deadline_seconds,
@@ -903,6 +923,20 @@ def aggregation_job(
         usage = json.dumps(gpu_usage.to_json(), separators=(",", ":"), sort_keys=True)
         container["env"] = [*container.get("env", []), {"name": GPU_USAGE_ENV, "value": usage}]
     return manifest
+
+
+def look_job(run: RunRef, look: int, settings: WorkloadSettings, storage: JobStorage) -> Manifest:
+    """The CPU-only Job that decides look ``look`` of a budgeted run: ``kubejury look --look K``
+    reads the stored judgments and writes ``<run>/sequential.json`` (which models continue)."""
+    return _job(
+        run,
+        look_job_name(run.name, look),
+        "look",
+        ["look", "--evalrun", SPEC_PATH, *_look_args(look)],
+        settings,
+        storage,
+        settings.aggregation_deadline_seconds,
+    )
 
 
 def reuse_args(sources: Sequence[tuple[str, str]]) -> list[str]:

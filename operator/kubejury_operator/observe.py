@@ -293,3 +293,38 @@ async def observe_reuse_document(
         return dataclasses.replace(observed, reuse_note=note)
     reader.cache.keep_reuse(key, (document, None))
     return dataclasses.replace(observed, reuse=document)
+
+
+async def observe_sequential_document(
+    reader: StorageReader,
+    evalrun: specmod.EvalRun,
+    run: ClusterRun,
+    observed: Observed,
+    previous: Mapping[str, Any],
+) -> Observed:
+    """``observed`` with a budgeted run's ``sequential.json`` (spec.budget): read when nothing was
+    read yet (a new run, or a restarted operator) and when the Job of the look after the one read
+    has succeeded — once per look; kept between (:mod:`.progress_cache`). A document that does not
+    read fails nothing: it is logged and read again on the next reconcile, and the run waits."""
+    if not run.budgeted or st.finished(previous):
+        return observed
+    key = (run.ref.namespace, run.ref.name)
+    read, kept = reader.cache.sequential(key)
+    looks_done = kept.looks_done if kept is not None else 0
+    next_look = current_attempts(observed.jobs).get(vocab.look_job_name(run.ref.name, looks_done + 1))
+    if read and not (next_look is not None and next_look.succeeded):
+        return dataclasses.replace(observed, sequential=kept)
+    secret = await storage_secret(reader.api, run.ref.namespace, evalrun)
+    try:
+        document = await asyncio.to_thread(
+            run_storage.read_sequential_document,
+            evalrun,
+            run.ref,
+            secret,
+            allowed_endpoints=reader.policy.storage_endpoints,
+        )
+    except Exception as exc:  # SequentialDocumentError names the key and field; storage trouble waits
+        reader.logger.warning("cannot read the sequential document of %s/%s: %s", *key, exc)
+        return dataclasses.replace(observed, sequential=kept)
+    reader.cache.keep_sequential(key, document)
+    return dataclasses.replace(observed, sequential=document)

@@ -24,6 +24,7 @@ from kubejury.records.progress import (
     parse_progress_file_name,
 )
 from kubejury.records.reuse import ReuseDocument
+from kubejury.records.sequential import SequentialDocument
 from kubejury_operator import vocabulary as vocab
 from kubejury_operator.queue_observed import QueueState
 from kubejury_operator.tenancy import run_storage_uri
@@ -139,6 +140,8 @@ class Observed:
     # <run>/reuse.json once the reuse step wrote it; reuse_note: why it could not be read
     reuse: ReuseDocument | None = None
     reuse_note: str | None = None
+    # spec.budget: <run>/sequential.json as its last look Job wrote it (read once per look)
+    sequential: SequentialDocument | None = None
     # Kueue: server Pods held by a scheduling gate (waiting for admission): endpoint key -> when the
     # earliest of them was created; and, of Pods Kueue manages, when each server's Pod was last
     # scheduled (admitted and placed: the progress deadline counts from there).

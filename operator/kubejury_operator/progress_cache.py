@@ -10,7 +10,9 @@ reading is reused for :data:`PROGRESS_MAX_AGE_SECONDS`, unless the aggregation J
 since: the report and the final counters are then read at once, so ``Succeeded`` is written with
 them. (Re-reading on every Job's completion, as first built, kept almost nothing: in the scale
 benchmark most reconciles follow a Job's completion.) A run's reuse document (``reuse.json``) is
-written once, by its reuse Job, and never changes: once read it is kept for the run's life. Pure: times are arguments; each run's
+written once, by its reuse Job, and never changes: once read it is kept for the run's life. A
+budgeted run's ``sequential.json`` changes once per look: it is kept until the next look Job
+succeeded, so it is read once per look. Pure: times are arguments; each run's
 :class:`~kubejury_operator.memory.RunMemory` holds one, so it goes with the run.
 """
 
@@ -22,6 +24,7 @@ from typing import Any
 
 from kubejury.records.progress import ProgressRecord
 from kubejury.records.reuse import ReuseDocument
+from kubejury.records.sequential import SequentialDocument
 from kubejury_operator.observed import Observed, ProgressKey, current_attempts
 from kubejury_operator.vocabulary import aggregation_job_name
 
@@ -53,6 +56,7 @@ class ProgressCache:
     max_age: float = PROGRESS_MAX_AGE_SECONDS
     _entries: dict[RunKey, _Entry] = field(default_factory=dict)
     _reuse: dict[RunKey, ReuseReading] = field(default_factory=dict)
+    _sequential: dict[RunKey, SequentialDocument | None] = field(default_factory=dict)
 
     def fresh(self, run: RunKey, observed: Observed, now: float) -> Reading | None:
         """The last reading when it is younger than ``max_age`` and the aggregation did not finish
@@ -76,6 +80,14 @@ class ProgressCache:
     def keep_reuse(self, run: RunKey, reading: ReuseReading) -> None:
         self._reuse[run] = reading
 
+    def sequential(self, run: RunKey) -> tuple[bool, SequentialDocument | None]:
+        """Whether the run's sequential document was read, and what was read (``None``: none yet)."""
+        return (run in self._sequential, self._sequential.get(run))
+
+    def keep_sequential(self, run: RunKey, document: SequentialDocument | None) -> None:
+        self._sequential[run] = document
+
     def forget(self, run: RunKey) -> None:
         self._entries.pop(run, None)
         self._reuse.pop(run, None)
+        self._sequential.pop(run, None)

@@ -53,6 +53,11 @@ The orchestration it encodes:
   with ``hf://`` or ``s3://`` weights is created only once its CPU-only prefetch Job succeeded;
   downloads start for the servers wanted now, the next ``maxConcurrentModels`` models in bring-up
   order and the judges with work left, and take no ``maxConcurrentModels`` slot.
+* A budgeted run (``spec.budget``) asks its questions look by look (:mod:`kubejury_operator.looks`):
+  generation Jobs of the continuing models, the look's judging Jobs, then the look Job, whose
+  ``sequential.json`` says which models stopped; a stopped model counts as generated, so its server
+  is scaled to zero in the reconcile that reads it. Generation and judging are complete once every
+  model stopped; the aggregation runs as for any run.
 """
 
 from __future__ import annotations
@@ -63,8 +68,8 @@ from typing import Any, Literal
 
 from kubejury.records.gpu_usage import GpuUsage
 from kubejury.records.run_status import RunStatus, RunSummary
+from kubejury_operator import looks, oom_retry, prefetching, queueing
 from kubejury_operator import manifests as mf
-from kubejury_operator import oom_retry, prefetching, queueing
 from kubejury_operator import status as st
 from kubejury_operator import vocabulary as vocab
 from kubejury_operator.cluster_run import ClusterRun
@@ -130,9 +135,9 @@ def desired_servers(run: ClusterRun, facts: Facts, observed: Observed, lead: flo
     if facts.terminal or facts.blocked or facts.reusing:
         return desired
     judge_keys = {j.key for j in run.judges if j.in_cluster}
-    soon = finishing_soon(run, observed, facts, lead)
+    soon = finishing_soon(run, observed, facts, lead) if not run.budgeted else frozenset()
     budget = max(1, run.max_concurrent_models)
-    for model in run.models_in_bringup_order():
+    for model in _bringup_candidates(run, observed):
         if not model.in_cluster or all((model.name, s) in facts.generated for s in run.series):
             continue
         if model.key in judge_keys:  # its server also judges: not counted against the budget
@@ -148,6 +153,16 @@ def desired_servers(run: ClusterRun, facts: Facts, observed: Observed, lead: flo
         ):
             desired[judge.key] = 1
     return desired
+
+
+def _bringup_candidates(run: ClusterRun, observed: Observed) -> list[Endpoint]:
+    """The evaluated models in bring-up order; in a budgeted run those with generation left in the
+    current look first, so a model waiting for the look's decision keeps its server only while a
+    slot is spare (:func:`kubejury_operator.looks.needs_server`)."""
+    order = run.models_in_bringup_order()
+    if not run.budgeted:
+        return order
+    return sorted(order, key=lambda m: not looks.needs_server(run, observed, m))
 
 
 def finishing_soon(run: ClusterRun, observed: Observed, facts: Facts, lead: float) -> frozenset[str]:
@@ -193,7 +208,10 @@ def judging_due(run: ClusterRun, observed: Observed, facts: Facts, judge: Endpoi
     """A judge's server is wanted only while it has judging to do: a round of any judge sharing
     the server is running, or one is due (:func:`next_round`). Between rounds and before the first
     model with answers to judge finishes it is scaled to zero, so a judge never holds GPUs waiting
-    for answers (docs/operator.md, "GPU accounting")."""
+    for answers (docs/operator.md, "GPU accounting"). A budgeted run judges look by look
+    (:func:`kubejury_operator.looks.judging_due`)."""
+    if run.budgeted:
+        return looks.judging_due(run, observed, judge)
     for user in (j for j in run.judges if j.key == judge.key):
         for series in run.series:
             if (user.name, series) in facts.judged:
@@ -346,11 +364,20 @@ def _judge_jobs(
     return actions
 
 
+def _look_jobs(run: ClusterRun, observed: Observed, desired: Mapping[str, int]) -> list[Action]:
+    """A budgeted run's Jobs of the current look (:func:`kubejury_operator.looks.due_jobs`)."""
+    due = looks.due_jobs(run, observed, lambda e: server_ready(run, observed, desired, e))
+    return [Action("create", "Job", job["metadata"]["name"], job) for job in due]
+
+
 def _slot_job(
     run: ClusterRun, observed: Observed, slot: str, gpu: GpuUsage | None
 ) -> tuple[Manifest, Endpoint | None] | None:
     """The Job first named ``slot`` as it would be created now, and the endpoint it sends requests
     to (``None`` for the aggregation); ``None`` for a name that is none of the run's Jobs."""
+    found = looks.slot_job(run, slot) if run.budgeted else None
+    if found is not None:
+        return found
     for model in run.models:
         for series in run.series:
             if vocab.generation_job_name(run.ref.name, model.name, series) == slot:
@@ -466,8 +493,11 @@ def _plan_actions(
     if facts.reusing:  # the reuse step first, and nothing else until it succeeded
         return actions + _reuse_job(run, observed) + _oom_replacements(run, observed, facts, desired, gpu)
     actions += _prefetch_jobs(run, observed, facts, desired)
-    actions += _generation_jobs(run, observed, facts, desired)
-    actions += _judge_jobs(run, observed, facts, desired)
+    if run.budgeted:
+        actions += _look_jobs(run, observed, desired)
+    else:
+        actions += _generation_jobs(run, observed, facts, desired)
+        actions += _judge_jobs(run, observed, facts, desired)
     actions += _oom_replacements(run, observed, facts, desired, gpu)
     if facts.judging_complete and facts.aggregation is None:
         agg_name = vocab.aggregation_job_name(run.ref.name)
@@ -497,10 +527,14 @@ def decide_phase(run: ClusterRun, observed: Observed, facts: Facts, acting: bool
         return "Judging"
     if facts.blocked:
         return "Pending"
-    if facts.generated or any(
-        vocab.generation_job_name(run.ref.name, m.name, s) in observed.jobs
-        for m in run.models
-        for s in run.series
+    if (
+        facts.generated
+        or any(
+            vocab.generation_job_name(run.ref.name, m.name, s) in observed.jobs
+            for m in run.models
+            for s in run.series
+        )
+        or (run.budgeted and looks.any_generation_job(run, observed))
     ):
         return "Generating"
     if observed.deployments or observed.jobs or acting:

@@ -32,6 +32,7 @@ from kubejury_operator.observe import (
     observe_queue,
     observe_reuse_document,
     observe_reuse_sources,
+    observe_sequential_document,
     observe_storage,
 )
 from kubejury_operator.observed import Observed
@@ -139,5 +140,6 @@ async def _observe(
     reader = StorageReader(api, runtime.policy, memory.progress, logger)
     observed = await observe_storage(reader, evalrun, run, observed, previous, time.monotonic())
     observed = await observe_reuse_document(reader, evalrun, run, observed, previous)
+    observed = await observe_sequential_document(reader, evalrun, run, observed, previous)
     observed = await observe_reuse_sources(api, run, evalrun, observed)
     return await observe_queue(api, caches, run, observed, previous, runtime.settings.kueue_enabled)

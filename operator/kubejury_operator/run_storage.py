@@ -30,6 +30,7 @@ from kubejury.records.progress import ProgressRecord
 from kubejury.records.report import ReportDocument, ReportError
 from kubejury.records.reuse import ReuseDocument, ReuseDocumentError
 from kubejury.records.run_status import RunSummary
+from kubejury.records.sequential import SequentialDocument, SequentialDocumentError, document_key
 from kubejury_operator.observed import ProgressKey, collect_progress, progress_key
 from kubejury_operator.status import summary_from_report
 from kubejury_operator.tenancy import endpoint_listed, run_storage_uri
@@ -231,6 +232,33 @@ def read_reuse_document(
         return ReuseDocument.from_json(data)
     except ReuseDocumentError as exc:
         raise ReuseDocumentError(f"{store.uri_for(key)}: {exc}") from exc
+
+
+SEQUENTIAL_DOCUMENT_MAX_BYTES = 4 * 1024 * 1024  # a document per model and pair: far below this
+
+
+def read_sequential_document(
+    evalrun: EvalRun,
+    ref: RunRef,
+    secret: SecretData | None,
+    *,
+    allowed_endpoints: tuple[str, ...] | None = None,
+) -> SequentialDocument | None:
+    """A budgeted run's ``sequential.json`` (:class:`~kubejury.records.sequential.SequentialDocument`)
+    as its last look Job stored it; ``None`` before the first look. A document that does not read
+    (not JSON, too large, a bad field) raises
+    :class:`~kubejury.records.sequential.SequentialDocumentError` naming the key and the field."""
+    store = open_run_storage(evalrun, ref, secret, allowed_endpoints=allowed_endpoints)
+    key = document_key(RunLayout(ref.name).run)
+    try:
+        data = store.read_json_or_none(key, max_bytes=SEQUENTIAL_DOCUMENT_MAX_BYTES)
+    except InputError as exc:  # not JSON
+        raise SequentialDocumentError(str(exc)) from exc
+    except StorageError as exc:
+        if "larger than" not in str(exc):
+            raise
+        raise SequentialDocumentError(f"{store.uri_for(key)}: {exc}") from exc
+    return None if data is None else SequentialDocument.from_json(data, store.uri_for(key))
 
 
 class ResultsKept(Exception):

@@ -47,7 +47,7 @@ from kubejury.records.run_status import (
     StageCounts,
 )
 from kubejury.redact import redact_tree
-from kubejury_operator import oom_retry, queueing
+from kubejury_operator import looks, oom_retry, queueing
 from kubejury_operator import vocabulary as vocab
 from kubejury_operator.cluster_run import ClusterRun
 from kubejury_operator.facts import Facts
@@ -337,6 +337,7 @@ def run_status(
         completed_at=previous.completed_at or (now if phase in TERMINAL_PHASES else ""),
         summary=_summary(view, previous),
         reuse=reuse_status(view, previous),
+        budget=looks.budget_status(view.run, view.observed, previous.budget),
         queue=queueing.queue_status(view.run, view.observed, previous.queue, view.facts.terminal, now),
         full_placement=FULL_STATUS,
     )

@@ -238,6 +238,18 @@ def aggregation_job_name(run: str) -> str:
     return dns_label("kj", run, "aggregate", limit=JOB_NAME_LIMIT)
 
 
+def look_generation_job_name(run: str, model: str, series: str, look: int) -> str:
+    """``kj-<run>-gen-<model>-<series>-<hash>-l<look>``: a budgeted run's generation Job of one
+    look (spec.budget), as :func:`judge_job_name` carries its round; within :data:`JOB_NAME_LIMIT`."""
+    suffix = f"-l{look}"
+    return joined_label("kj", run, "gen", model, series, limit=JOB_NAME_LIMIT - len(suffix)) + suffix
+
+
+def look_job_name(run: str, look: int) -> str:
+    """``kj-<run>-look-l<look>``: the CPU-only Job that decides look ``look`` of a budgeted run."""
+    return dns_label("kj", run, "look", f"l{look}", limit=JOB_NAME_LIMIT)
+
+
 def reuse_job_name(run: str) -> str:
     """``kj-<run>-reuse``: the Job that copies records of earlier runs before anything else runs."""
     return dns_label("kj", run, "reuse", limit=JOB_NAME_LIMIT)
