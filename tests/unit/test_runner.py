@@ -16,6 +16,7 @@ from kubejury.stages.runner import (
     ShardWriter,
     StageOptions,
     StageSummary,
+    compact_stage,
     is_final,
     latest_by_key,
     read_records,
@@ -92,3 +93,16 @@ def test_records_of_an_older_run_s_jsonl_shards_and_of_parquet_shards_read_in_se
     write_records(storage, "run/s/answers/m", [answer("q2", n=2), answer("q1", n=3)])
     stored = list(read_records(storage, "run/s/answers/m", AnswerRecord.from_json))
     assert stored == [answer("q1", n=1), answer("q2", n=2), answer("q1", n=3)]
+
+
+async def test_a_completed_stage_s_shards_are_compacted_unless_turned_off(tmp_path: Path) -> None:
+    store = LocalStorage(tmp_path)
+    prefix = "r/s/answers/m"
+    for n in range(3):
+        write_records(store, prefix, [answer(f"q{n}", n=n)])
+    before = read_rows(store, prefix)
+    assert await compact_stage(store, prefix, StageOptions(compact=False)) is None
+    assert len(store.shard_keys(prefix)) == 3
+    done = await compact_stage(store, prefix, StageOptions())
+    assert done is not None and store.shard_keys(prefix) == [done.written]
+    assert read_rows(store, prefix) == before

@@ -359,3 +359,168 @@ def test_fingerprint_witnesses_name_each_stage_digest_once(tmp_path: Path) -> No
         ("primary", "j", "a"),
         ("primary", "j", "b"),
     ]
+
+
+# ----------------------------------------------------------------------------------- compaction
+
+
+def stage_shards(store: LocalStorage) -> list[JudgmentRecord]:
+    """Three shards as a stage with a retried request leaves them; returns the records in order."""
+    batches = [
+        [judgment("q1"), judgment("q2", score=None, error="HTTP 500")],
+        [judgment("q3", score=4.0), judgment("q2", score=5.0)],
+        [judgment("q4", score=None, error="no score", error_kind="parse")],
+    ]
+    for batch in batches:
+        shards.write_records(store, PREFIX, batch)
+    return [record for batch in batches for record in batch]
+
+
+def stored(store: LocalStorage) -> list[JudgmentRecord]:
+    return list(read_records(store, PREFIX, JudgmentRecord.from_json))
+
+
+def test_compaction_merges_a_stage_s_shards_into_one_after_them_with_every_record_in_order(
+    tmp_path: Path,
+) -> None:
+    store = LocalStorage(tmp_path)
+    records = stage_shards(store)
+    parts = store.shard_keys(PREFIX)
+    done = shards.compact(store, PREFIX)
+    assert done.written is not None and done.records == len(records)
+    assert sorted(done.deleted) == parts
+    assert store.shard_keys(PREFIX) == [done.written]
+    assert done.written.rsplit("/", 1)[1].startswith(f"part-{len(parts):06d}-")  # after every part
+    assert stored(store) == records
+    assert shards.merged_names(store.read_bytes(done.written)) == {p.rsplit("/", 1)[1] for p in parts}
+
+
+def test_compaction_is_idempotent(tmp_path: Path) -> None:
+    store = LocalStorage(tmp_path)
+    records = stage_shards(store)
+    first = shards.compact(store, PREFIX)
+    again = shards.compact(store, PREFIX)
+    assert again == shards.Compaction(None, ())
+    assert store.shard_keys(PREFIX) == [first.written] and stored(store) == records
+    assert shards.compact(store, "run/primary/judgments/none") == shards.Compaction(None, ())
+
+
+def test_a_crash_between_write_and_delete_leaves_duplicates_readers_resolve_and_the_next_compaction_removes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = LocalStorage(tmp_path)
+    records = stage_shards(store)
+    before = read_judgments(store, RunLayout("run"), "primary", "j")
+
+    def crash(*_: Any) -> int:
+        raise OSError("killed")
+
+    monkeypatch.setattr(store, "delete_keys", crash)
+    with pytest.raises(OSError, match="killed"):
+        shards.compact(store, PREFIX)
+    monkeypatch.undo()
+    assert len(store.shard_keys(PREFIX)) == 4  # the parts and the merged shard
+    assert stored(store) == records + records
+    assert read_judgments(store, RunLayout("run"), "primary", "j") == before
+    table = shards.stage_table(store, PREFIX, JudgmentRecord)
+    assert table is not None
+    frame = shards.latest_rows(table, ("question_id", "model"))
+    assert sorted(
+        (JudgmentRecord.from_json(row) for row in frame.to_dicts()), key=lambda r: r.question_id
+    ) == sorted(before, key=lambda r: r.question_id)
+
+    merged = store.shard_keys(PREFIX)[-1]
+    finish = shards.compact(store, PREFIX)
+    assert finish.written is None and len(finish.deleted) == 3  # deleted, not merged again
+    assert store.shard_keys(PREFIX) == [merged] and stored(store) == records
+
+
+def test_a_stage_resumed_after_compaction_writes_after_the_merged_shard_and_compacts_again(
+    tmp_path: Path,
+) -> None:
+    store = LocalStorage(tmp_path)
+    records = stage_shards(store)
+    shards.compact(store, PREFIX)
+    existing = list(read_records(store, PREFIX, JudgmentRecord.from_json))
+    next_seq = store.next_shard_seq(PREFIX)
+    assert existing == records and next_seq == 4
+    retry = [judgment("q5", score=2.0)]
+    shards.write_records(store, PREFIX, retry, seq=next_seq)
+    second = shards.compact(store, PREFIX)
+    assert second.written is not None and store.shard_keys(PREFIX) == [second.written]
+    assert second.written.rsplit("/", 1)[1].startswith("part-000005-")
+    assert stored(store) == records + retry
+    assert len(shards.merged_names(store.read_bytes(second.written))) == 5  # 3 parts, 1 merged, 1 new
+
+
+def test_jsonl_shards_of_older_runs_are_left_as_they_are(tmp_path: Path) -> None:
+    store = LocalStorage(tmp_path)
+    older = store.write_jsonl_shard(PREFIX, [judgment("q0").to_json()])
+    records = stage_shards(store)
+    done = shards.compact(store, PREFIX)
+    assert store.shard_keys(PREFIX) == [older, done.written]
+    assert stored(store) == [judgment("q0"), *records]
+
+
+class CompactingUnderfoot(LocalStorage):
+    """A reader's storage under which another process compacts the folder right after the reader
+    listed it, before it reads its first shard."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.compacted = False
+
+    def read_bytes(self, key: str, *, max_bytes: int | None = None) -> bytes:
+        if not self.compacted:
+            self.compacted = True
+            assert shards.compact(LocalStorage(self.root), PREFIX).written is not None
+        return super().read_bytes(key, max_bytes=max_bytes)
+
+
+def test_a_reader_that_listed_before_a_compaction_still_reads_every_record(tmp_path: Path) -> None:
+    records = stage_shards(LocalStorage(tmp_path))
+    assert stored(CompactingUnderfoot(tmp_path)) == records
+    for _ in range(2):
+        records += [judgment(f"x{len(records)}")]
+        shards.write_records(LocalStorage(tmp_path), PREFIX, records[-1:])
+    table = shards.stage_table(CompactingUnderfoot(tmp_path), PREFIX, JudgmentRecord)
+    assert table is not None
+    assert [JudgmentRecord.from_json(row) for row in table.to_pylist()] == records
+
+
+def test_readers_see_every_stored_record_while_a_stage_writes_and_compacts(tmp_path: Path) -> None:
+    """Writer, compactor and reader on the same folder at once: each read holds every record
+    written before it started (duplicates allowed), whatever the interleaving."""
+    import threading
+
+    store = LocalStorage(tmp_path)
+    written: list[str] = []
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def keep_compacting() -> None:
+        while not stop.is_set():
+            try:
+                shards.compact(LocalStorage(tmp_path), PREFIX)
+            except BaseException as exc:  # reported by the test thread
+                failures.append(exc)
+                return
+
+    compactor = threading.Thread(target=keep_compacting)
+    compactor.start()
+    try:
+        for i in range(40):
+            shards.write_records(store, PREFIX, [judgment(f"q{i}")], seq=i)
+            written.append(f"q{i}")
+            expected = set(written)
+            seen = {
+                r.question_id for r in read_records(LocalStorage(tmp_path), PREFIX, JudgmentRecord.from_json)
+            }
+            assert expected <= seen
+    finally:
+        stop.set()
+        compactor.join()
+    assert not failures
+    shards.compact(store, PREFIX)
+    assert len(store.shard_keys(PREFIX)) == 1
+    assert sorted(r.question_id for r in stored(store)) == sorted(written)

@@ -239,6 +239,19 @@ def test_delete_prefix_removes_the_links_themselves_never_what_they_point_to(
     assert not store.root.exists()
 
 
+def test_delete_keys_deletes_exactly_those_keys_and_never_through_a_link(
+    run_with_link_out: tuple[LocalStorage, Path],
+) -> None:
+    store, other = run_with_link_out
+    for key in ("own/a", "own/b", "own/ab"):
+        store.write_bytes(key, b"x")
+    assert store.delete_keys(["own/a", "own/b", "own/absent", "none/x", "file-link.json"]) == 5
+    assert store.list() == ["own/ab"]
+    with pytest.raises(StorageError, match="symbolic link"):
+        store.delete_keys(["linked/answers.jsonl"])
+    assert (other / "answers.jsonl").read_bytes() == b"other run's data"
+
+
 def test_a_symlink_between_the_trusted_root_and_the_runs_folder_is_refused(tmp_path: Path) -> None:
     victim = tmp_path / "results" / "team-b"
     victim.mkdir(parents=True)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from kubejury.errors import InputError
-from kubejury.files.storage import Storage, parse_jsonl, shard_suffix
+from kubejury.files.storage import Storage, parse_jsonl, shard_seq, shard_suffix
 from kubejury.records.results import (
     DEFAULT_SERIES,
     FORMAT_KEY,
@@ -182,12 +183,41 @@ def table_rows(table: pa.Table, source: str) -> Iterator[dict[str, Any]]:
         yield row
 
 
+MAX_RELISTS = 10
+"""How often a reader lists a folder again when shards it listed vanished (compactions under way)."""
+
+
+def shard_data(storage: Storage, prefix: str) -> Iterator[tuple[str, bytes]]:
+    """(key, bytes) of every shard under ``prefix``, in sequence order, safe against a concurrent
+    :func:`compact`: a shard listed and then deleted was merged into a compacted shard written
+    before the deletion, so the folder is listed again and the shards not read yet are read (the
+    compacted one among them; its records repeat ones already read, which every reader's
+    latest-per-key keeps once). Nothing stored is ever missed."""
+    seen: set[str] = set()
+    for _ in range(MAX_RELISTS):
+        vanished = False
+        for key in storage.shard_keys(prefix):
+            if key in seen:
+                continue
+            try:
+                data = storage.read_bytes(key)
+            except FileNotFoundError:
+                vanished = True
+                break
+            seen.add(key)
+            yield key, data
+        if not vanished:
+            return
+    raise InputError(
+        storage.uri_for(prefix), f"shards vanished while being read, {MAX_RELISTS} listings in a row"
+    )
+
+
 def rows(storage: Storage, prefix: str) -> Iterator[tuple[str, int, dict[str, Any]]]:
     """(shard URI, record number from 1, record) of every shard under ``prefix``, Parquet and
     JSONL alike, in sequence order: the mappings the records' ``from_json`` reads."""
-    for key in storage.shard_keys(prefix):
+    for key, data in shard_data(storage, prefix):
         source = storage.uri_for(key)
-        data = storage.read_bytes(key)
         records = (
             parse_jsonl(data, source)
             if shard_suffix(key) == "jsonl"
@@ -285,9 +315,8 @@ def stage_table(storage: Storage, prefix: str, record_type: type[ResultRecord]) 
     ``None`` when there is none. A shard that does not read, or whose columns do not fit the
     schema, raises :class:`InputError` naming it (a JSONL one also the record and field)."""
     tables = []
-    for key in storage.shard_keys(prefix):
+    for key, data in shard_data(storage, prefix):
         source = storage.uri_for(key)
-        data = storage.read_bytes(key)
         if shard_suffix(key) == "jsonl":
             records = [
                 _typed(record_type, row, source, n) for n, row in enumerate(parse_jsonl(data, source), 1)
@@ -344,3 +373,111 @@ def fingerprint_witnesses(frame: pl.DataFrame) -> list[JudgmentRecord]:
         )
         for series, judge, digest in distinct.iter_rows()
     ]
+
+
+# ------------------------------------------------------------------------------------ compaction
+
+COMPACTED_METADATA = b"kubejury.compacted"
+"""Metadata of a compacted shard: the file names of every shard whose records it holds (one a line)."""
+ROW_GROUP_ROWS = 128 * 1024
+"""Records per row group of a compacted shard (a stage's shards are one small row group each)."""
+
+
+@dataclass(frozen=True)
+class Compaction:
+    """What one :func:`compact` did: the compacted shard written (``None``: nothing to merge) and
+    the shards deleted (merged now, or by an earlier compaction that stopped before deleting)."""
+
+    written: str | None
+    deleted: tuple[str, ...]
+    records: int = 0
+
+
+def merged_names(data: bytes) -> set[str]:
+    """The shard file names a compacted shard says it holds (empty for a stage's own shard)."""
+    try:
+        metadata = pq.read_schema(io.BytesIO(data)).metadata or {}
+    except (pa.ArrowException, OSError, ValueError):
+        return set()
+    raw = metadata.get(COMPACTED_METADATA)
+    return set(raw.decode().split("\n")) - {""} if raw else set()
+
+
+def _name(key: str) -> str:
+    return key.rsplit("/", 1)[-1]
+
+
+def compact(storage: Storage, prefix: str) -> Compaction:
+    """Merge the Parquet shards under ``prefix`` into one, then delete them: called when a stage's
+    work for its (model or judge, series) is complete.
+
+    Safe for concurrent readers and for resumption, on disk and on S3, because nothing is ever
+    rewritten in place:
+
+    1. the merged shard is written (atomically, as every shard) with a sequence number after every
+       shard there, holding their records in storage order, and naming them in its metadata;
+    2. only then are those shards deleted.
+
+    A reader that lists between 1 and 2 sees every record twice, which latest-per-key already
+    resolves; one that lists before 1 and reads after 2 finds a shard gone and lists again
+    (:func:`shard_data`). A crash between 1 and 2 leaves shards the merged one names: the next
+    compaction deletes them without merging them again. A stage resumed afterwards writes after the
+    merged shard. JSONL shards (runs made before issue 26) and shards of another record format are
+    left as they are; a shard that vanishes meanwhile (another compaction) stops this one unchanged.
+    """
+    keys = storage.shard_keys(prefix)
+    loaded: list[tuple[str, bytes]] = []
+    for key in keys:
+        if shard_suffix(key) != SUFFIX:
+            continue
+        try:
+            loaded.append((key, storage.read_bytes(key)))
+        except FileNotFoundError:
+            return Compaction(None, ())
+    covered: set[str] = set()
+    for _, data in loaded:
+        covered |= merged_names(data)
+    stale = tuple(key for key, _ in loaded if _name(key) in covered)
+    live = [(key, data) for key, data in loaded if _name(key) not in covered]
+    if len(live) <= 1:
+        storage.delete_keys(stale)
+        return Compaction(None, stale)
+    merged, records = _merge(live, covered | {_name(key) for key, _ in live}, storage)
+    if merged is None:
+        return Compaction(None, ())
+    seq = max(shard_seq(key) for key in keys) + 1
+    written = storage.put_shard(prefix, merged, suffix=SUFFIX, seq=seq)
+    deleted = (*stale, *(key for key, _ in live))
+    storage.delete_keys(deleted)
+    return Compaction(written, deleted, records)
+
+
+def _merge(live: list[tuple[str, bytes]], names: set[str], storage: Storage) -> tuple[bytes | None, int]:
+    """One Parquet file of the records of ``live`` (in order) in row groups of
+    :data:`ROW_GROUP_ROWS`, naming ``names``; ``None`` when the shards are not all of one record
+    type and of this format (they are then left as they are)."""
+    first = read_table(live[0][1], storage.uri_for(live[0][0]))
+    kind = stated_kind(first)
+    if kind not in RECORD_TYPES:
+        return None, 0
+    record_type = RECORD_TYPES[kind]
+    schema = arrow_schema(record_type)
+    metadata = {**(schema.metadata or {}), COMPACTED_METADATA: "\n".join(sorted(names)).encode()}
+    sink = io.BytesIO()
+    pending: list[pa.Table] = []
+    count = held = 0
+    with pq.ParquetWriter(sink, schema.with_metadata(metadata), compression=COMPRESSION) as writer:
+        for key, data in live:
+            source = storage.uri_for(key)
+            table = first if key == live[0][0] else read_table(data, source)
+            if stated_kind(table) != kind or shard_format(table, source) != RESULTS_FORMAT:
+                return None, 0
+            pending.append(conform(table, record_type))
+            held += table.num_rows
+            if held >= ROW_GROUP_ROWS:
+                writer.write_table(pa.concat_tables(pending), row_group_size=ROW_GROUP_ROWS)
+                count, pending, held = count + held, [], 0
+        if pending:
+            writer.write_table(pa.concat_tables(pending), row_group_size=ROW_GROUP_ROWS)
+            count += held
+    return sink.getvalue(), count

@@ -150,6 +150,13 @@ class Storage(ABC):
     def delete_prefix(self, prefix: str) -> int:
         """Delete every object whose key starts with ``prefix``; returns how many were deleted."""
 
+    def delete_keys(self, keys: Sequence[str]) -> int:
+        """Delete exactly these objects (absent ones are skipped); returns how many were asked for.
+        Subclasses delete in bulk; this fallback deletes one prefix (the whole key) at a time."""
+        for key in keys:
+            self.delete_prefix(_check_key(key))
+        return len(keys)
+
     # -- shared helpers ---------------------------------------------------------------------
     def uri_for(self, key: str) -> str:
         """The full URI of a key, for messages and reports."""
@@ -384,6 +391,21 @@ class LocalStorage(Storage):
         if stat.S_ISLNK(info.st_mode):
             raise self._link_error(self._shown(key))
         return stat.S_ISREG(info.st_mode)
+
+    def delete_keys(self, keys: Sequence[str]) -> int:
+        """Unlink each key's file through its folder's descriptor: a folder that is a link is refused,
+        a key that is a link loses the link itself, never its target; absent keys are skipped."""
+        for key in keys:
+            try:
+                dir_fd, name = self._key_dir(key)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            try:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(name, dir_fd=dir_fd)
+            finally:
+                os.close(dir_fd)
+        return len(keys)
 
     def _base(self, prefix: str) -> tuple[str, int | None]:
         """The deepest folder ``prefix`` names fully (relative to the root) and its descriptor,
@@ -762,6 +784,16 @@ class S3Storage(Storage):
                 raise _too_many(self.uri_for(prefix), max_keys)
         keys.sort()
         return keys
+
+    def delete_keys(self, keys: Sequence[str]) -> int:
+        """``DeleteObjects`` in batches of 1000 (S3's limit); absent keys are no error on S3."""
+        full = [self._key(key) for key in keys]
+        for start in range(0, len(full), 1000):
+            batch = full[start : start + 1000]
+            self.client.delete_objects(
+                Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True}
+            )
+        return len(full)
 
     def delete_prefix(self, prefix: str) -> int:
         """Delete page by page as the listing goes (nothing collected); at most

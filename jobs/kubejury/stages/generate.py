@@ -36,6 +36,7 @@ from kubejury.stages.runner import (
     StageOptions,
     StageSummary,
     Unreachable,
+    compact_stage,
     latest_by_key,
     read_records,
 )
@@ -178,16 +179,19 @@ async def run_generation(
         fingerprint=fingerprint,
         fingerprint_key=layout.fingerprint_key(series.name, STAGE, model.name),
     )
-    return await run_stage(
+    options = options or StageOptions()
+    summary = await run_stage(
         target,
         questions,
         lambda question: question.id,
         handler,
         storage=storage,
         client=client,
-        options=options or StageOptions(),
+        options=options,
         view=view,
     )
+    await compact_stage(storage, target.prefix, options)
+    return summary
 
 
 def _key(record: AnswerRecord) -> str:

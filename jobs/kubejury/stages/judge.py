@@ -46,6 +46,7 @@ from kubejury.stages.runner import (
     StageOptions,
     StageSummary,
     Unreachable,
+    compact_stage,
     latest_by_key,
     read_records,
 )
@@ -243,18 +244,21 @@ async def run_judging(
         fingerprint=fingerprint,
         fingerprint_key=layout.fingerprint_key(series, STAGE, judge.name),
     )
-    return await run_stage(
+    options = options or StageOptions()
+    summary = await run_stage(
         target,
         items,
         lambda item: (item.question.id, item.model),
         handler,
         storage=storage,
         client=client,
-        options=options or StageOptions(),
+        options=options,
         view=view,
         skipped=skipped,
         started=started,
     )
+    await compact_stage(storage, target.prefix, options)
+    return summary
 
 
 def _key(record: JudgmentRecord) -> tuple[str, str]:

@@ -11,6 +11,7 @@ import boto3
 import pytest
 
 from kubejury.errors import InputError
+from kubejury.files import shards
 from kubejury.files.shards import read_rows, write_records
 from kubejury.files.storage import (
     LocalStorage,
@@ -69,6 +70,31 @@ def test_shards_and_json_round_trip(bucket: str) -> None:
     store.write_json("run/t0/progress/generate-m1.json", {"done": 2, "total": 2})
     assert store.read_json("run/t0/progress/generate-m1.json") == {"done": 2, "total": 2}
     assert store.read_json_or_none("run/t0/progress/none.json") is None
+
+
+def test_delete_keys_deletes_exactly_those_keys_past_a_batch_of_1000(bucket: str) -> None:
+    store = open_storage(f"s3://{bucket}/out")
+    for i in range(1003):
+        store.write_bytes(f"d/{i:05d}", b"x")
+    store.write_bytes("d/00000-kept", b"x")
+    assert store.delete_keys([f"d/{i:05d}" for i in range(1003)] + ["d/absent"]) == 1004
+    assert store.list("d/") == ["d/00000-kept"]
+
+
+def test_compaction_on_s3_keeps_every_record_for_a_reader_that_listed_before_it(bucket: str) -> None:
+    store = open_storage(f"s3://{bucket}/out")
+    prefix = "run/t0/answers/m1"
+    records = [AnswerRecord(question_id=f"q{i}", model="m1", answer=f"Ответ {i}") for i in range(6)]
+    for i in range(0, 6, 2):
+        write_records(store, prefix, records[i : i + 2])
+    reader = shards.rows(store, prefix)
+    first = next(reader)  # listed the three parts and read the first
+    done = shards.compact(open_storage(f"s3://{bucket}/out"), prefix)
+    assert done.written is not None and store.shard_keys(prefix) == [done.written]
+    seen = [first[2], *(row for _, _, row in reader)]
+    assert {row["question_id"] for row in seen} == {r.question_id for r in records}
+    assert [row["question_id"] for row in read_rows(store, prefix)] == [r.question_id for r in records]
+    assert shards.compact(store, prefix) == shards.Compaction(None, ())
 
 
 def test_explicit_credentials(bucket: str, s3_env: str) -> None:
