@@ -17,6 +17,7 @@ import pytest
 
 from factories import as_kopf_body, build_evalrun
 from kubejury.config.spec import parse_evalrun
+from kubejury.records.placement import DOES_NOT_FIT
 from kubejury_operator import handlers, reconciler, watched
 from kubejury_operator.apply import run_labels
 from kubejury_operator.gateway import ApiCredentials
@@ -61,7 +62,7 @@ def test_examples_plan_into_valid_objects(example: str, nodes: str) -> None:
     node_items = json.loads((REPO / "examples" / "nodes" / nodes).read_text())["items"]
     run = cluster_run(body, evalrun, compute_placements(evalrun, node_items), WorkloadSettings())
     first = plan(run, Observed(), {}, "2026-11-30T02:00:00Z")
-    unschedulable = [n for n, p in first.status["placement"].items() if not p["schedulable"]]
+    unschedulable = [n for n, p in first.status["placement"].items() if p["reason"] == DOES_NOT_FIT]
     assert not unschedulable, first.status["placement"]
     created = [a.manifest for a in first.actions if a.manifest is not None]
     assert {m["kind"] for m in created} >= {"ConfigMap", "Deployment", "Service"}
