@@ -19,6 +19,12 @@ Scales: the study's (16 models × 1,440 questions × 3 judges = 69,120 judgments
 1 M, 10 M (50 models × 22,222 questions × 3 judges × 3 series = 9,999,900) and 30 M judgments
 (``--scale`` picks some). ``--formats`` measures the shard format choice instead (Parquet against
 Arrow IPC: size, write and read time, peak RSS, on the 10 M data; docs/formats.md).
+``--layouts`` measures what the stages really write instead (10 M unless ``--scale``): the same
+judgments as the stages' 500-record shards (``part-<seq>-<uuid>.parquet`` under
+``<run>/<series>/judgments/<judge>/``, written through ``Storage.put_shard``; ~20,000 files at 10 M)
+and after the stages' compaction (:func:`kubejury.files.shards.compact`), side by side with the
+one-shard-per-series × judge layout, each through the engine's loader and through
+``kubejury aggregate``'s own path (storage, latest per key, scratch file).
 Figures are written to ``benchmarks/results/aggregation.md`` and printed.
 """
 
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import io
 import itertools
 import json
 import os
@@ -153,6 +160,55 @@ def generate(scale: Scale) -> Path:
     return folder
 
 
+STAGE_FLUSH = 500  # records per shard: the stages' flush size (StageOptions.flush_records)
+RUN = "bench"  # the run name of the stage layouts (a storage root holding one run)
+
+
+def generate_layouts(scale: Scale) -> dict[str, float]:
+    """The realistic layouts, once (cached): ``stage-shards``, the same judgments as the judging
+    stages write them — through the stages' shard writer, a ``part-<seq>-<uuid>.parquet`` per flush
+    of :data:`STAGE_FLUSH` records under ``<run>/<series>/judgments/<judge>/`` — and ``compacted``,
+    a copy of it after :func:`kubejury.files.shards.compact` ran on every (series, judge) as the
+    stage does on completion. Returns the seconds compaction took (0 when cached)."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    from kubejury.files import shards
+    from kubejury.files.storage import LocalStorage, RunLayout
+
+    folder = generate(scale)
+    layout = RunLayout(RUN)
+    stage_root = folder / "stage-shards"
+    if not (folder / ".stage-shards-complete").exists():
+        shutil.rmtree(stage_root, ignore_errors=True)
+        storage = LocalStorage(stage_root)
+        for path in sorted((folder / "shards").glob("*/judgments/*/*.parquet")):
+            series, judge = path.parts[-4], path.parts[-2]
+            prefix = layout.judgments_prefix(series, judge)
+            table = pq.read_table(path)
+            for number, start in enumerate(range(0, table.num_rows, STAGE_FLUSH)):
+                sink = io.BytesIO()  # shards.encode's bytes, from the table rather than records
+                pq.write_table(table.slice(start, STAGE_FLUSH), sink, compression=shards.COMPRESSION)
+                storage.put_shard(prefix, sink.getvalue(), suffix=shards.SUFFIX, seq=number)
+        (folder / ".stage-shards-complete").write_text("ok\n")
+    compacted_root = folder / "compacted"
+    if (folder / ".compacted-complete").exists():  # the times measured when it was made
+        timings: dict[str, float] = json.loads((folder / ".compacted-complete").read_text())
+        return timings
+    shutil.rmtree(compacted_root, ignore_errors=True)
+    shutil.copytree(stage_root, compacted_root)
+    storage = LocalStorage(compacted_root)
+    timings = {}
+    for series in scale.series:
+        for j in range(scale.judges):
+            t = time.perf_counter()
+            shards.compact(storage, layout.judgments_prefix(series, f"judge-{j}"))
+            timings[f"{series}/judge-{j}"] = time.perf_counter() - t
+    (folder / ".compacted-complete").write_text(json.dumps(timings) + "\n")
+    return timings
+
+
 def write_shards(frame: Any, folder: Path) -> None:
     """The judgments of one series as the judging stages store them: one Parquet shard per judge,
     in the shard schema of :class:`~kubejury.records.results.JudgmentRecord`."""
@@ -176,7 +232,7 @@ def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def run_kubejury(folder: Path, samples: int, path: str) -> dict[str, Any]:
+def run_kubejury(folder: Path, samples: int, path: str, benchmark: Path | None = None) -> dict[str, Any]:
     from kubejury.files.benchmark import load_benchmark
     from kubejury.files.tables import build_cubes, load_judgments
     from kubejury.stats.scoring import ScoringConfig, cell_index, score_series
@@ -190,8 +246,14 @@ def run_kubejury(folder: Path, samples: int, path: str) -> dict[str, Any]:
         cpu[name] = cpu.get(name, 0.0) + time.process_time() - cpu_start
 
     cpu0, t0 = time.process_time(), time.perf_counter()
-    bench = load_benchmark(folder / "benchmark.jsonl")
-    judgments = load_judgments(folder / ("judgments" if path == "jsonl" else "shards"))
+    bench = load_benchmark(benchmark or folder / "benchmark.jsonl")
+    source = {
+        "jsonl": "judgments",
+        "shards": "shards",
+        "stage-shards": "stage-shards",
+        "compacted": "compacted",
+    }
+    judgments = load_judgments(folder if path == "file" else folder / source[path])
     lap("read", t0, cpu0)
     t, c = time.perf_counter(), time.process_time()
     cubes = build_cubes(bench, judgments)
@@ -221,6 +283,55 @@ def run_kubejury(folder: Path, samples: int, path: str) -> dict[str, Any]:
         "leading_group_sizes": leading,
         "stage_cpu_s": cpu,
     }
+
+
+def stored_judgments(root: Path, run: str, scale: Scale) -> Any:
+    """What ``kubejury aggregate`` reads of a run's judgments (:func:`kubejury.pipeline.stored_judgments`):
+    every (series, judge) folder through storage, column-wise, one record per key."""
+    import polars as pl
+
+    from kubejury.files import shards
+    from kubejury.files.storage import LocalStorage, RunLayout
+    from kubejury.records.results import JudgmentRecord
+
+    storage, layout = LocalStorage(root), RunLayout(run)
+    frames = []
+    for series in scale.series:
+        for judge in range(scale.judges):
+            table = shards.stage_table(
+                storage, layout.judgments_prefix(series, f"judge-{judge}"), JudgmentRecord
+            )
+            if table is not None:
+                frames.append(shards.latest_rows(table, ("question_id", "model")))
+    return pl.concat(frames)
+
+
+def run_run_layout(folder: Path, scale: Scale, layout: str) -> dict[str, Any]:
+    """``kubejury aggregate``'s path on one layout of a run's storage: the stored judgments read as
+    the pipeline reads them, written to one scratch file (as the pipeline does), then the engine."""
+    import tempfile
+
+    from kubejury.files import shards
+    from kubejury.records.results import JudgmentRecord
+
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    # The one-shard layout is <folder>/shards/<series>/judgments/<judge>/: a run named "shards".
+    root, run = (folder, layout) if layout == "shards" else (folder / layout, RUN)
+    frame = stored_judgments(root, run, scale)
+    files = len(list((folder / layout).glob("**/*.parquet")))
+    read_s, read_cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    with tempfile.TemporaryDirectory(prefix="bench-aggregate-") as scratch:
+        target = Path(scratch) / "judgments.parquet"
+        shards.write_frame(target, frame, JudgmentRecord)
+        del frame
+        scratch_s = time.perf_counter() - t0 - read_s
+        result = run_kubejury(target, scale.samples, "file", folder / "benchmark.jsonl")
+    result["stages"] = {"storage": read_s, "scratch": scratch_s, **result["stages"]}
+    result["stage_cpu_s"] = {"storage": read_cpu, **result["stage_cpu_s"]}
+    result["wall_s"] = time.perf_counter() - t0
+    result["cpu_s"] = time.process_time() - cpu0
+    result["files"] = files
+    return result
 
 
 def pandas_formulas(frame: Any, bench: Any) -> dict[str, dict[str, float]]:
@@ -280,6 +391,8 @@ def child(kind: str, scale_name: str) -> None:
         result = run_format(folder, *kind.split("-", 2)[1:])
     elif kind == "pandas":
         result = run_pandas(folder)
+    elif kind.startswith("run-"):
+        result = run_run_layout(folder, scale, kind.removeprefix("run-"))
     else:
         result = run_kubejury(folder, scale.samples, kind.removeprefix("kubejury-"))
     print(json.dumps(result))
@@ -486,6 +599,66 @@ def _format_rows(load: str) -> list[str]:
 
 
 FORMATS_HEADING = "## Shard format: Parquet or Arrow IPC (`--formats`)"
+LAYOUTS_HEADING = (
+    "## What the stages really write: 500-record shards, before and after compaction (`--layouts`)"
+)
+LAYOUTS = ("shards", "stage-shards", "compacted")
+LAYOUT_NAMES = {
+    "shards": "one shard per series × judge (the table above)",
+    "stage-shards": "the stages' 500-record shards",
+    "compacted": "the same after compaction",
+}
+
+
+def _layout_rows(scale: Scale, load: str) -> list[str]:
+    """Each layout of the same judgments, read by the engine's loader alone and by
+    ``kubejury aggregate``'s path (through storage, latest per key, scratch file), in one run."""
+    t = time.perf_counter()
+    compaction = generate_layouts(scale)
+    print(f"[layouts] data ready in {time.perf_counter() - t:.1f} s; compaction {json.dumps(compaction)}")
+    rows = []
+    for layout in LAYOUTS:
+        files = len(list((scale.folder / layout).glob("**/*.parquet")))
+        size = sum(p.stat().st_size for p in (scale.folder / layout).glob("**/*.parquet"))
+        for how in ("kubejury", "run"):
+            result = measure(f"{how}-{layout}", scale, timeout=1800)
+            print(
+                f"[layouts] {how} {layout}: {json.dumps({k: v for k, v in result.items() if k != 'weighted'})}"
+            )
+            label = "engine loader" if how == "kubejury" else "`kubejury aggregate` path"
+            head = f"| {LAYOUT_NAMES[layout]} | {files:,} files, {size / 2**20:,.1f} MiB | {label} "
+            if "error" in result:
+                rows.append(head + f"| failed: {result['error']} | | | |")
+                continue
+            stages = ", ".join(f"{k} {v:.2f}" for k, v in result["stages"].items())
+            rows.append(
+                head + f"| **{result['wall_s']:.2f} s** | {result['cpu_s']:.2f} s "
+                f"| **{result['peak_rss_mib']:.0f} MiB** | {stages} |"
+            )
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    total = sum(compaction.values())
+    merged = (
+        f"Compaction (`shards.compact`, once per series × judge, as the judging stage runs it on completion) "
+        f"took {total:.1f} s for all {len(compaction)} folders (≈{total / max(len(compaction), 1):.1f} s "
+        f"per {scale.judgments // max(len(compaction), 1):,} judgments), when the layout was made"
+        " (`.compacted-complete` keeps the times)."
+        if compaction
+        else "Compaction: not measured."
+    )
+    return [
+        f"Measured {stamp}, load average (1/5/15 min) {load} before and {_load()} after; {scale.judgments:,}",
+        f"judgments (the {scale.name} data of the table above), each measurement in a fresh process. Engine loader: `load_judgments` on",
+        "the folder → cubes → score → bootstrap, as the table above. `kubejury aggregate` path: what",
+        "`pipeline._aggregate` does — every (series, judge) folder read through storage (`shards.stage_table`,",
+        "all columns), one record per key (`shards.latest_rows`), one scratch Parquet file (`write_frame`), then",
+        "the engine loader on it and cubes → score → bootstrap.",
+        "",
+        "| layout | files, size | path | wall | CPU | peak RSS | stages wall (s) |",
+        "|---|---|---|---|---|---|---|",
+        *rows,
+        "",
+        merged,
+    ]
 
 
 def _section(path: Path, heading: str) -> list[str]:
@@ -515,6 +688,9 @@ def main() -> int:
         "--jsonl-max", type=int, default=30_000_000, help="largest scale (judgments) the JSONL path is run at"
     )
     parser.add_argument("--formats", action="store_true", help="measure the shard formats instead")
+    parser.add_argument(
+        "--layouts", action="store_true", help="measure the stages' shard layouts (10 M) instead"
+    )
     parser.add_argument("--pandas-timeout", type=float, default=600.0)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
@@ -525,6 +701,11 @@ def main() -> int:
         formats = [FORMATS_HEADING, "", *_format_rows(_load()), ""]
         _write(args.out, formats_section=formats)
         print("\n".join(formats))
+        return 0
+    if args.layouts:
+        section = [LAYOUTS_HEADING, "", *_layout_rows(SCALES[(args.scale or ["10m"])[0]], _load()), ""]
+        _write(args.out, layouts_section=section)
+        print("\n".join(section))
         return 0
 
     scales = [SCALES[s] for s in (args.scale or DEFAULT_SCALES)]
@@ -581,22 +762,36 @@ def _write(
     loads: tuple[str, str] | None = None,
     history: str | None = None,
     formats_section: list[str] | None = None,
+    layouts_section: list[str] | None = None,
 ) -> None:
     """Write the results file: the latest run's table (or the earlier one when only the formats
     were measured), the formats section, and the history with this run's line added."""
     previous = out.read_text(encoding="utf-8").splitlines() if out.exists() else []
     if rows is None:
-        head = (
-            previous[: previous.index(FORMATS_HEADING)]
-            if FORMATS_HEADING in previous
-            else (previous[: previous.index(HISTORY_HEADING)] if HISTORY_HEADING in previous else previous)
+        end = next(
+            (previous.index(h) for h in (FORMATS_HEADING, LAYOUTS_HEADING, HISTORY_HEADING) if h in previous),
+            len(previous),
         )
+        head = previous[:end]
     else:
         assert loads is not None
         head = _main_section(rows, notes or [], *loads)
     formats = formats_section if formats_section is not None else _section(out, FORMATS_HEADING)
+    layouts = _section(out, LAYOUTS_HEADING)
+    if layouts_section:  # each run's section is kept under the one heading, newest last
+        body = layouts_section[1:]
+        while body and not body[0].strip():
+            body.pop(0)
+        layouts = [*(layouts or [LAYOUTS_HEADING]), "", *body]
     runs = _history(out) + ([history] if history else [])
-    text = [*head, *([*formats, ""] if formats else []), HISTORY_HEADING, "", *runs]
+    text = [
+        *head,
+        *([*formats, ""] if formats else []),
+        *([*layouts, ""] if layouts else []),
+        HISTORY_HEADING,
+        "",
+        *runs,
+    ]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(text) + "\n", encoding="utf-8")
 
