@@ -40,7 +40,6 @@ from kubejury_operator.placing import compute_placements
 from kubejury_operator.reconcile import plan, plan_invalid_spec
 from kubejury_operator.runtime import OperatorRuntime
 from kubejury_operator.tenancy import run_policy_problems
-from kubejury_operator.validation import operator_unsupported
 from kubejury_operator.watched import Caches, plain
 
 
@@ -91,13 +90,8 @@ async def _valid_spec(
     generation was reported already."""
     namespace = run_key(obj)[0]
     evalrun, problems = memory.parsed_spec(obj)
-    # The chart's allow-lists hold here too: the webhook may be off or have failed open; so does the
-    # refusal of what the operator does not do yet (spec.budget).
-    beyond = (
-        [*run_policy_problems(evalrun, namespace, runtime.policy), *operator_unsupported(evalrun)]
-        if evalrun is not None
-        else []
-    )
+    # The chart's allow-lists hold here too: the webhook may be off or have failed open.
+    beyond = run_policy_problems(evalrun, namespace, runtime.policy) if evalrun is not None else []
     if evalrun is not None and not beyond:
         return evalrun
     generation = int((obj.get("metadata") or {}).get("generation") or 1)

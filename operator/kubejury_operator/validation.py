@@ -4,9 +4,7 @@ The CRD's structural schema checks shapes and enums. This module adds what needs
 field or a look at the cluster: unique model/judge/series names, at least one judge, a weight for
 every level asked, explicit quantization compatible with runtime and checkpoint (all shared with
 ``kubejury validate`` through :func:`kubejury.config.spec.evalrun_problems`), a run that names
-itself in ``spec.reuse.from`` (it needs the object's own name), what the operator does not do
-yet (``spec.budget``: :func:`operator_unsupported`, also checked by the reconciler), and the chart's
-allow-lists (:mod:`kubejury_operator.tenancy`: storage roots and what is read from them, storage
+itself in ``spec.reuse.from`` (it needs the object's own name), and the chart's allow-lists (:mod:`kubejury_operator.tenancy`: storage roots and what is read from them, storage
 endpoints, Job images, claims, server flags, node-selector keys), checked on the parsed spec.
 
 The webhook does not check that referenced Secrets exist: its answer would tell a user who may
@@ -19,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from kubejury.config.spec import EvalRun, FieldProblem, evalrun_problems
+from kubejury.config.spec import FieldProblem, evalrun_problems
 from kubejury_operator.tenancy import TenantPolicy, run_policy_problems
 from kubejury_operator.vocabulary import namespace_of
 
@@ -28,7 +26,6 @@ __all__ = [
     "FieldProblem",
     "SecretsPresent",
     "admission_message",
-    "operator_unsupported",
     "validate_evalrun",
 ]
 
@@ -93,21 +90,6 @@ def _self_reuse_problems(body: Mapping[str, Any]) -> list[FieldProblem]:
     ]
 
 
-def operator_unsupported(run: EvalRun) -> list[FieldProblem]:
-    """What a valid spec asks that the operator does not do yet, so it refuses rather than ignore
-    it: ``spec.budget`` (sequential waves run in local mode only; the design in docs/operator.md,
-    "Sequential budgets (not yet in the operator)")."""
-    if run.spec.budget is None:
-        return []
-    return [
-        FieldProblem(
-            "spec.budget",
-            "sequential budgets run in local mode only (kubejury run SPEC); the operator does not run "
-            "waves yet and would ask every question: remove spec.budget to run on the cluster",
-        )
-    ]
-
-
 def validate_evalrun(
     body: Mapping[str, Any],
     *,
@@ -121,8 +103,6 @@ def validate_evalrun(
     """
     run, problems = evalrun_problems(body)
     problems.extend(_self_reuse_problems(body))
-    if run is not None:
-        problems.extend(operator_unsupported(run))
     if policy is not None and run is not None:  # the policy reads the parsed spec, as rendered
         problems.extend(run_policy_problems(run, namespace_of(body), policy))
     spec = body.get("spec")

@@ -1,24 +1,26 @@
-"""The operator refuses an EvalRun with ``spec.budget`` (sequential waves run in local mode only):
-the admission webhook names the field, and without the webhook the reconciler marks the run
-Failed with the same message instead of asking every question."""
+"""The operator admits and runs an EvalRun with ``spec.budget`` (issue 27): the admission webhook
+accepts it, and the reconciler places it and reads its ``sequential.json`` — nothing is refused,
+and no budget is silently ignored (the planner's looks: test_reconcile_budget.py)."""
 
 from __future__ import annotations
 
+import json
 import logging
+from pathlib import Path
 from typing import Any
 
-import kopf
 import pytest
 
-from factories import build_evalrun
-from kubejury_operator import reconciler
+from factories import build_evalrun, watched_caches
+from kubejury_operator import reconciler, run_storage
 from kubejury_operator.gateway import ApiCredentials
 from kubejury_operator.runtime import OperatorRuntime
 from kubejury_operator.settings import WorkloadSettings
 from kubejury_operator.testing import FakeKubeApi
-from kubejury_operator.validation import admission_message, validate_evalrun
+from kubejury_operator.validation import validate_evalrun
 
 LOG = logging.getLogger("test")
+REPO = Path(__file__).resolve().parents[2]
 
 
 def budgeted_run() -> dict[str, Any]:
@@ -27,26 +29,29 @@ def budgeted_run() -> dict[str, Any]:
     return run
 
 
-def test_admission_refuses_a_budget_naming_the_field() -> None:
-    message = admission_message(validate_evalrun(budgeted_run()))
-    assert "spec.budget: sequential budgets run in local mode only" in message
+def test_admission_accepts_a_budget() -> None:
+    assert validate_evalrun(budgeted_run()) == []
 
 
-def test_a_run_without_a_budget_is_admitted() -> None:
-    run = budgeted_run()
-    del run["spec"]["budget"]
-    assert validate_evalrun(run) == []
-
-
-async def test_without_the_webhook_the_reconciler_marks_a_budgeted_run_failed() -> None:
+async def test_the_reconciler_runs_a_budgeted_run_and_reads_its_sequential_document(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    reads: list[str] = []
+    monkeypatch.setattr(run_storage, "read_progress_and_summary", lambda *a, **k: ({}, None))
+    monkeypatch.setattr(run_storage, "read_sequential_document", lambda *a, **k: reads.append("read"))
     run = budgeted_run()
     api = FakeKubeApi(run)
     runtime = OperatorRuntime(
         settings=WorkloadSettings(), credentials=ApiCredentials(server="https://127.0.0.1:1")
     )
     runtime._gateway = api
-    with pytest.raises(kopf.PermanentError, match=r"spec\.budget: sequential budgets"):
-        await reconciler.reconcile(runtime, run, LOG)
+    nodes = json.loads((REPO / "examples" / "nodes" / "h100-cluster.json").read_text())["items"]
+    caches = watched_caches(nodes=nodes)
+    phase = await reconciler.reconcile(runtime, run, LOG, caches)
+    assert phase == "Provisioning"
     status = api.objects("EvalRun", "evals")[0]["status"]
-    assert status["phase"] == "Failed"
-    assert not [c for c in api.calls if c.verb == "create"]
+    # before the first look: the goal, nothing decided (a null "looks" is dropped by the merge patch)
+    assert status["budget"] == {"goal": "leading-group", "looksDone": 0, "models": {}}
+    assert {c.kind for c in api.calls if c.verb == "create"} >= {"Deployment", "Service"}
+    await reconciler.reconcile(runtime, api.objects("EvalRun", "evals")[0], LOG, caches)
+    assert reads == ["read"]  # read once: no look Job has succeeded since

@@ -790,7 +790,7 @@ class Comparison(_Model):
 class BudgetSpec(_Model):
     """A sequential budget: questions are asked in waves and a model stops once its place is
     decided, with intervals that hold despite the stopping (docs/method.md, "Sequential
-    evaluation"; :mod:`kubejury.stats.sequential`). Local mode only for now (docs/operator.md)."""
+    evaluation"; :mod:`kubejury.stats.sequential`); locally and on the cluster (docs/operator.md)."""
 
     mode: Literal["sequential"] = Field(
         default="sequential",

@@ -4,7 +4,7 @@ Why this module exists: a run with ``spec.budget`` asks questions in waves and, 
 decides per model "continue" or "stopped: <reason>" (:mod:`kubejury.stats.sequential`). The
 engine writes that decision after every look to ``<run>/sequential.json`` (:func:`document_key`);
 a rerun continues from it, the report's ``sequential`` section and ``plan --estimate`` read it,
-and the operator will read it to scale a stopped model's server to zero (docs/operator.md). One
+and the operator reads it to scale a stopped model's server to zero (docs/operator.md). One
 definition for the writer and every reader; :meth:`SequentialDocument.from_json` is the one
 reader and names the bad field. Numbers undefined on the data (NaN) are stored as null.
 """
