@@ -316,3 +316,21 @@ def test_a_run_with_compared_pairs_shows_each_verdict_under_the_ranking() -> Non
     text = render(_evalrun(status))
     assert "equivalence (ΔW = W(a) − W(b) with its 90% interval; TOST at α = 5%):" in text
     assert "qwen − gemma: +0.041 [-0.060, 0.140] within ±0.25: equivalent" in text
+
+
+def test_a_budgeted_run_shows_each_models_questions_and_why_it_stopped() -> None:
+    budget = {
+        "goal": "leading-group",
+        "looksDone": 2,
+        "looks": 3,
+        "models": {
+            "qwen": {"status": "continue", "questions": 24, "look": 2, "reason": ""},
+            "tiny": {"status": "stopped", "questions": 12, "look": 1, "reason": "out: below qwen"},
+        },
+    }
+    text = render(_evalrun({**_judging_status(), "budget": budget}))
+    rows = [row.split() for row in section(text, "Sequential budget (leading-group), looks done 2/3")]
+    assert rows[0] == ["model", "status", "questions", "look", "why"]
+    assert ["tiny", "stopped", "12", "1", "out:", "below", "qwen"] in rows
+    assert ["qwen", "continue", "24", "2", "—"] in rows
+    assert "Sequential budget" not in render(_evalrun(_judging_status()))

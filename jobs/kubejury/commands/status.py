@@ -28,7 +28,7 @@ from typing import Any
 from kubejury.config.spec import API_GROUP, API_VERSION
 from kubejury.errors import KubejuryError
 from kubejury.records.placement import PLACEMENT_EVENT_REASON, Placement, placement_notes
-from kubejury.records.run_status import QueueStatus, ReuseStatus, RunStatus
+from kubejury.records.run_status import BudgetStatus, QueueStatus, ReuseStatus, RunStatus
 from kubejury.records.timestamps import now_time, seconds_between
 from kubejury.runtimes import recorded_runtime
 
@@ -98,6 +98,16 @@ def _reuse_lines(reuse: ReuseStatus) -> list[str]:
     lines += _table(("name", "role", "copied", "from"), rows)
     lines += [f"  refused: {line}" for line in reuse.refused]
     return lines
+
+
+def _budget_lines(budget: BudgetStatus) -> list[str]:
+    """``status.budget``: per model the questions used, its look and why it stopped."""
+    looks = f"{budget.looks_done}/{budget.looks}" if budget.looks is not None else "none yet"
+    lines = [f"Sequential budget ({budget.goal}), looks done {looks}"]
+    rows = [
+        (name, m.status, str(m.questions), str(m.look), m.reason or "—") for name, m in budget.models.items()
+    ]
+    return lines + (_table(("model", "status", "questions", "look", "why"), rows) if rows else [])
 
 
 def _where(p: Placement) -> str:
@@ -176,6 +186,8 @@ def render(evalrun: Mapping[str, Any], notes: Mapping[str, str] | None = None) -
         lines += ["", *_queue_lines(status.queue, status.completed_at or now_time())]
     if status.reuse is not None:
         lines += ["", *_reuse_lines(status.reuse)]
+    if status.budget is not None:
+        lines += ["", *_budget_lines(status.budget)]
 
     lines += ["", "Models and judges (placement)"]
     judges = {str(j.get("name")) for j in spec.get("judges") or [] if isinstance(j, Mapping)}
