@@ -226,7 +226,7 @@ def spec_edit_refusal(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> 
 #: ``managedFields`` entry per part (``f:placement: {}``) instead of one per leaf — the status
 #: entry of a busy study run shrank from 8 KB to a few hundred bytes. Only the operator writes
 #: status, always whole parts, so no per-leaf ownership is lost.
-ATOMIC_STATUS_PARTS = ("placement", "stages", "gpu", "summary", "reuse", "queue")
+ATOMIC_STATUS_PARTS = ("placement", "stages", "gpu", "summary", "reuse", "queue", "budget")
 
 
 def _atomic_status_parts() -> dict[str, Any]:
