@@ -119,6 +119,9 @@ def test_sigkill_mid_generation_then_rerun_gives_every_answer_exactly_once(
             (r["question_id"], r["model"]) for r in read_rows(store, layout.judgments_prefix(s, "judge-one"))
         ]
         assert len(judged) == len(set(judged)) == len(question_ids) * len(MODELS)
+        folders = [*(layout.answers_prefix(s, m) for m in MODELS), layout.judgments_prefix(s, "judge-one")]
+        for folder in folders:  # each completed stage compacted its shards, the resumed ones too
+            assert len(store.shard_keys(folder)) == 1, folder
     report = out / layout.report_prefix / "report.html"
     assert report.is_file()
     assert str(report) in second.stdout
