@@ -149,6 +149,8 @@ def _stage_reasons(run: ClusterRun, observed: Observed) -> dict[str, str]:
             reason = _failed_reason(observed, ("generate", series, model.name))
             if reason:
                 reasons[vocab.generation_job_name(run.ref.name, model.name, series)] = reason
+                for look in range(1, run.budget_looks + 1):  # a budgeted run's Jobs, one per look
+                    reasons[vocab.look_generation_job_name(run.ref.name, model.name, series, look)] = reason
         for judge in run.judges:
             reason = _failed_reason(observed, ("judge", series, judge.name))
             round_ = 1

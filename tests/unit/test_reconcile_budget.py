@@ -31,6 +31,7 @@ from factories import (
 )
 from kubejury.config.spec import parse_evalrun
 from kubejury.files.storage import LocalStorage
+from kubejury.records.progress import ProgressRecord
 from kubejury_operator import observe
 from kubejury_operator import vocabulary as vocab
 from kubejury_operator.cluster_run import cluster_run
@@ -254,3 +255,17 @@ async def test_a_sequential_json_that_does_not_read_keeps_the_last_reading(tmp_p
     reader = observe.StorageReader(FakeKubeApi(), TenantPolicy(), ProgressCache(), LOG)
     done = Observed(jobs={vocab.look_job_name("r", 1): JOB_DONE})
     assert (await observe.observe_sequential_document(reader, evalrun, run, done, {})).sequential is None
+
+
+def test_a_failed_look_generation_job_fails_the_run_with_its_stages_reason() -> None:
+    failed = JobState(failed=True, message="BackoffLimitExceeded")
+    record = ProgressRecord(
+        stage="generate", series="primary", name="a", state="failed", message="HTTP 401 from the server"
+    )
+    observed = replace(
+        at_look(2, stopped={"c": 1}, jobs={gen("a", 2): failed}),
+        progress={("generate", "primary", "a"): record},
+    )
+    p = plan(budgeted_cluster_run(), observed, {}, NOW)
+    assert p.phase == "Failed"
+    assert any(gen("a", 2) in c["message"] and "HTTP 401" in c["message"] for c in p.status["conditions"])
