@@ -92,6 +92,9 @@ def budgeted_run(hosted_url: str, benchmark: str) -> dict[str, Any]:
         "minPerCell": 2,
         "looks": [0.25, 0.5, 1.0],
     }
+    # Issue 27's equivalence on the cluster as well: the aggregation Job computes the pair and the
+    # operator carries its verdict into status.summary.
+    spec["comparisons"] = [{"a": STRONG, "b": WEAK, "margin": 0.5}]
     return body
 
 
@@ -173,3 +176,8 @@ async def test_a_clearly_worse_model_stops_after_the_first_look_and_its_server_g
     section = json.loads((root / "report" / "report.json").read_text())["sequential"]
     assert section["models"][WEAK]["status"] == "stopped" and section["models"][WEAK]["questions"] == 12
     assert section["questions_used"] < section["questions_budgeted"] == 3 * 48
+
+    # The named pair: judged 9 against 4 (±1), so "different" in the report and in status.summary.
+    [pair] = status["summary"]["comparisons"]
+    assert (pair["a"], pair["b"], pair["margin"], pair["verdict"]) == (STRONG, WEAK, 0.5, "different"), pair
+    assert pair["difference"] > 0.5
