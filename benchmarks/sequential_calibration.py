@@ -15,6 +15,12 @@ separates), and reports:
   the saving of generation and judging GPU-hours taken proportional to it (target ≥ 50% on the
   easy population).
 
+For the goal ``comparisons`` it names one pair among the study's 15 models (margin 0.25, the
+default comparison margin): a pair exactly one margin apart (a wrong verdict is "equivalent") and
+twins (a wrong verdict is "different"), and reports the wrong-verdict rate (target ≤ 5%), the
+undecided rate, coverage of the pair's difference interval and the questions used. Those rows alone
+can be rerun into existing results with ``--only comparisons`` (the other figures are kept).
+
 Seeds are fixed (replication r uses seed ``--seed + r`` for the benchmark and the question order);
 each figure has its Monte Carlo standard error. Results: ``benchmarks/results/sequential.md`` and
 ``sequential.json``.
@@ -34,7 +40,15 @@ from typing import Any
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from kubejury.stats.sequential import DEFAULT_LOOKS, Budget, Goal
-from kubejury.testing.sequential import POPULATIONS, RuleResult, rate_text, simulate
+from kubejury.testing.sequential import (
+    COMPARISONS,
+    POPULATIONS,
+    ComparisonResult,
+    RuleResult,
+    rate_text,
+    simulate,
+    simulate_comparison,
+)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 # (population, goal, naive): the rows of the table.
@@ -62,6 +76,111 @@ ABLATION: tuple[tuple[str, str, Budget], ...] = tuple(
     )
     for name in ("study", "easy")
 )
+
+# Goal comparisons: (case, naive, confidence). The naive rule is the fixed run's TOST (the 90%
+# interval inside ±margin) at every look, no spending.
+COMPARISON_ROWS: tuple[tuple[str, bool, float], ...] = (
+    ("at-margin", False, 0.95),
+    ("at-margin", True, 0.90),
+    ("twins", False, 0.95),
+    ("twins", True, 0.90),
+    ("half-margin", False, 0.95),
+)
+WRONG = {
+    "at-margin": "equivalent",
+    "twins": "a-better or b-better",
+    "half-margin": "b-better (equivalent and a-better are both right; the slowest pair to decide)",
+}
+COMPARISONS_HEADING = "## Goal comparisons: one named pair"
+
+
+def comparison_row(r: ComparisonResult) -> str:
+    n = r.replications
+    used = " / ".join(f"{100 * r.used_quantiles[k]:.0f}" for k in ("0.05", "0.5", "0.95"))
+    pair = " / ".join(f"{r.pair_questions_quantiles[k]:.0f}" for k in ("0.05", "0.5", "0.95"))
+    verdicts = ", ".join(f"{v} {100 * share:.2f}" for v, share in r.verdicts.items() if share > 0)
+    return (
+        f"| {r.case} | {r.true_difference:.3f} | {r.rule} | {n} | {rate_text(r.wrong, n)} | {rate_text(r.undecided, n)} "
+        f"| {verdicts} | {rate_text(r.coverage, n)} | {used} | {pair} |"
+    )
+
+
+def comparison_section(results: list[ComparisonResult], args: argparse.Namespace, timing: str) -> list[str]:
+    """The comparisons goal's table, with how it was measured."""
+    header = (
+        "| pair | true W difference | rule (interval level) | runs | wrong verdict | undecided at the end "
+        "| verdicts, % of runs | pair's interval covers the difference (decided runs) "
+        "| questions used, % of all: 5 / 50 / 95th percentile | questions the pair answered: 5 / 50 / 95th |"
+    )
+    return [
+        COMPARISONS_HEADING,
+        "",
+        f"Measured by `python benchmarks/sequential_calibration.py --only comparisons --replications "
+        f"{args.replications}` (seeds {args.seed} + r, as above). Goal `comparisons` with one named pair among "
+        "the 15 models, margin 0.25 W (the default comparison margin):",
+        "",
+        *[
+            f"- {c.name}: m{c.a:02d} vs m{c.b:02d}, W {c.targets[c.a]:.2f} vs {c.targets[c.b]:.2f}; the other W "
+            f"as {'study' if c.targets == POPULATIONS['study'] else 'study (but m04)'}. "
+            f"A wrong verdict is {WRONG[c.name]}."
+            for c in COMPARISONS.values()
+        ],
+        "",
+        "\"spending\": the O'Brien–Fleming-type spending at confidence 0.95 (the pair's interval at the look's "
+        'spent level; equivalent when it lies inside ±margin); "naive": the fixed run\'s rule (the 90% interval, '
+        "TOST at 5%) at every look, no spending. A pair exactly at the margin is not equivalent (TOST's null "
+        "hypothesis is |difference| ≥ margin). The 13 models outside the pair stop at the first look (144 "
+        "questions). ± is one Monte Carlo standard error. At the margin the pair's interval lies above 0 "
+        "before it lies inside ±margin, and a separation is the verdict when both hold, so even the naive rule "
+        "rarely says equivalent there; its error shows at zero difference, where peeking at six looks calls "
+        "twins different about twice its 5%.",
+        f"- {timing}",
+        "",
+        header,
+        "|" + "---|" * (header.count("|") - 1),
+        *[comparison_row(r) for r in results],
+        "",
+    ]
+
+
+def run_comparisons(args: argparse.Namespace) -> list[ComparisonResult]:
+    results = []
+    for case, naive, confidence in COMPARISON_ROWS:
+        results.append(
+            simulate_comparison(
+                COMPARISONS[case], args.replications, args.seed, naive=naive, confidence=confidence
+            )
+        )
+        print(f"[comparisons {case} {results[-1].rule}] done", flush=True)
+    return results
+
+
+def timing_text(load: float, started: float, cpu: float) -> str:
+    return (
+        f"Machine: {os.cpu_count()} CPUs shared with other jobs (load average {load:.1f} at the start), Python "
+        f"{platform.python_version()}; {time.perf_counter() - started:.0f} s wall, "
+        f"{time.process_time() - cpu:.0f} s CPU."
+    )
+
+
+def only_comparisons(args: argparse.Namespace) -> int:
+    """Rerun the comparisons rows into existing results, keeping every other figure."""
+    started, cpu, load = time.perf_counter(), time.process_time(), os.getloadavg()[0]
+    results = run_comparisons(args)
+    md = args.out.read_text(encoding="utf-8").split(COMPARISONS_HEADING, 1)[0].rstrip("\n")
+    section = comparison_section(results, args, timing_text(load, started, cpu))
+    args.out.write_text(md + "\n\n" + "\n".join(section), encoding="utf-8")
+    json_path = args.out.with_suffix(".json")
+    document = json.loads(json_path.read_text(encoding="utf-8"))
+    document["comparisons"] = {
+        "command": f"python benchmarks/sequential_calibration.py --only comparisons --replications {args.replications}",
+        "seed": args.seed,
+        "results": [r.to_dict() for r in results],
+        "load_average": load,
+    }
+    json_path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    print("\n".join(section))
+    return 0
 
 
 def ablation_row(label: str, r: RuleResult, budget: Budget) -> str:
@@ -91,7 +210,12 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=340_000)
     parser.add_argument("--ablation-replications", type=int, default=500)
     parser.add_argument("--out", type=Path, default=RESULTS / "sequential.md")
+    parser.add_argument(
+        "--only", choices=("comparisons",), help="rerun only these rows into existing results"
+    )
     args = parser.parse_args()
+    if args.only == "comparisons":
+        return only_comparisons(args)
 
     results: list[RuleResult] = []
     started, cpu = time.perf_counter(), time.process_time()
@@ -106,6 +230,7 @@ def main() -> int:
         result = simulate(name, args.ablation_replications, args.seed, budget)
         ablation.append((label, result, budget))
         print(f"[ablation {label}, {name}] done", flush=True)
+    comparison_results = run_comparisons(args)
     elapsed, cpu_s = time.perf_counter() - started, time.process_time() - cpu
     budget = Budget()
     header = (
@@ -159,6 +284,7 @@ def main() -> int:
             for r in results
         ],
         "",
+        *comparison_section(comparison_results, args, "Timing: included in the run's figures above."),
     ]
     document: dict[str, Any] = {
         "command": (
@@ -178,6 +304,7 @@ def main() -> int:
             {"budget": label, "looks": list(b.looks), "margin": b.margin, **r.to_dict()}
             for label, r, b in ablation
         ],
+        "comparisons": {"seed": args.seed, "results": [r.to_dict() for r in comparison_results]},
         "elapsed_s": elapsed,
         "cpu_s": cpu_s,
         "load_average": load,

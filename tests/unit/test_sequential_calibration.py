@@ -1,6 +1,8 @@
 """The sequential simulation itself: its populations have the W they claim, and on a small run the
 naive peeking rule throws out a true best model more often than the spending rule (the property the
-benchmark's table shows at scale; this test fails if the spending rule loses its protection)."""
+benchmark's table shows at scale; this test fails if the spending rule loses its protection); for
+the goal comparisons, peeking with the fixed run's TOST calls twins different, and a pair at the
+margin equivalent, more often than the spending rule."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ from kubejury.stats.scoring import ScoringConfig
 from kubejury.stats.sequential import Budget, PairOutcome
 from kubejury.testing.calibration import Rate, equal_shape, population_truth
 from kubejury.testing.sequential import (
+    COMPARISON_MARGIN,
+    COMPARISONS,
     POPULATIONS,
     STUDY_W,
     _wrong_claim,
@@ -20,6 +24,7 @@ from kubejury.testing.sequential import (
     population,
     rate_text,
     simulate,
+    simulate_comparison,
 )
 
 SMALL = equal_shape(30, domains=8)  # 8 domains × 3 levels × 30: half the study, same cell size
@@ -71,6 +76,42 @@ def test_a_wrong_verdict_is_counted() -> None:
     assert _wrong_claim((pair("a", "b", "b-better"),), models, truth) == 1.0
     assert _wrong_claim((pair("a", "c", "a-better"),), models, truth) == 1.0  # a tie is not "better"
     assert _wrong_claim((pair("a", "b", "equivalent"),), models, truth) == 1.0  # 0.1 apart, margin 0.05
+    assert _wrong_claim((pair("a", "b", "equivalent", margin=0.1),), models, truth) == 1.0  # at the margin
+
+
+def test_comparison_cases_put_their_pair_at_the_margin_at_zero_and_between() -> None:
+    assert COMPARISONS["at-margin"].difference == pytest.approx(COMPARISON_MARGIN)
+    assert COMPARISONS["twins"].difference == 0.0
+    assert COMPARISONS["half-margin"].difference == pytest.approx(COMPARISON_MARGIN / 2)
+    assert all(c.margin == COMPARISON_MARGIN for c in COMPARISONS.values())
+
+
+def test_naive_tost_at_every_look_calls_twins_different_more_often_than_the_spending_rule() -> None:
+    twins = COMPARISONS["twins"]
+    naive = simulate_comparison(twins, 150, seed=11, shape=SMALL, naive=True, confidence=0.90)
+    spending = simulate_comparison(twins, 150, seed=11, shape=SMALL)
+    assert naive.wrong.value > spending.wrong.value and naive.wrong.value >= 0.05
+    assert spending.wrong.value <= 0.05 and spending.undecided.value <= 0.05
+    assert spending.coverage.value >= 0.94
+    assert naive.verdicts["equivalent"] + naive.verdicts["a-better"] + naive.verdicts[
+        "b-better"
+    ] == pytest.approx(1.0)
+
+
+def test_at_the_margin_naive_tost_says_equivalent_more_often_than_the_spending_rule() -> None:
+    case = COMPARISONS["at-margin"]
+    naive = simulate_comparison(case, 150, seed=11, shape=SMALL, naive=True, confidence=0.90)
+    spending = simulate_comparison(case, 150, seed=11, shape=SMALL)
+    assert spending.wrong.value < naive.wrong.value and spending.wrong.value <= 0.05
+    assert spending.verdicts["equivalent"] == spending.wrong.value  # at the margin only "equivalent" is wrong
+
+
+def test_a_comparison_stops_the_models_outside_its_pair_at_the_first_look() -> None:
+    result = simulate_comparison(COMPARISONS["twins"], 5, seed=2, shape=SMALL)
+    first_look = 0.1 * SMALL.n_questions
+    outside = (len(STUDY_W) - 2) * first_look / (len(STUDY_W) * SMALL.n_questions)
+    assert result.used_quantiles["0.05"] >= outside
+    assert result.pair_questions_quantiles["0.5"] > first_look and result.used.value < 0.5
 
 
 def test_full_ranking_rule_reports_verdict_errors_not_groups() -> None:

@@ -12,6 +12,11 @@ out), the questions used, and the same for the naive rule (stop at the first loo
 Populations (:func:`population`): ``study`` has the 15 published W spacings of the study (9.33,
 9.28, 9.28, 9.27, 9.09, the rest evenly down to 8.17, the lowest W it names); ``easy`` one clear
 leader (the same models, all but the first 0.3 lower); ``near-tie`` two equal top models.
+
+The goal ``comparisons`` (:func:`simulate_comparison`, cases :data:`COMPARISONS`) names one pair
+among the 15: a pair whose true W difference equals its margin (a wrong verdict is "equivalent")
+and a twin pair with no difference (a wrong verdict is "different"); it counts wrong and undecided
+verdicts, coverage of the pair's difference interval and the questions used.
 Used by ``benchmarks/sequential_calibration.py`` and by a bounded unit test.
 """
 
@@ -25,7 +30,15 @@ import numpy as np
 
 from kubejury.stats.cube import FloatArray
 from kubejury.stats.scoring import ScoringConfig, cell_index, question_means
-from kubejury.stats.sequential import Budget, LookLevels, PairOutcome, evaluate, plan_order, spending_levels
+from kubejury.stats.sequential import (
+    Budget,
+    Comparison,
+    LookLevels,
+    PairOutcome,
+    evaluate,
+    plan_order,
+    spending_levels,
+)
 from kubejury.testing.calibration import (
     LEVELS,
     Population,
@@ -130,13 +143,14 @@ def replicate(
 
 def _wrong_claim(pairs: tuple[PairOutcome, ...], models: tuple[str, ...], truth_w: FloatArray) -> float:
     """1.0 when some decided pair says the wrong thing: a-better with W_a ≤ W_b (or b-better with
-    W_b ≤ W_a), or equivalent with |W_a − W_b| beyond its margin."""
+    W_b ≤ W_a), or equivalent with |W_a − W_b| at or beyond its margin (TOST's null hypothesis is
+    |W_a − W_b| ≥ margin, so a pair exactly at the margin is not equivalent)."""
     for pair in pairs:
         true = float(truth_w[models.index(pair.a)] - truth_w[models.index(pair.b)])
         wrong = (
             (pair.verdict == "a-better" and true <= TIE)
             or (pair.verdict == "b-better" and true >= -TIE)
-            or (pair.verdict == "equivalent" and abs(true) > pair.margin + TIE)
+            or (pair.verdict == "equivalent" and abs(true) >= pair.margin - TIE)
         )
         if wrong:
             return 1.0
@@ -248,3 +262,134 @@ def rate_text(r: Rate, replications: int = 0) -> str:
     if 100 * r.se < 0.05:  # keep the error visible: ± 0.0 would read as exact
         return f"{100 * r.value:.2f} ± {100 * r.se:.2f}"
     return f"{100 * r.value:.1f} ± {100 * r.se:.1f}"
+
+
+# ----------------------------------------------------------------------------------------------
+# Goal "comparisons": one named pair among the study's models.
+
+# The default comparison margin of spec.comparisons (kubejury.stats.equivalence.DEFAULT_MARGIN).
+COMPARISON_MARGIN = 0.25
+# The study's W with the fifth model moved to exactly one margin (half a margin) below the first.
+MARGIN_W = (*STUDY_W[:4], STUDY_W[0] - COMPARISON_MARGIN, *STUDY_W[5:])
+HALF_MARGIN_W = (*STUDY_W[:4], STUDY_W[0] - COMPARISON_MARGIN / 2, *STUDY_W[5:])
+
+
+@dataclass(frozen=True)
+class ComparisonCase:
+    """A population and its named pair (indices ``a``, ``b``) with the pair's margin."""
+
+    name: str
+    targets: tuple[float, ...]
+    a: int
+    b: int
+    margin: float = COMPARISON_MARGIN
+
+    @property
+    def difference(self) -> float:
+        return self.targets[self.a] - self.targets[self.b]
+
+
+COMPARISONS: dict[str, ComparisonCase] = {
+    "at-margin": ComparisonCase("at-margin", MARGIN_W, 0, 4),  # W 9.33 vs 9.08: wrong = equivalent
+    "twins": ComparisonCase("twins", STUDY_W, 1, 2),  # W 9.28 vs 9.28: wrong = different
+    # W 9.33 vs 9.205, the slowest to decide: a-better and equivalent are both right, b-better wrong
+    "half-margin": ComparisonCase("half-margin", HALF_MARGIN_W, 0, 4),
+}
+
+
+@dataclass(frozen=True)
+class ComparisonResult:
+    """One rule on one named pair over ``replications`` seeded runs."""
+
+    case: str
+    rule: str
+    replications: int
+    true_difference: float
+    margin: float
+    wrong: Rate  # a decided verdict contradicting the truth
+    undecided: Rate  # no verdict when every question is asked
+    verdicts: dict[str, float]  # share of runs per verdict
+    coverage: Rate  # the pair's interval at its deciding look contains the true difference (decided runs)
+    used: Rate  # questions answered ÷ (models × questions)
+    used_quantiles: dict[str, float]
+    pair_questions_quantiles: dict[str, float]  # questions the pair's models answered
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "case": self.case,
+            "rule": self.rule,
+            "replications": self.replications,
+            "true_difference": self.true_difference,
+            "margin": self.margin,
+            "wrong_verdict": self.wrong.to_dict(),
+            "undecided": self.undecided.to_dict(),
+            "verdicts": self.verdicts,
+            "pair_interval_covers": self.coverage.to_dict(),
+            "used": self.used.to_dict(),
+            "saving": {"value": 1.0 - self.used.value, "se": self.used.se},
+            "used_quantiles": self.used_quantiles,
+            "pair_questions_quantiles": self.pair_questions_quantiles,
+        }
+
+
+def simulate_comparison(
+    case: ComparisonCase,
+    replications: int,
+    seed: int,
+    shape: Shape | None = None,
+    naive: bool = False,
+    confidence: float = 0.95,
+) -> ComparisonResult:
+    """Run ``replications`` sequential runs of goal ``comparisons`` on ``case`` (seeds ``seed + r``);
+    ``naive``: the fixed interval at ``confidence`` at every look, no spending."""
+    shape = shape or equal_shape(30)
+    pop = population(case.targets, n_domains=shape.cells.shape[0])
+    truth_w = population_truth(pop, shape, ScoringConfig()).weighted
+    names = list(pop.base)
+    budget = Budget(
+        confidence=confidence,
+        goal="comparisons",
+        comparisons=(Comparison(names[case.a], names[case.b], case.margin),),
+    )
+    runs = [_compare_once(pop, truth_w, shape, budget, seed + r, naive) for r in range(replications)]
+    pairs = [p for p, _ in runs]
+    true = float(truth_w[case.a] - truth_w[case.b])
+    decided = [p for p in pairs if p.verdict != "undecided"]
+    total = float(shape.n_questions * len(truth_w))
+    used = np.array([q.sum() / total for _, q in runs])
+    pair_q = np.array([max(q[case.a], q[case.b]) for _, q in runs])
+    return ComparisonResult(
+        case=case.name,
+        rule=("naive" if naive else "spending") + f" ({confidence:g})",
+        replications=replications,
+        true_difference=true,
+        margin=case.margin,
+        wrong=rate(np.array([_wrong_claim((p,), (p.a, p.b), np.array([true, 0.0])) for p in pairs])),
+        undecided=rate(np.array([float(p.verdict == "undecided") for p in pairs])),
+        verdicts={v: float(np.mean([p.verdict == v for p in pairs])) for v in VERDICTS},
+        coverage=rate(
+            np.array([float(p.interval[0] <= true <= p.interval[1]) for p in decided] or [math.nan])
+        ),
+        used=rate(used),
+        used_quantiles={f"{q:g}": float(np.quantile(used, q)) for q in QUANTILES},
+        pair_questions_quantiles={f"{q:g}": float(np.quantile(pair_q, q)) for q in QUANTILES},
+    )
+
+
+VERDICTS = ("a-better", "b-better", "equivalent", "undecided")
+
+
+def _compare_once(
+    pop: Population, truth_w: FloatArray, shape: Shape, budget: Budget, seed: int, naive: bool
+) -> tuple[PairOutcome, FloatArray]:
+    """One seeded run of the comparisons goal: the named pair's outcome and questions per model."""
+    rng = np.random.default_rng(seed)
+    _, cube = draw_benchmark(pop, shape, rng)
+    scores, _ = question_means(cube)
+    order = plan_order(cell_index(cube), len(cube.domains), len(cube.levels), _seeded(budget, seed))
+    levels = (
+        naive_levels(order.n_looks, budget.confidence) if naive else spending_levels(order, budget.confidence)
+    )
+    weights = np.array([ScoringConfig().level_weights[lv] for lv in LEVELS])
+    result = evaluate(cube.models, scores, order, budget, weights, levels=levels)
+    return result.pairs[0], np.array([m.questions for m in result.models], dtype=np.float64)
