@@ -33,11 +33,12 @@ def plan_json(tmp_path: Path, capsys: pytest.CaptureFixture[str], **spec: Any) -
     return document
 
 
-@pytest.mark.parametrize("goal", ["leading-group", "full-ranking"])
+@pytest.mark.parametrize("goal", ["leading-group", "full-ranking", "comparisons"])
 def test_the_saving_is_the_goals_simulated_share_of_the_full_estimate(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], goal: str
 ) -> None:
-    budget = plan_json(tmp_path, capsys, budget={"goal": goal})["budget"]
+    pairs = [{"a": "qwen3.5-27b", "b": "gemma-27b"}] if goal == "comparisons" else []
+    budget = plan_json(tmp_path, capsys, budget={"goal": goal}, comparisons=pairs)["budget"]
     share, why = SEQUENTIAL_SHARES[goal]
     assert budget["assumed_share_of_questions"] == share and budget["assumption"] == why
     full, budgeted = budget["all_questions"], budget["budgeted"]

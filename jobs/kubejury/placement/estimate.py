@@ -660,7 +660,8 @@ def bringup_plan(
 #: Questions answered under a sequential budget, as a share of those asking all would make, per
 #: goal: the medians of benchmarks/results/sequential.md (2,000 simulated runs of a study-like
 #: population: 15 models spaced 0.05–0.2 W apart, 16 domains × 3 levels × 30 questions, three
-#: biased, noisy judges; default looks and margin 0.1). Goal comparisons was not simulated.
+#: biased, noisy judges; default looks and margin 0.1); goal comparisons: one named pair among
+#: those 15 (margin 0.25), the largest median of its cases.
 SEQUENTIAL_SHARES: Mapping[str, tuple[float, str]] = {
     "leading-group": (
         0.34,
@@ -672,7 +673,13 @@ SEQUENTIAL_SHARES: Mapping[str, tuple[float, str]] = {
         "median questions used by the full-ranking goal on a study-like population "
         "(benchmarks/results/sequential.md): 93% of all",
     ),
-    "comparisons": (1.0, "goal comparisons was not simulated: no saving is assumed"),
+    "comparisons": (
+        0.13,
+        "median questions used by the comparisons goal with one named pair among 15 study-like models "
+        "(margin 0.25; benchmarks/results/sequential.md): 13% of all for a pair half a margin apart, 11% at "
+        "the margin or at zero; the models outside the named pairs stop at the first look (10%), so more "
+        "pairs or fewer models use more",
+    ),
 }
 
 
