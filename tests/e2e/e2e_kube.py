@@ -18,6 +18,8 @@ from typing import Any
 
 from kubeapi import KubeApi
 
+from kubejury.files import shards
+
 REPO = Path(__file__).resolve().parents[2]
 OPERATOR_USER = "system:serviceaccount:kubejury:kubejury"
 RESULTS_URI = "file:///var/lib/kubejury/results"
@@ -149,6 +151,10 @@ def gpu_evalrun(name: str, namespace: str, hosted_url: str, **spec: Any) -> dict
 
 
 def _records(directory: Path) -> Iterator[dict[str, Any]]:
+    """Every record a folder's shards hold: Parquet (what the stages write since issue 26) and JSONL
+    (runs stored before it), each file as the engine's reader sees it."""
+    for shard in sorted(directory.glob("part-*.parquet")):
+        yield from shards.table_rows(shards.read_table(str(shard), str(shard)), str(shard))
     for shard in sorted(directory.glob("part-*.jsonl")):
         for line in shard.read_text(encoding="utf-8").splitlines():
             if line.strip():
