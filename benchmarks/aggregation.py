@@ -232,7 +232,9 @@ def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def run_kubejury(folder: Path, samples: int, path: str, benchmark: Path | None = None) -> dict[str, Any]:
+def run_kubejury(
+    folder: Path, samples: int, path: str, benchmark: Path | None = None, loaded: list[Any] | None = None
+) -> dict[str, Any]:
     from kubejury.files.benchmark import load_benchmark
     from kubejury.files.tables import build_cubes, load_judgments
     from kubejury.stats.scoring import ScoringConfig, cell_index, score_series
@@ -253,7 +255,10 @@ def run_kubejury(folder: Path, samples: int, path: str, benchmark: Path | None =
         "stage-shards": "stage-shards",
         "compacted": "compacted",
     }
-    judgments = load_judgments(folder if path == "file" else folder / source[path])
+    if loaded:  # judgments already read and encoded (the `kubejury aggregate` path)
+        judgments = loaded.pop()
+    else:
+        judgments = load_judgments(folder if path == "file" else folder / source[path])
     lap("read", t0, cpu0)
     t, c = time.perf_counter(), time.process_time()
     cubes = build_cubes(bench, judgments)
@@ -287,7 +292,8 @@ def run_kubejury(folder: Path, samples: int, path: str, benchmark: Path | None =
 
 def stored_judgments(root: Path, run: str, scale: Scale) -> Any:
     """What ``kubejury aggregate`` reads of a run's judgments (:func:`kubejury.pipeline.stored_judgments`):
-    every (series, judge) folder through storage, column-wise, one record per key."""
+    every (series, judge) folder through storage, only the columns it needs, one record per key;
+    the frame and each folder's (URI, records)."""
     import polars as pl
 
     from kubejury.files import shards
@@ -295,39 +301,38 @@ def stored_judgments(root: Path, run: str, scale: Scale) -> Any:
     from kubejury.records.results import JudgmentRecord
 
     storage, layout = LocalStorage(root), RunLayout(run)
-    frames = []
+    frames, sources = [], []
     for series in scale.series:
         for judge in range(scale.judges):
-            table = shards.stage_table(
-                storage, layout.judgments_prefix(series, f"judge-{judge}"), JudgmentRecord
-            )
+            prefix = layout.judgments_prefix(series, f"judge-{judge}")
+            table = shards.stage_table(storage, prefix, JudgmentRecord, shards.AGGREGATION_COLUMNS)
             if table is not None:
                 frames.append(shards.latest_rows(table, ("question_id", "model")))
-    return pl.concat(frames)
+                sources.append((storage.uri_for(prefix + "/"), frames[-1].height))
+    return pl.concat(frames, rechunk=False), sources
 
 
 def run_run_layout(folder: Path, scale: Scale, layout: str) -> dict[str, Any]:
     """``kubejury aggregate``'s path on one layout of a run's storage: the stored judgments read as
-    the pipeline reads them, written to one scratch file (as the pipeline does), then the engine."""
-    import tempfile
-
+    the pipeline reads them, the fingerprint witnesses taken, the frame handed to the engine as
+    loaded judgments (no scratch file, as the pipeline does), then cubes → score → bootstrap."""
     from kubejury.files import shards
-    from kubejury.records.results import JudgmentRecord
+    from kubejury.files.tables import judgments_from_frame
 
     cpu0, t0 = time.process_time(), time.perf_counter()
     # The one-shard layout is <folder>/shards/<series>/judgments/<judge>/: a run named "shards".
     root, run = (folder, layout) if layout == "shards" else (folder / layout, RUN)
-    frame = stored_judgments(root, run, scale)
+    frame, sources = stored_judgments(root, run, scale)
+    shards.fingerprint_witnesses(frame)
     files = len(list((folder / layout).glob("**/*.parquet")))
     read_s, read_cpu = time.perf_counter() - t0, time.process_time() - cpu0
-    with tempfile.TemporaryDirectory(prefix="bench-aggregate-") as scratch:
-        target = Path(scratch) / "judgments.parquet"
-        shards.write_frame(target, frame, JudgmentRecord)
-        del frame
-        scratch_s = time.perf_counter() - t0 - read_s
-        result = run_kubejury(target, scale.samples, "file", folder / "benchmark.jsonl")
-    result["stages"] = {"storage": read_s, "scratch": scratch_s, **result["stages"]}
-    result["stage_cpu_s"] = {"storage": read_cpu, **result["stage_cpu_s"]}
+    t, c = time.perf_counter(), time.process_time()
+    held = [judgments_from_frame(frame, sources)]  # run_kubejury takes it out: freed after the cubes
+    del frame
+    encode_s, encode_cpu = time.perf_counter() - t, time.process_time() - c
+    result = run_kubejury(folder, scale.samples, "loaded", folder / "benchmark.jsonl", loaded=held)
+    result["stages"] = {"storage": read_s, "encode": encode_s, **result["stages"]}
+    result["stage_cpu_s"] = {"storage": read_cpu, "encode": encode_cpu, **result["stage_cpu_s"]}
     result["wall_s"] = time.perf_counter() - t0
     result["cpu_s"] = time.process_time() - cpu0
     result["files"] = files
@@ -650,8 +655,9 @@ def _layout_rows(scale: Scale, load: str) -> list[str]:
         f"judgments (the {scale.name} data of the table above), each measurement in a fresh process. Engine loader: `load_judgments` on",
         "the folder → cubes → score → bootstrap, as the table above. `kubejury aggregate` path: what",
         "`pipeline._aggregate` does — every (series, judge) folder read through storage (`shards.stage_table`,",
-        "all columns), one record per key (`shards.latest_rows`), one scratch Parquet file (`write_frame`), then",
-        "the engine loader on it and cubes → score → bootstrap.",
+        "only `shards.AGGREGATION_COLUMNS`, no rationale), one record per key (`shards.latest_rows`, skipped when",
+        "every key is once), the fingerprint witnesses, the frame encoded as loaded judgments",
+        "(`tables.judgments_from_frame`, no scratch file), then cubes → score → bootstrap.",
         "",
         "| layout | files, size | path | wall | CPU | peak RSS | stages wall (s) |",
         "|---|---|---|---|---|---|---|",

@@ -431,21 +431,24 @@ async def judge(
     return [summary for lane in results for summary in lane]
 
 
-def stored_judgments(inputs: LoadedRun) -> pl.DataFrame | None:
+def stored_judgments(inputs: LoadedRun) -> tuple[pl.DataFrame, list[tuple[str, int]]] | None:
     """All judgments of the run, one per key (the latest final one), read column-wise from the
-    shards into one frame of the judgment schema — what the aggregation scores; ``None`` when none."""
+    shards — only :data:`~kubejury.files.shards.AGGREGATION_COLUMNS`, not the rationale — into one
+    frame, with each (series, judge) folder's URI and number of records kept (in frame order, what
+    an error names); ``None`` when there is none."""
     import polars as pl
 
     from kubejury.files import shards
 
-    frames = []
+    frames, sources = [], []
     for s in inputs.evalrun.spec.series:
         for j in inputs.evalrun.spec.judges:
             prefix = inputs.layout.judgments_prefix(s.name, j.name)
-            table = shards.stage_table(inputs.storage, prefix, JudgmentRecord)
+            table = shards.stage_table(inputs.storage, prefix, JudgmentRecord, shards.AGGREGATION_COLUMNS)
             if table is not None:
                 frames.append(shards.latest_rows(table, ("question_id", "model")))
-    return pl.concat(frames) if frames else None
+                sources.append((inputs.storage.uri_for(prefix + "/"), frames[-1].height))
+    return (pl.concat(frames, rechunk=False), sources) if frames else None
 
 
 def stored_records(
@@ -469,10 +472,9 @@ def aggregate_run(inputs: LoadedRun, *, work_dir: Path | None = None) -> tuple[A
     """Aggregate the stored judgments (and answers) of the run; write the reports next to the data.
 
     Reads one record per key (so retried requests never count twice) — the judgments column-wise
-    from their shards (:func:`stored_judgments`), the answers through the stages' reader — writes
-    them as one consolidated Parquet file per kind in a scratch directory for the engine's
-    columnar loader, runs :func:`kubejury.report.aggregate.aggregate` and stores report.json/.md/.html
-    under ``<run>/report/``, keeping a progress record at ``<run>/progress/aggregate-report.json``.
+    from their shards (:func:`stored_judgments`) and handed to the engine as loaded judgments, the
+    answers through the stages' reader into one scratch Parquet file for its columnar loader — runs
+    :func:`kubejury.report.aggregate.aggregate` and stores report.json/.md/.html under ``<run>/report/``, keeping a progress record at ``<run>/progress/aggregate-report.json``.
     Returns the Analysis and file name → URI written.
     """
     from kubejury.stages import ProgressTracker
@@ -496,14 +498,15 @@ def _aggregate(inputs: LoadedRun, work_dir: Path | None) -> tuple[Any, dict[str,
     import tempfile
 
     from kubejury.files import shards
+    from kubejury.files.tables import judgments_from_frame
     from kubejury.modelinfo import ModelInfo
     from kubejury.report import write_reports
     from kubejury.report.aggregate import JudgeRelation, aggregate
 
     spec = inputs.evalrun.spec
     answers = stored_records(inputs, judgments=False)[0]
-    judgments = stored_judgments(inputs)
-    if judgments is None:
+    stored = stored_judgments(inputs)
+    if stored is None:
         raise ConfigError(
             f"run {inputs.name!r} has no stored judgments yet: run generation and judging first"
         )
@@ -517,6 +520,7 @@ def _aggregate(inputs: LoadedRun, work_dir: Path | None) -> tuple[Any, dict[str,
         )
         for m in spec.models
     }
+    judgments, judgment_sources = stored
     relations = {j.name: JudgeRelation(same_as=j.same_as, family=j.family) for j in spec.judges}
     from kubejury.provenance import report_provenance, stale_records
     from kubejury.records.gpu_usage import from_environment as gpu_usage_from_environment
@@ -530,15 +534,15 @@ def _aggregate(inputs: LoadedRun, work_dir: Path | None) -> tuple[Any, dict[str,
         )
     provenance = report_provenance(inputs.fingerprints, inputs.evalrun, answers)
     gpu_usage = gpu_usage_from_environment(os.environ)  # set by the operator on its aggregation Job
+    loaded = judgments_from_frame(judgments, judgment_sources)
+    del judgments
     with tempfile.TemporaryDirectory(prefix="kubejury-aggregate-", dir=work_dir) as scratch:
-        judgments_file = Path(scratch) / "judgments.parquet"
         answers_file = Path(scratch) / "answers.parquet"
-        shards.write_frame(judgments_file, judgments, JudgmentRecord)
         if answers:
             shards.write_file(answers_file, answers)
         analysis = aggregate(
             inputs.benchmark,
-            str(judgments_file),
+            loaded,
             str(answers_file) if answers else None,
             model_infos=model_infos,
             judge_relations=relations,

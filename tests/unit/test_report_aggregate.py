@@ -153,3 +153,24 @@ def test_a_single_model_is_not_said_to_beat_other_models() -> None:
     markdown = render_all(analyse_cubes(BENCHMARK, {"s": alone}, CONFIG))["report.md"].decode()
     assert "ahead of every other model" not in markdown
     assert "the only model in this series" in markdown
+
+
+def test_judgments_already_loaded_aggregate_as_their_file_does() -> None:
+    from pathlib import Path
+
+    from kubejury.files.tables import load_judgments
+    from kubejury.report.aggregate import aggregate
+
+    data = Path(__file__).parent / "data" / "engine"
+    config = ScoringConfig(bootstrap_samples=20, seed=3)
+    stamp = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    from_file = aggregate(
+        data / "benchmark.jsonl", data / "judgments.jsonl", config=config, generated_at=stamp
+    )
+    loaded = load_judgments(data / "judgments.jsonl")
+    given = aggregate(data / "benchmark.jsonl", loaded, config=config, generated_at=stamp)
+    assert list(given.series) == list(from_file.series)
+    for name, series in given.series.items():
+        assert series.scores.weighted.tolist() == from_file.series[name].scores.weighted.tolist()
+        assert series.parse_failures == from_file.series[name].parse_failures
+    assert given.inputs["judgments"] == [str(data / "judgments.jsonl")]

@@ -524,3 +524,15 @@ def test_readers_see_every_stored_record_while_a_stage_writes_and_compacts(tmp_p
     shards.compact(store, PREFIX)
     assert len(store.shard_keys(PREFIX)) == 1
     assert sorted(r.question_id for r in stored(store)) == sorted(written)
+
+
+def test_the_aggregation_reads_only_its_columns_and_keeps_unique_keys_as_stored(tmp_path: Path) -> None:
+    store = LocalStorage(tmp_path)
+    store.write_jsonl_shard(PREFIX, [judgment("q2", rationale="older", fingerprint="f").to_json()])
+    shards.write_records(store, PREFIX, [judgment("q1", rationale="long text", fingerprint="f")])
+    table = shards.stage_table(store, PREFIX, JudgmentRecord, shards.AGGREGATION_COLUMNS)
+    assert table is not None and table.column_names == list(shards.AGGREGATION_COLUMNS)
+    assert "rationale" not in shards.AGGREGATION_COLUMNS
+    frame = shards.latest_rows(table, ("question_id", "model"))
+    assert frame["question_id"].to_list() == ["q2", "q1"]  # every key once: storage order, as read
+    assert shards.fingerprint_witnesses(frame)[0].fingerprint == "f"

@@ -259,10 +259,13 @@ def metadata_schema(path: str, source: str) -> pa.Schema:
         raise InputError(source, f"not a readable Parquet shard: {exc}") from None
 
 
-def conform(table: pa.Table, record_type: type) -> pa.Table:
-    """``table`` with the shard schema of ``record_type``: its columns cast to the fields' types, in
-    field order, and the fields it lacks as nulls (for tools that write shards from a frame)."""
+def conform(table: pa.Table, record_type: type, columns: Sequence[str] | None = None) -> pa.Table:
+    """``table`` with the shard schema of ``record_type`` (only its ``columns`` when given): its
+    columns cast to the fields' types, in field order, and the fields it lacks as nulls (for tools
+    that write shards from a frame)."""
     schema = arrow_schema(record_type)
+    if columns is not None:
+        schema = pa.schema([schema.field(name) for name in columns], metadata=schema.metadata)
     columns = [
         table[field.name].cast(field.type)
         if field.name in table.column_names
@@ -309,11 +312,32 @@ def constant_columns(path: str, names: Sequence[str], source: str) -> dict[str, 
 # ------------------------------------------------------------------ a stage's records, columnar
 
 
-def stage_table(storage: Storage, prefix: str, record_type: type[ResultRecord]) -> pa.Table | None:
-    """Every record under ``prefix`` (shard order) as one table of ``record_type``'s shard schema,
-    read column-wise from Parquet shards (an older run's JSONL shards through the typed reader);
-    ``None`` when there is none. A shard that does not read, or whose columns do not fit the
-    schema, raises :class:`InputError` naming it (a JSONL one also the record and field)."""
+AGGREGATION_COLUMNS = (
+    "question_id",
+    "model",
+    "series",
+    "judge",
+    "score",
+    "error",
+    "error_kind",
+    "fingerprint",
+)
+"""The judgment columns ``kubejury aggregate`` reads: the keys and score it scores, ``error`` and
+``error_kind`` for the latest final record per key, ``fingerprint`` for the stale-records check —
+not the rationale, most of a shard's bytes."""
+
+
+def stage_table(
+    storage: Storage,
+    prefix: str,
+    record_type: type[ResultRecord],
+    columns: Sequence[str] | None = None,
+) -> pa.Table | None:
+    """Every record under ``prefix`` (shard order) as one table of ``record_type``'s shard schema —
+    only its ``columns`` when given, the others not read — read column-wise from Parquet shards (an
+    older run's JSONL shards through the typed reader); ``None`` when there is none. A shard that
+    does not read, or whose columns do not fit the schema, raises :class:`InputError` naming it (a
+    JSONL one also the record and field)."""
     tables = []
     for key, data in shard_data(storage, prefix):
         source = storage.uri_for(key)
@@ -322,17 +346,28 @@ def stage_table(storage: Storage, prefix: str, record_type: type[ResultRecord]) 
                 _typed(record_type, row, source, n) for n, row in enumerate(parse_jsonl(data, source), 1)
             ]
             if records:
-                tables.append(to_table(records))
+                tables.append(conform(to_table(records), record_type, columns))
             continue
-        table = read_table(data, source)
+        table = _read_columns(data, source, columns)
         check_kind(table.schema, source, record_kind(record_type))
         try:
-            tables.append(conform(table, record_type))
+            tables.append(conform(table, record_type, columns))
         except (pa.ArrowException, ValueError) as exc:
             raise InputError(
                 source, f"columns do not fit the {record_kind(record_type)} schema: {exc}"
             ) from None
     return pa.concat_tables(tables) if tables else None
+
+
+def _read_columns(data: bytes, source: str, columns: Sequence[str] | None) -> pa.Table:
+    """The ``columns`` a shard has (all when ``None``), with the shard's metadata."""
+    if columns is None:
+        return read_table(data, source)
+    try:
+        names = set(pq.read_schema(io.BytesIO(data)).names)
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise InputError(source, f"not a readable Parquet shard: {exc}") from None
+    return read_table(data, source, [name for name in columns if name in names])
 
 
 def _typed(record_type: type[ResultRecord], row: dict[str, Any], source: str, number: int) -> ResultRecord:
@@ -349,6 +384,8 @@ def latest_rows(table: pa.Table, key: Sequence[str]) -> pl.DataFrame:
     final = pl.col("error").is_null() | (pl.col("error_kind") == "parse").fill_null(False)
     frame = pl.from_arrow(table)
     assert isinstance(frame, pl.DataFrame)
+    if frame.select(pl.struct(*key).n_unique()).item() == frame.height:
+        return frame  # every key once (a compacted folder, no retries): nothing to choose
     return (
         frame.with_row_index("_row")
         .sort(final, "_row")

@@ -127,7 +127,8 @@ class KeyedRecords:
 def _location(sources: Sequence[str], offsets: Sequence[int], record: int) -> tuple[str, str]:
     k = bisect.bisect_right(offsets, record) - 1
     k = min(max(k, 0), len(sources) - 1)
-    if shards.file_kind(sources[k]) == "parquet":
+    if shards.file_kind(sources[k]) == "parquet" or not Path(sources[k]).is_file():
+        # a Parquet file, or records read from storage (a run's folder): counted, not a file's lines
         return sources[k], f"record {record - offsets[k] + 1}"
     return sources[k], f"line {_line_number(sources[k], record - offsets[k])}"
 
@@ -639,10 +640,33 @@ def load_judgments(sources: Sources, *, text: bool = False) -> Judgments:
 
     ``text=True`` also keeps ``rationale`` and ``error`` (costs memory on large runs).
     """
-    read = _read_keyed(
-        sources, "judgment", {**JUDGMENT_SCHEMA, **(JUDGMENT_TEXT_SCHEMA if text else {})}, "judge"
+    schema = {**JUDGMENT_SCHEMA, **(JUDGMENT_TEXT_SCHEMA if text else {})}
+    return _judgments(_collect(resolve_sources(sources, "judgments"), schema, "judgment"), text=text)
+
+
+def judgments_from_frame(frame: pl.DataFrame, sources: Sequence[tuple[str, int]]) -> Judgments:
+    """Judgments already read into a frame (``kubejury aggregate``'s latest record per key, read
+    from a run's storage), validated and encoded as :func:`load_judgments` does, without a file in
+    between. ``sources``: (name, number of records) of each consecutive part of ``frame``, which
+    errors name (``record N`` of that part)."""
+    offsets = [0]
+    for _, count in sources:
+        offsets.append(offsets[-1] + count)
+    if offsets[-1] != frame.height:
+        raise ValueError(f"sources account for {offsets[-1]} records, the frame holds {frame.height}")
+    if not frame.height:
+        raise InputError(", ".join(name for name, _ in sources), "no judgment records")
+    label = sources[0][0]
+    columns = frame.select(
+        _parquet_column(frame, name, dtype, label) for name, dtype in JUDGMENT_SCHEMA.items()
     )
-    collected = read.collected
+    names = tuple(name for name, _ in sources)
+    return _judgments(_Collected(frame=columns, sources=names, offsets=tuple(offsets)), text=False)
+
+
+def _judgments(collected: _Collected, *, text: bool) -> Judgments:
+    """Encode, check and assemble judgments read by :func:`load_judgments` or given as a frame."""
+    read = _KeyedRead("judgment", collected, _encode(collected, _JUDGMENT_KEYS, "judgment"))
     judges, judge_code = read.keys["judge"]
     score = _check_range(collected, "score", SCORE_MIN, SCORE_MAX, "score {value!r} is outside 0..10")
     result = Judgments(
@@ -654,6 +678,9 @@ def load_judgments(sources: Sources, *, text: bool = False) -> Judgments:
     )
     read.check_unique(result)
     return result
+
+
+_JUDGMENT_KEYS = ("series", "model", "question_id", "judge")
 
 
 def load_answers(sources: Sources, *, text: bool = False) -> Answers:

@@ -256,7 +256,7 @@ def judgment_counts(judgments: Judgments) -> tuple[dict[str, dict[str, int]], di
 
 def aggregate(
     benchmark: Benchmark | Source,
-    judgments: Sources,
+    judgments: Sources | Judgments,
     answers: Sources | None = None,
     experts: Experts | Source | None = None,
     model_infos: Mapping[str, ModelInfo] | None = None,
@@ -267,14 +267,15 @@ def aggregate(
     generated_at: dt.datetime | None = None,
     comparisons: Sequence[ComparisonRequest] = (),
 ) -> Analysis:
-    """Load the benchmark, judgments (file, directory of JSONL files, glob, or a list of those),
+    """Load the benchmark, judgments (file, directory of JSONL files, glob, or a list of those —
+    or judgments already loaded, as ``kubejury aggregate`` reads them from a run's storage),
     optional answers and expert scores, and analyse every series (see :func:`analyse_cubes`).
 
     ``inputs`` adds to the run metadata recorded in report.json (e.g. the models file used).
     Bad input raises :class:`~kubejury.errors.InputError` naming file, line and field.
     """
     bench = benchmark if isinstance(benchmark, Benchmark) else load_benchmark(benchmark)
-    records = load_judgments(judgments)
+    records = judgments if isinstance(judgments, Judgments) else load_judgments(judgments)
     answer_records = load_answers(answers) if answers is not None else None
     expert_rows = experts if isinstance(experts, Experts) or experts is None else load_experts(experts)
     cubes = build_cubes(bench, records, answer_records)
