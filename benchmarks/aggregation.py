@@ -305,7 +305,7 @@ def stored_judgments(root: Path, run: str, scale: Scale) -> Any:
     for series in scale.series:
         for judge in range(scale.judges):
             prefix = layout.judgments_prefix(series, f"judge-{judge}")
-            table = shards.stage_table(storage, prefix, JudgmentRecord, shards.AGGREGATION_COLUMNS)
+            table = shards.stage_frame(storage, prefix, JudgmentRecord, shards.AGGREGATION_COLUMNS)
             if table is not None:
                 frames.append(shards.latest_rows(table, ("question_id", "model")))
                 sources.append((storage.uri_for(prefix + "/"), frames[-1].height))
@@ -654,7 +654,7 @@ def _layout_rows(scale: Scale, load: str) -> list[str]:
         f"Measured {stamp}, load average (1/5/15 min) {load} before and {_load()} after; {scale.judgments:,}",
         f"judgments (the {scale.name} data of the table above), each measurement in a fresh process. Engine loader: `load_judgments` on",
         "the folder → cubes → score → bootstrap, as the table above. `kubejury aggregate` path: what",
-        "`pipeline._aggregate` does — every (series, judge) folder read through storage (`shards.stage_table`,",
+        "`pipeline._aggregate` does — every (series, judge) folder read through storage (`shards.stage_frame`,",
         "only `shards.AGGREGATION_COLUMNS`, no rationale), one record per key (`shards.latest_rows`, skipped when",
         "every key is once), the fingerprint witnesses, the frame encoded as loaded judgments",
         "(`tables.judgments_from_frame`, no scratch file), then cubes → score → bootstrap.",

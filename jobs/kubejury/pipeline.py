@@ -444,7 +444,7 @@ def stored_judgments(inputs: LoadedRun) -> tuple[pl.DataFrame, list[tuple[str, i
     for s in inputs.evalrun.spec.series:
         for j in inputs.evalrun.spec.judges:
             prefix = inputs.layout.judgments_prefix(s.name, j.name)
-            table = shards.stage_table(inputs.storage, prefix, JudgmentRecord, shards.AGGREGATION_COLUMNS)
+            table = shards.stage_frame(inputs.storage, prefix, JudgmentRecord, shards.AGGREGATION_COLUMNS)
             if table is not None:
                 frames.append(shards.latest_rows(table, ("question_id", "model")))
                 sources.append((inputs.storage.uri_for(prefix + "/"), frames[-1].height))

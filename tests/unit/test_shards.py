@@ -536,3 +536,23 @@ def test_the_aggregation_reads_only_its_columns_and_keeps_unique_keys_as_stored(
     frame = shards.latest_rows(table, ("question_id", "model"))
     assert frame["question_id"].to_list() == ["q2", "q1"]  # every key once: storage order, as read
     assert shards.fingerprint_witnesses(frame)[0].fingerprint == "f"
+
+
+def test_the_aggregation_s_frame_is_the_column_wise_table_and_refuses_what_it_refuses(tmp_path: Path) -> None:
+    store = LocalStorage(tmp_path)
+    store.write_jsonl_shard(PREFIX, [judgment("q2", score=None, error="HTTP 500").to_json()])
+    shards.write_records(store, PREFIX, [judgment("q1"), judgment("q2", score=4.0)])
+    columns = shards.AGGREGATION_COLUMNS
+    frame = shards.stage_frame(store, PREFIX, JudgmentRecord, columns)
+    table = shards.stage_table(store, PREFIX, JudgmentRecord, columns)
+    assert frame is not None and table is not None
+    assert frame.equals(shards.latest_rows(table, ("question_id", "model", "error")))  # every row
+    assert shards.latest_rows(frame, ("question_id", "model")).equals(
+        shards.latest_rows(table, ("question_id", "model"))
+    )
+    assert shards.stage_frame(store, "run/primary/judgments/none", JudgmentRecord, columns) is None
+    bad = pa.table({"question_id": ["q9"], "model": ["m"], "judge": ["j"], "score": ["high"]})
+    key = store.put_shard(PREFIX, shard_bytes(bad), suffix="parquet")
+    with pytest.raises(InputError, match="do not fit the judgment schema") as info:
+        shards.stage_frame(store, PREFIX, JudgmentRecord, columns)
+    assert info.value.source == store.uri_for(key)

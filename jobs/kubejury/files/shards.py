@@ -342,11 +342,9 @@ def stage_table(
     for key, data in shard_data(storage, prefix):
         source = storage.uri_for(key)
         if shard_suffix(key) == "jsonl":
-            records = [
-                _typed(record_type, row, source, n) for n, row in enumerate(parse_jsonl(data, source), 1)
-            ]
-            if records:
-                tables.append(conform(to_table(records), record_type, columns))
+            records = stage_table_of_jsonl(data, source, record_type, columns)
+            if records is not None:
+                tables.append(records)
             continue
         table = _read_columns(data, source, columns)
         check_kind(table.schema, source, record_kind(record_type))
@@ -357,6 +355,65 @@ def stage_table(
                 source, f"columns do not fit the {record_kind(record_type)} schema: {exc}"
             ) from None
     return pa.concat_tables(tables) if tables else None
+
+
+def stage_frame(
+    storage: Storage, prefix: str, record_type: type[ResultRecord], columns: Sequence[str]
+) -> pl.DataFrame | None:
+    """The ``columns`` of every record under ``prefix`` (shard order) as one polars frame of the
+    shard schema's types — what :func:`stage_table` reads, through polars' Parquet reader (several
+    times faster than Arrow's on these shards, and no conversion after); ``None`` when there is
+    none. The same shards are refused, naming them."""
+    types = _polars_types(record_type)
+    frames = []
+    for key, data in shard_data(storage, prefix):
+        source = storage.uri_for(key)
+        if shard_suffix(key) == "jsonl":
+            table = stage_table_of_jsonl(data, source, record_type, columns)
+            if table is not None:
+                frames.append(_frame(table))
+            continue
+        try:
+            stored = pq.read_schema(io.BytesIO(data))
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise InputError(source, f"not a readable Parquet shard: {exc}") from None
+        check_kind(stored, source, record_kind(record_type))
+        present = [name for name in columns if name in stored.names]
+        try:
+            frame = pl.read_parquet(io.BytesIO(data), columns=present)
+            frames.append(
+                frame.select(
+                    pl.col(name).cast(types[name], strict=True)
+                    if name in present
+                    else pl.lit(None, types[name]).alias(name)
+                    for name in columns
+                )
+            )
+        except (pl.exceptions.PolarsError, OSError) as exc:
+            raise InputError(
+                source, f"columns do not fit the {record_kind(record_type)} schema: {exc}"
+            ) from None
+    return pl.concat(frames, rechunk=False) if frames else None
+
+
+def stage_table_of_jsonl(
+    data: bytes, source: str, record_type: type[ResultRecord], columns: Sequence[str] | None
+) -> pa.Table | None:
+    """The records of an older run's JSONL shard through the typed reader (errors name the record
+    and field), as a table of the shard schema (its ``columns`` when given)."""
+    records = [_typed(record_type, row, source, n) for n, row in enumerate(parse_jsonl(data, source), 1)]
+    return conform(to_table(records), record_type, columns) if records else None
+
+
+def _frame(table: pa.Table) -> pl.DataFrame:
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)
+    return frame
+
+
+def _polars_types(record_type: type) -> dict[str, pl.DataType]:
+    """The polars type of each shard column of ``record_type`` (as polars reads the shard)."""
+    return dict(_frame(arrow_schema(record_type).empty_table()).schema)
 
 
 def _read_columns(data: bytes, source: str, columns: Sequence[str] | None) -> pa.Table:
@@ -377,15 +434,16 @@ def _typed(record_type: type[ResultRecord], row: dict[str, Any], source: str, nu
         raise InputError(source, str(exc), location=f"record {number}") from None
 
 
-def latest_rows(table: pa.Table, key: Sequence[str]) -> pl.DataFrame:
+def latest_rows(table: pa.Table | pl.DataFrame, key: Sequence[str]) -> pl.DataFrame:
     """One row per ``key``: the latest final record, else the latest — what
     :func:`kubejury.stages.runner.latest_by_key` keeps, column-wise, in the storage order of the rows
-    kept (not of each key's first record, as there)."""
+    kept (not of each key's first record, as there). When the keys' hashes are all distinct, every
+    key is once (a compacted folder without retries, the common case) and the rows are kept as
+    they are; equal hashes (a repeated key, or a collision) take the full selection."""
     final = pl.col("error").is_null() | (pl.col("error_kind") == "parse").fill_null(False)
-    frame = pl.from_arrow(table)
-    assert isinstance(frame, pl.DataFrame)
-    if frame.select(pl.struct(*key).n_unique()).item() == frame.height:
-        return frame  # every key once (a compacted folder, no retries): nothing to choose
+    frame = table if isinstance(table, pl.DataFrame) else _frame(table)
+    if frame.select(pl.struct(*key).hash().n_unique()).item() == frame.height:
+        return frame
     return (
         frame.with_row_index("_row")
         .sort(final, "_row")
