@@ -293,42 +293,40 @@ def run_kubejury(
 def stored_judgments(root: Path, run: str, scale: Scale) -> Any:
     """What ``kubejury aggregate`` reads of a run's judgments (:func:`kubejury.pipeline.stored_judgments`):
     every (series, judge) folder through storage, only the columns it needs, one record per key;
-    the frame and each folder's (URI, records)."""
-    import polars as pl
-
+    per folder its URI and the scored columns, and the fingerprint witnesses."""
     from kubejury.files import shards
     from kubejury.files.storage import LocalStorage, RunLayout
+    from kubejury.files.tables import JUDGMENT_SCHEMA
     from kubejury.records.results import JudgmentRecord
 
     storage, layout = LocalStorage(root), RunLayout(run)
-    frames, sources = [], []
+    parts, witnesses = [], []
     for series in scale.series:
         for judge in range(scale.judges):
             prefix = layout.judgments_prefix(series, f"judge-{judge}")
-            table = shards.stage_frame(storage, prefix, JudgmentRecord, shards.AGGREGATION_COLUMNS)
-            if table is not None:
-                frames.append(shards.latest_rows(table, ("question_id", "model")))
-                sources.append((storage.uri_for(prefix + "/"), frames[-1].height))
-    return pl.concat(frames, rechunk=False), sources
+            frame = shards.stage_frame(storage, prefix, JudgmentRecord, shards.AGGREGATION_COLUMNS)
+            if frame is not None:
+                latest = shards.latest_rows(frame, ("question_id", "model"))
+                witnesses.extend(shards.fingerprint_witnesses(latest))
+                parts.append((storage.uri_for(prefix + "/"), latest.select(*JUDGMENT_SCHEMA)))
+    return parts, witnesses
 
 
 def run_run_layout(folder: Path, scale: Scale, layout: str) -> dict[str, Any]:
     """``kubejury aggregate``'s path on one layout of a run's storage: the stored judgments read as
-    the pipeline reads them, the fingerprint witnesses taken, the frame handed to the engine as
-    loaded judgments (no scratch file, as the pipeline does), then cubes → score → bootstrap."""
-    from kubejury.files import shards
-    from kubejury.files.tables import judgments_from_frame
+    the pipeline reads them (with the fingerprint witnesses), handed to the engine as loaded
+    judgments (no scratch file, as the pipeline does), then cubes → score → bootstrap."""
+    from kubejury.files.tables import judgments_from_frames
 
     cpu0, t0 = time.process_time(), time.perf_counter()
     # The one-shard layout is <folder>/shards/<series>/judgments/<judge>/: a run named "shards".
     root, run = (folder, layout) if layout == "shards" else (folder / layout, RUN)
-    frame, sources = stored_judgments(root, run, scale)
-    shards.fingerprint_witnesses(frame)
+    parts, _ = stored_judgments(root, run, scale)
     files = len(list((folder / layout).glob("**/*.parquet")))
     read_s, read_cpu = time.perf_counter() - t0, time.process_time() - cpu0
     t, c = time.perf_counter(), time.process_time()
-    held = [judgments_from_frame(frame, sources)]  # run_kubejury takes it out: freed after the cubes
-    del frame
+    held = [judgments_from_frames(parts)]  # run_kubejury takes it out: freed after the cubes
+    del parts
     encode_s, encode_cpu = time.perf_counter() - t, time.process_time() - c
     result = run_kubejury(folder, scale.samples, "loaded", folder / "benchmark.jsonl", loaded=held)
     result["stages"] = {"storage": read_s, "encode": encode_s, **result["stages"]}
@@ -656,8 +654,8 @@ def _layout_rows(scale: Scale, load: str) -> list[str]:
         "the folder → cubes → score → bootstrap, as the table above. `kubejury aggregate` path: what",
         "`pipeline._aggregate` does — every (series, judge) folder read through storage (`shards.stage_frame`,",
         "only `shards.AGGREGATION_COLUMNS`, no rationale), one record per key (`shards.latest_rows`, skipped when",
-        "every key is once), the fingerprint witnesses, the frame encoded as loaded judgments",
-        "(`tables.judgments_from_frame`, no scratch file), then cubes → score → bootstrap.",
+        "every key is once), the fingerprint witnesses, the folders' frames encoded as loaded judgments",
+        "(`tables.judgments_from_frames`, no scratch file), then cubes → score → bootstrap.",
         "",
         "| layout | files, size | path | wall | CPU | peak RSS | stages wall (s) |",
         "|---|---|---|---|---|---|---|",

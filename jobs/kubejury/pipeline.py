@@ -431,24 +431,24 @@ async def judge(
     return [summary for lane in results for summary in lane]
 
 
-def stored_judgments(inputs: LoadedRun) -> tuple[pl.DataFrame, list[tuple[str, int]]] | None:
+def stored_judgments(inputs: LoadedRun) -> tuple[list[tuple[str, pl.DataFrame]], list[JudgmentRecord]]:
     """All judgments of the run, one per key (the latest final one), read column-wise from the
-    shards — only :data:`~kubejury.files.shards.AGGREGATION_COLUMNS`, not the rationale — into one
-    frame, with each (series, judge) folder's URI and number of records kept (in frame order, what
-    an error names); ``None`` when there is none."""
-    import polars as pl
-
+    shards — only :data:`~kubejury.files.shards.AGGREGATION_COLUMNS`, not the rationale: per
+    (series, judge) folder its URI and a frame of the columns the engine scores, and the
+    fingerprint witnesses of all of them (what the stale-records check reads)."""
     from kubejury.files import shards
+    from kubejury.files.tables import JUDGMENT_SCHEMA
 
-    frames, sources = [], []
+    parts, witnesses = [], []
     for s in inputs.evalrun.spec.series:
         for j in inputs.evalrun.spec.judges:
             prefix = inputs.layout.judgments_prefix(s.name, j.name)
-            table = shards.stage_frame(inputs.storage, prefix, JudgmentRecord, shards.AGGREGATION_COLUMNS)
-            if table is not None:
-                frames.append(shards.latest_rows(table, ("question_id", "model")))
-                sources.append((inputs.storage.uri_for(prefix + "/"), frames[-1].height))
-    return (pl.concat(frames, rechunk=False), sources) if frames else None
+            frame = shards.stage_frame(inputs.storage, prefix, JudgmentRecord, shards.AGGREGATION_COLUMNS)
+            if frame is not None:
+                latest = shards.latest_rows(frame, ("question_id", "model"))
+                witnesses.extend(shards.fingerprint_witnesses(latest))
+                parts.append((inputs.storage.uri_for(prefix + "/"), latest.select(*JUDGMENT_SCHEMA)))
+    return parts, witnesses
 
 
 def stored_records(
@@ -498,15 +498,15 @@ def _aggregate(inputs: LoadedRun, work_dir: Path | None) -> tuple[Any, dict[str,
     import tempfile
 
     from kubejury.files import shards
-    from kubejury.files.tables import judgments_from_frame
+    from kubejury.files.tables import judgments_from_frames
     from kubejury.modelinfo import ModelInfo
     from kubejury.report import write_reports
     from kubejury.report.aggregate import JudgeRelation, aggregate
 
     spec = inputs.evalrun.spec
     answers = stored_records(inputs, judgments=False)[0]
-    stored = stored_judgments(inputs)
-    if stored is None:
+    parts, witnesses = stored_judgments(inputs)
+    if not parts:
         raise ConfigError(
             f"run {inputs.name!r} has no stored judgments yet: run generation and judging first"
         )
@@ -520,12 +520,11 @@ def _aggregate(inputs: LoadedRun, work_dir: Path | None) -> tuple[Any, dict[str,
         )
         for m in spec.models
     }
-    judgments, judgment_sources = stored
     relations = {j.name: JudgeRelation(same_as=j.same_as, family=j.family) for j in spec.judges}
     from kubejury.provenance import report_provenance, stale_records
     from kubejury.records.gpu_usage import from_environment as gpu_usage_from_environment
 
-    stale = stale_records(inputs.fingerprints, [*answers, *shards.fingerprint_witnesses(judgments)])
+    stale = stale_records(inputs.fingerprints, [*answers, *witnesses])
     if stale:
         raise SpecChanged(
             f"run {inputs.layout.run!r}: stored records of {', '.join(stale)} were made under a different "
@@ -534,8 +533,8 @@ def _aggregate(inputs: LoadedRun, work_dir: Path | None) -> tuple[Any, dict[str,
         )
     provenance = report_provenance(inputs.fingerprints, inputs.evalrun, answers)
     gpu_usage = gpu_usage_from_environment(os.environ)  # set by the operator on its aggregation Job
-    loaded = judgments_from_frame(judgments, judgment_sources)
-    del judgments
+    loaded = judgments_from_frames(parts)
+    del parts
     with tempfile.TemporaryDirectory(prefix="kubejury-aggregate-", dir=work_dir) as scratch:
         answers_file = Path(scratch) / "answers.parquet"
         if answers:

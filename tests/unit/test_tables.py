@@ -22,7 +22,7 @@ from kubejury.files.tables import (
     JUDGMENT_SCHEMA,
     JUDGMENT_TEXT_SCHEMA,
     build_cubes,
-    judgments_from_frame,
+    judgments_from_frames,
     load_answers,
     load_experts,
     load_judgments,
@@ -419,26 +419,32 @@ def test_scores_invariant_under_record_order(
 # ------------------------------------------------------------------- judgments already in a frame
 
 
-def test_judgments_from_a_frame_are_what_the_loader_makes_of_the_same_records() -> None:
+def test_judgments_from_frames_are_what_the_loader_makes_of_the_same_records() -> None:
     frame = pl.read_ndjson(JUDGMENTS, schema=JUDGMENT_SCHEMA)
-    from_frame = judgments_from_frame(frame, [("run/default/", 4), ("run/hot/", frame.height - 4)])
     loaded = load_judgments(JUDGMENTS)
-    assert from_frame.to_frame().equals(loaded.to_frame())
-    assert from_frame.series == loaded.series and from_frame.judges == loaded.judges
-    assert from_frame.location(5) == ("run/hot/", "record 2")  # a folder read from storage: counted
+    for parts in (
+        [("run/default/", frame.head(4)), ("run/hot/", frame.tail(frame.height - 4))],
+        [(f"run/{n}/", frame.slice(n, 1)) for n in range(frame.height)],  # series, judge: one value each
+    ):
+        from_frames = judgments_from_frames(parts)
+        assert from_frames.to_frame().equals(loaded.to_frame())
+        assert (from_frames.series, from_frames.judges) == (loaded.series, loaded.judges)
+    assert judgments_from_frames(parts).location(5) == ("run/5/", "record 1")  # storage: counted
 
 
-def test_judgments_from_a_frame_name_the_part_and_record_of_a_bad_value() -> None:
+def test_judgments_from_frames_name_the_part_and_record_of_a_bad_value() -> None:
     frame = pl.DataFrame([judgment(), judgment(model="beta", score=11)], schema=JUDGMENT_SCHEMA)
     with pytest.raises(InputError, match=r"outside 0\.\.10") as info:
-        judgments_from_frame(frame, [("s3://b/run/default/judgments/a/", 2)])
+        judgments_from_frames([("s3://b/run/default/judgments/a/", frame)])
     assert (info.value.source, info.value.location, info.value.field) == (
         "s3://b/run/default/judgments/a/",
         "record 2",
         "score",
     )
-    twice = pl.DataFrame([judgment(), judgment()], schema=JUDGMENT_SCHEMA)
-    with pytest.raises(InputError, match="duplicate judgment"):
-        judgments_from_frame(twice, [("one/", 1), ("two/", 1)])
-    with pytest.raises(ValueError, match="account for 1 records"):
-        judgments_from_frame(twice, [("one/", 1)])
+    with pytest.raises(InputError, match="duplicate judgment") as info:
+        judgments_from_frames([("one/", frame.head(1)), ("two/", frame.head(1))])
+    assert (info.value.source, info.value.location) == ("two/", "record 1")
+    empty = pl.DataFrame([judgment(judge="")], schema=JUDGMENT_SCHEMA)
+    with pytest.raises(InputError, match="judgment field is empty") as info:
+        judgments_from_frames([("one/", frame), ("two/", empty)])  # a constant judge, empty
+    assert (info.value.source, info.value.field) == ("two/", "judge")

@@ -644,24 +644,52 @@ def load_judgments(sources: Sources, *, text: bool = False) -> Judgments:
     return _judgments(_collect(resolve_sources(sources, "judgments"), schema, "judgment"), text=text)
 
 
-def judgments_from_frame(frame: pl.DataFrame, sources: Sequence[tuple[str, int]]) -> Judgments:
-    """Judgments already read into a frame (``kubejury aggregate``'s latest record per key, read
-    from a run's storage), validated and encoded as :func:`load_judgments` does, without a file in
-    between. ``sources``: (name, number of records) of each consecutive part of ``frame``, which
-    errors name (``record N`` of that part)."""
+def judgments_from_frames(parts: Sequence[tuple[str, pl.DataFrame]]) -> Judgments:
+    """Judgments already read into frames (``kubejury aggregate``'s latest record per key of each
+    (series, judge) folder of a run's storage), validated and encoded as :func:`load_judgments`
+    does, without a file in between. ``parts``: (name, frame) in order; errors name the part and
+    ``record N`` in it. A key column that every part holds one value of is not hashed (as the
+    loader does with a shard's statistics)."""
     offsets = [0]
-    for _, count in sources:
-        offsets.append(offsets[-1] + count)
-    if offsets[-1] != frame.height:
-        raise ValueError(f"sources account for {offsets[-1]} records, the frame holds {frame.height}")
-    if not frame.height:
-        raise InputError(", ".join(name for name, _ in sources), "no judgment records")
-    label = sources[0][0]
-    columns = frame.select(
-        _parquet_column(frame, name, dtype, label) for name, dtype in JUDGMENT_SCHEMA.items()
+    for _, frame in parts:
+        offsets.append(offsets[-1] + frame.height)
+    names = tuple(name for name, _ in parts)
+    if not offsets[-1]:
+        raise InputError(", ".join(names), "no judgment records")
+    per_part = [_single_values(frame) for _, frame in parts]
+    constants = {
+        key: tuple(found[key] for found in per_part)
+        for key in _CONSTANT_CANDIDATES
+        if key in JUDGMENT_SCHEMA and all(key in found for found in per_part)
+    }
+    frames = [
+        frame.select(
+            _parquet_column(frame, column, dtype, name)
+            for column, dtype in JUDGMENT_SCHEMA.items()
+            if column not in constants
+        )
+        for name, frame in parts
+        if frame.height
+    ]
+    frame = frames[0] if len(frames) == 1 else pl.concat(frames, rechunk=False)
+    return _judgments(
+        _Collected(frame=frame, sources=names, offsets=tuple(offsets), constants=constants), text=False
     )
-    names = tuple(name for name, _ in sources)
-    return _judgments(_Collected(frame=columns, sources=names, offsets=tuple(offsets)), text=False)
+
+
+def _single_values(frame: pl.DataFrame) -> dict[str, str]:
+    """The string key columns of ``frame`` that hold one value and no null, and that value."""
+    names = [
+        name for name in _CONSTANT_CANDIDATES if name in frame.columns and frame[name].dtype == pl.String
+    ]
+    if not frame.height or not names:
+        return {}
+    counts = frame.select(
+        *(pl.col(name).n_unique().alias(f"{name}:n") for name in names),
+        *(pl.col(name).null_count().alias(f"{name}:null") for name in names),
+        *(pl.col(name).first().alias(name) for name in names),
+    ).row(0, named=True)
+    return {name: counts[name] for name in names if counts[f"{name}:n"] == 1 and counts[f"{name}:null"] == 0}
 
 
 def _judgments(collected: _Collected, *, text: bool) -> Judgments:
