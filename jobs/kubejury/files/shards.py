@@ -10,7 +10,7 @@ One definition. The shard's Arrow schema is derived here from the typed records 
 :mod:`kubejury.records.results` (:func:`arrow_schema`: one column per field, in field order,
 required fields not nullable, ``usage`` a struct); the writer (:func:`encode`) and every reader —
 the stages' resumption (:func:`rows`), ``kubejury aggregate``'s column-wise read of a run's
-judgments (:func:`stage_table`, :func:`latest_rows`), the columnar loader
+judgments (:func:`stage_frame`, :func:`latest_rows`), the columnar loader
 (:mod:`kubejury.files.tables`) and ``kubejury export`` — use it. The file's key-value metadata
 says which record it holds (``kubejury.record``: ``answer`` or ``judgment``) and its format
 (``kubejury.format``, :data:`~kubejury.records.results.RESULTS_FORMAT`), so the records' one
