@@ -469,9 +469,14 @@ def test_a_job_oom_killed_at_a_too_low_limit_is_named_in_a_condition_and_replace
         if c.get("type") == "JobsHealthy" and c.get("reason") == "OOMKilled"
     ]
     assert killed, walkthrough.conditions_seen
-    assert (
-        "Job kj-kind-cpu-" in killed[0]["message"] and f"limit {JOB_MEMORY_TOO_LOW}" in killed[0]["message"]
-    )
+    # The first kill is at the too-low limit. Since issue 26 the Job also imports pyarrow, so its
+    # first replacement (at twice the limit, "-oom1") can be killed too, and between two samples of
+    # the status the condition may already name that second kill: either names the first Job's chain.
+    first_chain = (f"limit {JOB_MEMORY_TOO_LOW}", "-oom1:")
+    assert any(
+        "Job kj-kind-cpu-" in c["message"] and any(mark in c["message"] for mark in first_chain)
+        for c in killed
+    ), killed
     final = {c["type"]: c for c in walkthrough.status.get("conditions", [])}
     assert final["JobsHealthy"]["reason"] == "RecoveredFromOOMKill", final["JobsHealthy"]
 
