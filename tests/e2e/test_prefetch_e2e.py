@@ -137,7 +137,14 @@ async def _cache_claim(api: KubeApi, namespace: str, host_dir: Path) -> None:
 @pytest.fixture(scope="module")
 def prefetch_operator(kube_cluster: Cluster, weights_link: tuple[str, bytes]) -> Iterator[OperatorState]:
     """The chart with a model cache claim and prefetch on, its S3 endpoint the throttled link."""
-    work = Path.home() / ".cache" / "kubejury" / "e2e" / f"prefetch-{os.getpid()}"
+    # The cluster's work directory, as conftest.kube_operator takes it: the results claim's
+    # PersistentVolume, made by the first module on this cluster, points into it (never under /tmp,
+    # which Job pods mount over).
+    state_dir = kube_cluster.state_dir.resolve()
+    work = state_dir
+    if state_dir.is_relative_to("/tmp"):
+        digest = hashlib.sha1(str(state_dir).encode()).hexdigest()[:10]
+        work = Path.home() / ".cache" / "kubejury" / "e2e" / f"work-{digest}"
 
     async def keys_everywhere() -> None:
         async with KubeApi(KubeConfig.load(kube_cluster.kubeconfig)) as api:
@@ -159,7 +166,8 @@ def prefetch_operator(kube_cluster: Cluster, weights_link: tuple[str, bytes]) ->
     finally:
         down(work)
         helm_uninstall(kube_cluster.kubeconfig)
-        shutil.rmtree(work, ignore_errors=True)
+        if work != state_dir and not os.environ.get("KUBEJURY_E2E_KEEP"):
+            shutil.rmtree(work, ignore_errors=True)
 
 
 def evalrun() -> dict[str, Any]:
