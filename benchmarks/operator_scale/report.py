@@ -76,34 +76,25 @@ def baseline(path: Path) -> dict[str, Any] | None:
     """The list-per-tick rounds recorded in the results file at ``path`` — measured in it, or
     carried in it from an older one — with when, how and from which source they were measured;
     ``None`` when the file or its list rounds are missing."""
-    if not path.is_file():
-        return None
-    recorded = json.loads(path.read_text(encoding="utf-8"))
-    carried = recorded.get("baseline")
-    if isinstance(carried, Mapping):
-        return dict(carried)
-    rounds = [r for r in recorded.get("rounds") or [] if r.get("design") == BASELINE_DESIGN]
-    if not rounds:
-        return None
-    meta = recorded.get("meta") or {}
-    return {
-        "rounds": rounds,
-        "started": meta.get("started"),
-        "command": meta.get("command"),
-        "git_head": sorted({str(_get(r, "source", "git_head")) for r in rounds}),
-    }
+    return _recorded_rounds(path, "baseline", BASELINE_DESIGN)
 
 
 def earlier(path: Path) -> dict[str, Any] | None:
     """The watch-design rounds of the results file at ``path`` — measured in it, or carried in it
     — kept for reference beside a run that measures other designs (issue 26: lean against full)."""
+    return _recorded_rounds(path, "earlier", DESIGN)
+
+
+def _recorded_rounds(path: Path, key: str, design: str) -> dict[str, Any] | None:
+    """The rounds of ``design`` in the results file at ``path``: carried under ``key`` from an
+    older file, else measured in it, with its run's start, command and sources."""
     if not path.is_file():
         return None
     recorded = json.loads(path.read_text(encoding="utf-8"))
-    carried = recorded.get("earlier")
+    carried = recorded.get(key)
     if isinstance(carried, Mapping):
         return dict(carried)
-    rounds = [r for r in recorded.get("rounds") or [] if r.get("design") == DESIGN]
+    rounds = [r for r in recorded.get("rounds") or [] if r.get("design") == design]
     if not rounds:
         return None
     meta = recorded.get("meta") or {}
