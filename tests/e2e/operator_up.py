@@ -108,27 +108,35 @@ class OperatorState:
 
 async def ensure_results_claim(api: KubeApi, namespace: str, host_dir: Path) -> None:
     """A claim ``kubejury-results`` in ``namespace``, bound to a hostPath volume on ``host_dir``."""
+    await ensure_host_claim(api, namespace, RESULTS_CLAIM, host_dir, labels={"kubejury.io/e2e": "results"})
+
+
+async def ensure_host_claim(
+    api: KubeApi, namespace: str, claim_name: str, host_dir: Path, labels: dict[str, str] | None = None
+) -> None:
+    """A ReadWriteMany claim ``claim_name`` in ``namespace``, pre-bound to a hostPath volume on
+    ``host_dir`` (the volume named ``<claim>-<namespace>``), once it is Bound."""
     host_dir.mkdir(parents=True, exist_ok=True)
-    pv_name = f"{RESULTS_CLAIM}-{namespace}"
+    pv_name = f"{claim_name}-{namespace}"
     with contextlib.suppress(ApiError):
         await api.create("namespaces", None, {"metadata": {"name": namespace}})
     pv = {
         "apiVersion": "v1",
         "kind": "PersistentVolume",
-        "metadata": {"name": pv_name, "labels": {"kubejury.io/e2e": "results"}},
+        "metadata": {"name": pv_name, "labels": labels or {}},
         "spec": {
             "capacity": {"storage": "10Gi"},
             "accessModes": ["ReadWriteMany"],
             "storageClassName": "",
             "persistentVolumeReclaimPolicy": "Retain",
             "hostPath": {"path": str(host_dir), "type": "Directory"},
-            "claimRef": {"namespace": namespace, "name": RESULTS_CLAIM},
+            "claimRef": {"namespace": namespace, "name": claim_name},
         },
     }
     pvc = {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
-        "metadata": {"name": RESULTS_CLAIM, "namespace": namespace},
+        "metadata": {"name": claim_name, "namespace": namespace},
         "spec": {
             "accessModes": ["ReadWriteMany"],
             "storageClassName": "",
@@ -149,11 +157,11 @@ async def ensure_results_claim(api: KubeApi, namespace: str, host_dir: Path) -> 
             "used with another work directory: start a fresh cluster (make cluster-down cluster-up)"
         )
     for _ in range(120):  # the PV controller binds the pre-bound pair
-        claim = await api.get("persistentvolumeclaims", namespace, RESULTS_CLAIM)
+        claim = await api.get("persistentvolumeclaims", namespace, claim_name)
         if (claim or {}).get("status", {}).get("phase") == "Bound":
             return
         await asyncio.sleep(0.5)
-    raise RuntimeError(f"claim {namespace}/{RESULTS_CLAIM} was not bound")
+    raise RuntimeError(f"claim {namespace}/{claim_name} was not bound")
 
 
 def helm_install(kubeconfig: Path, values: dict[str, str]) -> None:

@@ -34,7 +34,7 @@ import pytest
 from e2e_kube import RESULTS_URI, describe_namespace, parse_time, status_of, wait_for
 from e2e_runs import FINAL, prepare, run_to_the_end
 from kubeapi import ApiError, KubeApi, KubeConfig
-from operator_up import NAMESPACE, OperatorState, down, helm_uninstall, up
+from operator_up import NAMESPACE, OperatorState, down, ensure_host_claim, helm_uninstall, up
 from throttle_proxy import ThrottledProxy
 
 from devcluster import Cluster
@@ -90,48 +90,6 @@ async def _keys_secret(api: KubeApi, namespace: str) -> None:
         "stringData": {"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"},
     }
     await api.apply("secrets", namespace, secret)
-
-
-async def _cache_claim(api: KubeApi, namespace: str, host_dir: Path) -> None:
-    """The model cache claim ``kj-weights`` (ReadWriteMany), bound to a hostPath volume on ``host_dir``."""
-    host_dir.mkdir(parents=True, exist_ok=True)
-    pv_name = f"{CACHE_CLAIM}-{namespace}"
-    pv = {
-        "apiVersion": "v1",
-        "kind": "PersistentVolume",
-        "metadata": {"name": pv_name},
-        "spec": {
-            "capacity": {"storage": "10Gi"},
-            "accessModes": ["ReadWriteMany"],
-            "storageClassName": "",
-            "persistentVolumeReclaimPolicy": "Retain",
-            "hostPath": {"path": str(host_dir), "type": "Directory"},
-            "claimRef": {"namespace": namespace, "name": CACHE_CLAIM},
-        },
-    }
-    pvc = {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {"name": CACHE_CLAIM, "namespace": namespace},
-        "spec": {
-            "accessModes": ["ReadWriteMany"],
-            "storageClassName": "",
-            "volumeName": pv_name,
-            "resources": {"requests": {"storage": "10Gi"}},
-        },
-    }
-    for resource, ns, body in (("persistentvolumes", None, pv), ("persistentvolumeclaims", namespace, pvc)):
-        try:
-            await api.create(resource, ns, body)
-        except ApiError as exc:
-            if exc.status != 409:
-                raise
-
-    async def bound() -> bool:
-        claim = await api.get("persistentvolumeclaims", namespace, CACHE_CLAIM)
-        return bool((claim or {}).get("status", {}).get("phase") == "Bound")
-
-    await wait_for(bound, 60, f"claim {namespace}/{CACHE_CLAIM} to be bound")
 
 
 @pytest.fixture(scope="module")
@@ -205,7 +163,7 @@ async def test_a_prefetched_model_holds_its_gpus_seconds_not_the_download_before
     cache_dir = Path(state.work_dir) / "volumes" / CACHE_CLAIM
     async with KubeApi(KubeConfig.load(kube_cluster.kubeconfig)) as api:
         await prepare(api, state, TEST_NS, RUN, hosted_key=False)
-        await _cache_claim(api, TEST_NS, cache_dir)
+        await ensure_host_claim(api, TEST_NS, CACHE_CLAIM, cache_dir)
         await api.create("evalruns", TEST_NS, evalrun())
 
         async def gpu_entry() -> dict[str, Any] | None:
