@@ -218,6 +218,13 @@ def _hf_token_env(settings: ServerSettings) -> list[dict[str, Any]]:
     ]
 
 
+def _hub_env(settings: ServerSettings) -> list[dict[str, Any]]:
+    """The chart's hub mirror (``inference.hubEndpoint``), read as ``HF_ENDPOINT`` by the hub
+    client of vLLM, by llama.cpp's ``--hf-repo`` downloader (after ``MODEL_ENDPOINT``, which nothing
+    here sets) and by ``kubejury prefetch``; none when unset (huggingface.co)."""
+    return [{"name": "HF_ENDPOINT", "value": settings.hub_endpoint}] if settings.hub_endpoint else []
+
+
 def _server_home_env(cache: str) -> list[dict[str, Any]]:
     """Where a model server writes: every cache under the mounted model cache (owned by the pod's
     fsGroup), everything else under /tmp (an emptyDir). The images are Ubuntu-based with /root at
@@ -559,7 +566,12 @@ def _server_container(
         {"name": "tmp", "mountPath": SERVER_TMP_MOUNT},
         *serving.mounts,
     ]
-    env = [*_server_home_env(cache), *_hf_token_env(settings), *_weights_s3_env(endpoint, settings)]
+    env = [
+        *_server_home_env(cache),
+        *_hf_token_env(settings),
+        *_hub_env(settings),
+        *_weights_s3_env(endpoint, settings),
+    ]
     if prefetches(endpoint, settings):  # everything it loads is in the cache: it must not download
         env.append({"name": "HF_HUB_OFFLINE", "value": "1"})
     container: dict[str, Any] = {
@@ -977,15 +989,16 @@ def prefetch_args(endpoint: Endpoint, cache: str) -> list[str]:
 
 
 def _prefetch_env(endpoint: Endpoint, settings: WorkloadSettings) -> list[dict[str, Any]]:
-    """What the download reads with: the hub token for ``hf://``; the chart's S3 endpoint and region
-    and the run's storage keys for ``s3://`` (the same credentials an ``s3://`` server would get)."""
+    """What the download reads with: the hub token and the chart's hub mirror for ``hf://``; the
+    chart's S3 endpoint and region and the run's storage keys for ``s3://`` (the same credentials an
+    ``s3://`` server would get)."""
     env: list[dict[str, Any]] = [
         {"name": "HOME", "value": "/tmp"},
         {"name": "PYTHONUNBUFFERED", "value": "1"},
         *_storage_env(settings),
     ]
     if endpoint.source.startswith("hf://"):
-        return env + _hf_token_env(settings)
+        return env + _hf_token_env(settings) + _hub_env(settings)
     return storage_secret_env(settings.storage_secret, env) if settings.storage_secret else env
 
 

@@ -71,6 +71,10 @@ class ServerSettings:
     gpu_resource: str = "nvidia.com/gpu"
     hf_token_secret: str | None = "hf-token"  # Secret with key HF_TOKEN (optional reference)
     hf_token_key: str = "HF_TOKEN"
+    # A Hugging Face hub mirror (the chart's inference.hubEndpoint; None: huggingface.co): hf://
+    # model servers and prefetch Jobs download from it (HF_ENDPOINT). Admin-set only: no spec field
+    # reaches it, so a tenant cannot send downloads (or the hub token) elsewhere.
+    hub_endpoint: str | None = None
     startup_budget_seconds: int = 1800  # how long a model may take to load before kubelet restarts it
     gpu_memory_utilization: float = 0.90
     default_max_model_len: int = 8192
@@ -139,6 +143,15 @@ def text_or_default(raw: str, default: Any, name: str) -> Any:
 def text_or_none(raw: str, default: Any, name: str) -> str | None:
     """The text; empty means "none" (no claim, no Secret, no endpoint)."""
     return raw or None
+
+
+def http_url_or_none(raw: str, default: Any, name: str) -> str | None:
+    """An ``http://`` or ``https://`` URL without a trailing slash; empty means "none"."""
+    if not raw:
+        return None
+    if not raw.startswith(("http://", "https://")) or any(c.isspace() for c in raw):
+        raise ValueError(f"{name} must be an http:// or https:// URL, got {raw!r}")
+    return raw.rstrip("/")
 
 
 def integer(raw: str, default: Any, name: str) -> Any:
@@ -234,6 +247,7 @@ ENVIRONMENT: tuple[EnvSetting, ...] = (
     EnvSetting("s3_region", "AWS_REGION", text_or_none),
     # model servers
     EnvSetting("hf_token_secret", "KUBEJURY_HF_TOKEN_SECRET", text_or_none),
+    EnvSetting("hub_endpoint", "KUBEJURY_HF_ENDPOINT", http_url_or_none),
     EnvSetting("startup_budget_seconds", "KUBEJURY_STARTUP_BUDGET_SECONDS", integer),
     EnvSetting("gpu_memory_utilization", "KUBEJURY_GPU_MEMORY_UTILIZATION", decimal),
     EnvSetting("default_max_model_len", "KUBEJURY_MAX_MODEL_LEN", integer),

@@ -39,6 +39,7 @@ NOT_FROM_THE_CHART = {
 SAMPLES: dict[Any, tuple[str, Any]] = {
     st.text_or_default: ("example:1", "example:1"),
     st.text_or_none: ("example", "example"),
+    st.http_url_or_none: ("http://hub-mirror.example:8080/", "http://hub-mirror.example:8080"),
     st.integer: ("42", 42),
     st.decimal: ("0.5", 0.5),
     st.memory_quantity: ("16Gi", "16Gi"),
@@ -163,3 +164,10 @@ def test_an_empty_variable_keeps_a_required_default_and_clears_an_optional_one()
 def test_a_value_that_cannot_be_read_is_refused_naming_its_variable(variable: str, raw: str) -> None:
     with pytest.raises(ValueError, match=variable):
         WorkloadSettings.from_env({variable: raw})
+
+
+@pytest.mark.parametrize("raw", ["hub-mirror.example", "ftp://hub", "http://a b"])
+def test_a_hub_endpoint_that_is_not_an_http_url_is_refused_naming_its_variable(raw: str) -> None:
+    with pytest.raises(ValueError, match="KUBEJURY_HF_ENDPOINT must be an http"):
+        WorkloadSettings.from_env({"KUBEJURY_HF_ENDPOINT": raw})
+    assert WorkloadSettings.from_env({"KUBEJURY_HF_ENDPOINT": ""}).hub_endpoint is None

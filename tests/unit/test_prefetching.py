@@ -13,15 +13,17 @@ from factories import (
     JOB_RUNNING,
     RUN_REF,
     build_cluster_run,
+    build_evalrun,
     endpoint,
     generation_jobs,
     oom_killed,
     ready_servers,
     workload_of,
 )
+from kubejury.config.spec import parse_evalrun
 from kubejury.files.weight_cache import model_dir
 from kubejury_operator import manifests as mf
-from kubejury_operator.cluster_run import ClusterRun, with_settings
+from kubejury_operator.cluster_run import ClusterRun, cluster_run, with_settings
 from kubejury_operator.observed import Observed
 from kubejury_operator.prefetching import prefetch_job_name, prefetches
 from kubejury_operator.preview import simulate
@@ -90,6 +92,30 @@ def test_an_s3_prefetch_gets_the_runs_storage_keys_and_an_hf_one_only_the_hub_to
         e["name"] for e in _container(mf.prefetch_job(RUN_REF, endpoint("model", "a"), settings))["env"]
     }
     assert "HF_TOKEN" in hf_names and "AWS_SECRET_ACCESS_KEY" not in hf_names
+
+
+MIRROR = "http://hub-mirror.example:8080"
+
+
+def _env(container: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value") for e in container["env"]}
+
+
+def test_the_charts_hub_mirror_reaches_every_hf_download_and_no_run_spec_changes_it() -> None:
+    settings = replace(CACHE, hub_endpoint=MIRROR, storage_secret="store")
+    gguf = endpoint(
+        "model", "a", placement=replace(H100_PLACEMENT, quantization="q4_k_m"), runtime="llamacpp"
+    )
+    assert _env(_container(mf.prefetch_job(RUN_REF, gguf, settings)))["HF_ENDPOINT"] == MIRROR
+    s3_model = replace(endpoint("model", "a"), source="s3://w/llm")
+    assert "HF_ENDPOINT" not in _env(_container(mf.prefetch_job(RUN_REF, s3_model, settings)))
+    # a llama.cpp server that pulls its own GGUF (no cache claim) pulls it from the mirror too
+    pulling = _container(mf.model_deployment(RUN_REF, gguf, 1, replace(settings, model_cache_pvc=None)))
+    assert "--hf-repo" in pulling["args"] and _env(pulling)["HF_ENDPOINT"] == MIRROR
+    assert "HF_ENDPOINT" not in _env(_container(mf.model_deployment(RUN_REF, gguf, 1, CACHE)))
+    # a run that names its own cache claim and hub token still downloads from the chart's mirror
+    body = build_evalrun(modelCache={"claimName": "mine"}, hfTokenSecretRef={"name": "tok", "key": "HF_TOKEN"})
+    assert cluster_run(body, parse_evalrun(body), {}, settings).settings.hub_endpoint == MIRROR
 
 
 def test_a_prefetched_vllm_server_loads_the_cache_folder_without_streaming_from_s3() -> None:
