@@ -62,9 +62,18 @@ CHILD_RESOURCES = ("jobs", "deployments", "pods")
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 #: The benchmark cluster's controller-manager and scheduler: more client QPS than the defaults
 #: (20/30 and 50/100), as large clusters configure them; the tests' clusters keep the defaults.
-#: The API server keeps its audit log in one file (it rotates at 100 MB by default).
+#: The API server keeps its audit log in one file (it rotates at 100 MB by default). The node
+#: lifecycle controller waits 10 min, not 40 s, before it calls a node whose Lease lapsed NotReady:
+#: KWOK's nodes never die, and on 2 saturated cores their Leases lapsed while every simulated
+#: component shared the cores with the API server — their server Pods were then marked NotReady,
+#: which KWOK never undoes, and runs stalled (a real kubelet is not on the API server's cores).
 CLUSTER_EXTRA_ARGS: dict[str, list[str]] = {
-    "kube-controller-manager": ["--kube-api-qps=200", "--kube-api-burst=400", "--concurrent-job-syncs=20"],
+    "kube-controller-manager": [
+        "--kube-api-qps=200",
+        "--kube-api-burst=400",
+        "--concurrent-job-syncs=20",
+        "--node-monitor-grace-period=10m",
+    ],
     "kube-scheduler": ["--kube-api-qps=200", "--kube-api-burst=400"],
     # the audit log is read by windows: keep it one file (the default rotates it every 100 MB)
     "kube-apiserver": ["--audit-log-maxsize=1000000"],
@@ -235,14 +244,17 @@ class Observed:
     created_at: dict[tuple[str, str], float] = field(default_factory=dict)  # just before its create
     models: int = 16
     sizes: measure.SizeTally = field(default_factory=measure.SizeTally)
+    writes: measure.WriteTally = field(default_factory=measure.WriteTally)
 
     def on_evalrun(self, kind: str, obj: dict[str, Any]) -> None:
-        if kind == "DELETED":
-            return
-        self.sizes.add(obj)
         meta = obj["metadata"]
         key = (str(meta["namespace"]), str(meta["name"]))
+        if kind == "DELETED":
+            self.writes.forget(key)
+            return
+        self.sizes.add(obj)
         status = obj.get("status") or {}
+        self.writes.add(key, status)
         point = measure.status_point(time.time(), status, measure.status_written(meta))
         history = self.points.setdefault(key, [])
         last = history[-1] if history else None
@@ -620,6 +632,7 @@ async def run_round(bench: Bench, scale: int, design: str = "lean") -> dict[str,
     )
     result["source"] = bench.source.to_json()
     result["evalrun_bytes"] = observed.sizes.to_json()
+    result["status_writes"] = observed.writes.to_json()
     return result
 
 

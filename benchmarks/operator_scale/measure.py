@@ -513,3 +513,111 @@ def per_request(cpu_s: float | None, requests: float | int | None) -> float | No
     if cpu_s is None or not requests:
         return None
     return round(float(cpu_s) / float(requests), 4)
+
+
+# ------------------------------------------------------------------------- status writes by cause
+
+
+def _leaf_paths(old: Any, new: Any, prefix: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """The paths (object keys; list items as ``[]``) whose values differ between two statuses."""
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        paths: list[tuple[str, ...]] = []
+        for key in sorted(set(old) | set(new)):
+            paths += _leaf_paths(old.get(key), new.get(key), (*prefix, str(key)))
+        return paths
+    return [] if old == new else [prefix]
+
+
+def _cause(path: tuple[str, ...]) -> str:
+    """A changed path named as a cause: the server or stage name replaced by ``*``."""
+    if path[:1] in (("stages",), ("placement",)) and len(path) > 2:
+        return f"{path[0]}.*.{'.'.join(path[2:])}"
+    if path[:2] == ("gpu", "servers") and len(path) > 3:
+        return f"gpu.servers.*.{'.'.join(path[3:])}"
+    return ".".join(path[:2])
+
+
+def _conditions_cause(old: Any, new: Any) -> str | None:
+    def facts(value: Any, message: bool) -> list[tuple[Any, ...]]:
+        return [
+            (c.get("type"), c.get("status"), c.get("reason"), c.get("message") if message else None)
+            for c in value or []
+            if isinstance(c, Mapping)
+        ]
+
+    if facts(old, False) != facts(new, False):
+        return "conditions (status or reason)"
+    if facts(old, True) != facts(new, True):
+        return "conditions (message only)"
+    return None
+
+
+def write_causes(old: Mapping[str, Any], new: Mapping[str, Any]) -> set[str]:
+    """What changed from one stored status to the next, as causes (:func:`_cause`); empty when
+    nothing did (a write of the spec or metadata)."""
+    rest_old = {k: v for k, v in old.items() if k != "conditions"}
+    rest_new = {k: v for k, v in new.items() if k != "conditions"}
+    causes = {_cause(p) for p in _leaf_paths(rest_old, rest_new, ())}
+    conditions = _conditions_cause(old.get("conditions"), new.get("conditions"))
+    return causes | ({conditions} if conditions else set())
+
+
+#: Causes that are counters, not decisions: what the operator may write late (its
+#: ``status.significant_part`` says which; this is the benchmark's own reading of a change)
+COUNTER_CAUSES = (
+    "progress",
+    "conditions (message only)",
+    "gpu.usedGpuSeconds",
+    "gpu.servers.*.usedGpuSeconds",
+    "gpu.servers.*.inUseSince",
+)
+COUNTER_CAUSE_PREFIXES = ("stages.*.done", "stages.*.total", "stages.*.judges.", "stages.*.models.")
+
+
+def is_counter(cause: str) -> bool:
+    """Whether a cause (:func:`write_causes`) is a counter rather than a decision."""
+    return cause in COUNTER_CAUSES or cause.startswith(COUNTER_CAUSE_PREFIXES)
+
+
+@dataclass
+class WriteTally:
+    """Every status change a watch saw, per run: how many, and which causes (:func:`write_causes`)
+    each carried — a write carrying several counts once under each."""
+
+    last: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    writes: dict[tuple[str, str], int] = field(default_factory=dict)
+    causes: dict[str, int] = field(default_factory=dict)
+    alone: dict[str, int] = field(default_factory=dict)  # writes that carried only this cause
+    counters_only: int = 0  # writes whose every cause is a counter (:func:`is_counter`)
+
+    def add(self, key: tuple[str, str], status: Mapping[str, Any]) -> None:
+        old = self.last.get(key)
+        self.last[key] = dict(status)
+        if old is None:
+            return
+        causes = write_causes(old, status)
+        if not causes:
+            return
+        self.writes[key] = self.writes.get(key, 0) + 1
+        for cause in causes:
+            self.causes[cause] = self.causes.get(cause, 0) + 1
+        self.counters_only += all(is_counter(c) for c in causes)
+        if len(causes) == 1:
+            (only,) = causes
+            self.alone[only] = self.alone.get(only, 0) + 1
+
+    def forget(self, key: tuple[str, str]) -> None:
+        self.last.pop(key, None)
+
+    def to_json(self) -> dict[str, Any]:
+        runs = len(self.writes)
+        per_run = (lambda n: round(n / runs, 2)) if runs else (lambda n: None)
+        return {
+            "runs": runs,
+            "writes_per_run": per_run(sum(self.writes.values())),
+            "counters_only_per_run": per_run(self.counters_only),
+            "cause_per_run": {c: per_run(n) for c, n in sorted(self.causes.items(), key=lambda kv: -kv[1])},
+            "only_cause_per_run": {
+                c: per_run(n) for c, n in sorted(self.alone.items(), key=lambda kv: -kv[1])
+            },
+        }

@@ -278,6 +278,8 @@ def _rows() -> list[tuple[str, tuple[str, ...], int]]:
             ("api", "operator_status_patches_active", "mean_per_object"),
             1,
         ),
+        ("status changes per run, seen by the benchmark's watch", ("status_writes", "writes_per_run"), 1),
+        ("… of them counters only", ("status_writes", "counters_only_per_run"), 1),
         ("load average (1 min), mean during the round", ("load_average_1m", "mean"), 2),
         ("EvalRun bytes, mean of the versions watched", ("evalrun_bytes", "mean", "total"), 0),
         ("… without managedFields", ("evalrun_bytes", "mean", "without_managed_fields"), 0),

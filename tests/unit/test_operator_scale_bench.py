@@ -243,6 +243,38 @@ def test_status_points_read_the_stage_counters() -> None:
     assert measure.status_point(2.0, {}) == measure.StatusPoint(2.0, "", 0, 0, False)
 
 
+def test_each_status_change_is_counted_once_per_run_under_every_cause_it_carries() -> None:
+    tally = measure.WriteTally()
+    run = ("bench-00", "w010-001")
+    first = {
+        "phase": "Generating",
+        "conditions": [{"type": "Ready", "status": "False", "reason": "Generating", "message": "1 of 9"}],
+        "stages": {"generation": {"jobsDone": 1, "done": 10}},
+        "gpu": {"servers": {"qwen": {"readySince": None}}},
+    }
+    tally.add(run, first)  # the first version seen is no write of the operator's
+    second = {**first, "stages": {"generation": {"jobsDone": 2, "done": 10}}}
+    tally.add(run, second)
+    tally.add(run, dict(second))  # unchanged: a write of the spec or metadata
+    ready = {"servers": {"qwen": {"readySince": "2026-12-03T19:00:00Z"}}}
+    message = [{"type": "Ready", "status": "False", "reason": "Generating", "message": "2 of 9"}]
+    third = {**second, "gpu": ready, "conditions": message}
+    tally.add(run, third)
+    figures = tally.to_json()
+    assert figures["runs"] == 1 and figures["writes_per_run"] == 2
+    assert figures["counters_only_per_run"] == 0  # a Job done, then a server Ready: decisions both
+    assert figures["cause_per_run"] == {
+        "stages.*.jobsDone": 1,
+        "gpu.servers.*.readySince": 1,
+        "conditions (message only)": 1,
+    }
+    assert figures["only_cause_per_run"] == {"stages.*.jobsDone": 1}
+    assert measure.write_causes({"phase": "A"}, {"phase": "B", "summary": {"w": 1}}) == {"phase", "summary"}
+    counters = {**third, "stages": {"generation": {"jobsDone": 2, "done": 20}}, "progress": "20/90"}
+    tally.add(run, counters)
+    assert tally.to_json()["counters_only_per_run"] == 1
+
+
 # -------------------------------------------------------------------------------- fast kubelet
 
 
