@@ -4,7 +4,7 @@ Why this module exists: the planner decides and this module does, with the API's
 into what the run's status says — a 409 is "already there" (the gateway answers ``False``), any
 other refusal lands in the ``ApplyFailed`` condition naming the object and the API's message, the
 status is written only when it changed (counters at most every
-:data:`~kubejury_operator.status.MINOR_STATUS_INTERVAL`), and an Event that cannot be posted never
+:func:`~kubejury_operator.status.minor_interval`), and an Event that cannot be posted never
 fails a reconcile. Each create and scale is remembered in the run's
 :class:`~kubejury_operator.expectations.Expectations` until the caches show it. Deleting a run's
 children and, with ``cleanupPolicy: Delete``, its stored results is here too.
@@ -64,14 +64,22 @@ async def carry_out(
 class StatusWriter:
     """Writes a run's status patches, each only what changed since the last one written."""
 
-    def __init__(self, api: KubeApi, key: tuple[str, str], previous: Mapping[str, Any], since: float | None):
+    def __init__(
+        self,
+        api: KubeApi,
+        key: tuple[str, str],
+        previous: Mapping[str, Any],
+        since: float | None,
+        interval: float = st.MINOR_STATUS_INTERVAL,
+    ):
         self.api, self.key = api, key
         self.written: Mapping[str, Any] = previous
         self.wrote = False
         self._since = since  # seconds since this process last wrote it before this reconcile
+        self._interval = interval  # seconds counters wait (:func:`~kubejury_operator.status.minor_interval`)
 
     async def write(self, status: Mapping[str, Any]) -> None:
-        patch = st.due_patch(self.written, status, None if self.wrote else self._since)
+        patch = st.due_patch(self.written, status, None if self.wrote else self._since, self._interval)
         if not patch:
             return
         await self.api.patch_status("EvalRun", *self.key, patch)
@@ -86,6 +94,7 @@ async def apply_plan(
     logger: kopf.Logger,
     expectations: Expectations | None = None,
     since_written: float | None = None,
+    minor_interval: float = st.MINOR_STATUS_INTERVAL,
 ) -> bool:
     """Carry out a plan: its actions, the status patch (only when it changed), its Events; returns
     whether the status was written.
@@ -100,12 +109,12 @@ async def apply_plan(
     whole status waits for the actions, so the condition does not flip to False and back). Only
     what changed is sent (:func:`~kubejury_operator.status.status_patch`), and a change of counters
     only waits until the run's last write (``since_written`` seconds ago; None: write at once) is
-    :data:`~kubejury_operator.status.MINOR_STATUS_INTERVAL` old
-    (:func:`~kubejury_operator.status.due_patch`). Each create and scale done is remembered in
+    ``minor_interval`` old (:func:`~kubejury_operator.status.minor_interval`,
+    :func:`~kubejury_operator.status.due_patch`). Each create and scale done is remembered in
     ``expectations`` until the caches show it."""
     namespace, _name = key = run_key(obj)
     now = now_time()
-    writer = StatusWriter(api, key, previous, since_written)
+    writer = StatusWriter(api, key, previous, since_written, minor_interval)
     failures: list[st.ApplyFailure] = []
     first = [a for a in decided.actions if a.kind in PREREQUISITE_KINDS]
     rest = [a for a in decided.actions if a.kind not in PREREQUISITE_KINDS]

@@ -51,6 +51,9 @@ class RunMemory:
 
     queue: RunQueue = field(default_factory=RunQueue)
     status_written_at: float | None = None  # monotonic seconds of this process's last status write
+    # the last reconcile left the run unfinished: its counters share the operator's write budget
+    # (:func:`kubejury_operator.status.minor_interval`)
+    active: bool = False
     expectations: Expectations = field(default_factory=Expectations)  # writes the caches lack yet
     progress: ProgressCache = field(default_factory=ProgressCache)  # the last progress reading
     _parsed: tuple[str, ParsedSpec] | None = field(default=None, repr=False)

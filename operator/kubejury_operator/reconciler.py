@@ -70,9 +70,11 @@ async def reconcile(
     )
     observed = await _observe(runtime, memory, caches, evalrun, run, key, previous, logger)
     decided = plan(run, observed, previous, now_time())
+    memory.active = not st.finished(decided.status)
     now = time.monotonic()
     since = memory.since_status_written(now)
-    if await apply_plan(api, obj, decided, previous, logger, memory.expectations, since):
+    interval = st.minor_interval(runtime.active_runs())
+    if await apply_plan(api, obj, decided, previous, logger, memory.expectations, since, interval):
         memory.status_written_at = now
     metrics.observe_run(metrics.observation(*key, decided.status, observed.progress))
     return decided.phase
@@ -94,6 +96,7 @@ async def _valid_spec(
     beyond = run_policy_problems(evalrun, namespace, runtime.policy) if evalrun is not None else []
     if evalrun is not None and not beyond:
         return evalrun
+    memory.active = False  # Failed until its spec changes: its counters take no share of the budget
     generation = int((obj.get("metadata") or {}).get("generation") or 1)
     invalid = plan_invalid_spec([str(p) for p in [*problems, *beyond]], generation, previous, now_time())
     if invalid is None:

@@ -53,6 +53,10 @@ class OperatorRuntime:
             known = self.runs[key] = RunMemory(queue=RunQueue(timing, self.clock))
         return known
 
+    def active_runs(self) -> int:
+        """How many runs this process last saw unfinished (:attr:`RunMemory.active`)."""
+        return sum(1 for memory in self.runs.values() if memory.active)
+
     def forget(self, key: RunKey) -> None:
         """A deleted run's memory (its children's entries go with their DELETED events)."""
         self.runs.pop(key, None)

@@ -694,6 +694,11 @@ def merge_patched(document: Mapping[str, Any], patch: Mapping[str, Any]) -> dict
 # seconds: a status whose only changes are counters (items done, a Job's in-use time, condition
 # messages) is written at most this often per run; see :func:`significant_part`
 MINOR_STATUS_INTERVAL = 15.0
+# Counters of every active run together: about this many status writes per second at most, by
+# lengthening each run's interval past MINOR_STATUS_INTERVAL when more than 15 runs are active
+# (:func:`minor_interval`). At a hundred runs each counter write cost the API server as much as a
+# decision's, and counters were two writes in three (docs/operator.md, "Many runs").
+MINOR_WRITES_PER_SECOND = 1.0
 _SIGNIFICANT_KEYS = (
     "phase",
     "observedGeneration",
@@ -739,15 +744,26 @@ def significant_part(status: Mapping[str, Any]) -> Any:
     )
 
 
+def minor_interval(active_runs: int) -> float:
+    """Seconds a run's counters wait between writes when ``active_runs`` runs (unfinished, this one
+    among them) are reconciled by this operator: :data:`MINOR_STATUS_INTERVAL`, or longer so that
+    the counters of them all make at most :data:`MINOR_WRITES_PER_SECOND` writes. Decisions never
+    wait (:func:`due_patch`); the progress gauges in the metrics are set on every reconcile."""
+    return max(MINOR_STATUS_INTERVAL, active_runs / MINOR_WRITES_PER_SECOND)
+
+
 def due_patch(
-    previous: Mapping[str, Any], new: Mapping[str, Any], since_written: float | None
+    previous: Mapping[str, Any],
+    new: Mapping[str, Any],
+    since_written: float | None,
+    interval: float = MINOR_STATUS_INTERVAL,
 ) -> dict[str, Any]:
     """The status patch (:func:`status_patch`) to write now, or ``{}``: it is written when it changes
     the stored status and either something significant changed (:func:`significant_part`) or the
-    run's last write is at least :data:`MINOR_STATUS_INTERVAL` old (``since_written``: seconds;
-    None when unknown, e.g. after a restart)."""
+    run's last write is at least ``interval`` seconds old (:func:`minor_interval`;
+    ``since_written``: seconds, None when unknown, e.g. after a restart)."""
     patch = status_patch(previous, new)
-    if not patch or since_written is None or since_written >= MINOR_STATUS_INTERVAL:
+    if not patch or since_written is None or since_written >= interval:
         return patch
     # As stored: redacted, a key set to None deleted (significant_part reads None as absent).
     merged = merge_patched(previous, redact_tree(patch))

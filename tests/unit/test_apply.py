@@ -136,6 +136,14 @@ async def test_a_reconcile_that_moved_only_counters_writes_no_status_until_the_m
     assert api.patches == []
     assert await apply_plan(api, RUN, counters, previous, LOG, since_written=st.MINOR_STATUS_INTERVAL)
     assert len(api.patches) == 1 and api.patches[0]["progress"] == "2/10"
+    crowded = RecordingApi()  # a hundred runs active: the counters wait their longer interval
+    interval = st.minor_interval(100)
+    assert not await apply_plan(
+        crowded, RUN, counters, previous, LOG, since_written=60.0, minor_interval=interval
+    )
+    assert await apply_plan(
+        crowded, RUN, counters, previous, LOG, since_written=interval, minor_interval=interval
+    )
 
 
 async def test_creates_and_scales_done_are_expected_until_the_caches_show_them() -> None:

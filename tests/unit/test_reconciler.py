@@ -13,7 +13,8 @@ import kopf
 import pytest
 
 from factories import build_evalrun, watched_caches
-from kubejury_operator import reconciler, run_storage
+from kubejury_operator import apply, reconciler, run_storage
+from kubejury_operator import status as st
 from kubejury_operator.gateway import ApiCredentials
 from kubejury_operator.runtime import OperatorRuntime
 from kubejury_operator.settings import WorkloadSettings
@@ -64,6 +65,24 @@ async def test_a_new_run_is_placed_created_and_its_status_written_without_a_list
     assert stored["phase"] == phase and set(stored["placement"]) == {"qwen", "judge"}
     memory = runtime.memory(("evals", "r"))
     assert memory.status_written_at is not None and memory.expectations
+
+
+@pytest.mark.usefixtures("no_storage")
+async def test_counters_wait_the_interval_of_the_runs_active_now(monkeypatch: pytest.MonkeyPatch) -> None:
+    run = pending_run()
+    runtime = runtime_on(FakeKubeApi(run))
+    for k in range(99):
+        runtime.memory(("others", f"r{k}")).active = True
+    intervals: list[float] = []
+
+    async def spy(*args: Any) -> bool:
+        intervals.append(args[-1])
+        return await apply.apply_plan(*args)
+
+    monkeypatch.setattr(reconciler, "apply_plan", spy)
+    await reconciler.reconcile(runtime, run, LOG, h100_caches())
+    assert runtime.memory(("evals", "r")).active  # placed, not finished: the hundredth active run
+    assert intervals == [st.minor_interval(100)]
 
 
 @pytest.mark.usefixtures("no_storage")

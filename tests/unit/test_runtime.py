@@ -37,3 +37,13 @@ async def test_a_client_given_by_a_test_is_kept_and_closed_with_the_runtime() ->
     assert fake.closed
     with pytest.raises(kopf.TemporaryError, match="shutting down"):
         runtime.gateway()
+
+
+def test_active_runs_are_those_whose_last_reconcile_left_them_unfinished() -> None:
+    runtime = OperatorRuntime(settings=WorkloadSettings())
+    runtime.memory(("a", "generating")).active = True
+    runtime.memory(("a", "judging")).active = True
+    runtime.memory(("b", "succeeded"))  # remembered, finished
+    assert runtime.active_runs() == 2
+    runtime.forget(("a", "judging"))
+    assert runtime.active_runs() == 1

@@ -1,5 +1,7 @@
 """When the operator writes a run's status: at once for what a reader acts on, at most every
-``MINOR_STATUS_INTERVAL`` seconds for counters (``kubejury_operator.status.due_patch``)."""
+``MINOR_STATUS_INTERVAL`` seconds for counters (``kubejury_operator.status.due_patch``) — longer
+when many runs are active, so that counters of all runs together cost the API server a bounded
+number of writes per second (``kubejury_operator.status.minor_interval``)."""
 
 from __future__ import annotations
 
@@ -52,6 +54,21 @@ def counters_moved() -> dict[str, Any]:
 def test_counters_alone_wait_for_the_minor_interval() -> None:
     assert not st.due_patch(stored(), counters_moved(), since_written=2.0)
     assert st.due_patch(stored(), counters_moved(), since_written=st.MINOR_STATUS_INTERVAL)
+
+
+@pytest.mark.parametrize(("active", "seconds"), [(0, 15.0), (1, 15.0), (15, 15.0), (30, 30.0), (100, 100.0)])
+def test_counters_of_many_active_runs_share_one_budget_of_writes_per_second(
+    active: int, seconds: float
+) -> None:
+    assert st.minor_interval(active) == pytest.approx(seconds)
+    assert active / st.minor_interval(active) <= st.MINOR_WRITES_PER_SECOND
+
+
+def test_at_a_hundred_active_runs_counters_wait_the_longer_interval_and_decisions_do_not() -> None:
+    interval = st.minor_interval(100)
+    assert not st.due_patch(stored(), counters_moved(), since_written=60.0, interval=interval)
+    assert st.due_patch(stored(), counters_moved(), since_written=interval, interval=interval)
+    assert st.due_patch(stored(), stored(phase="Judging"), since_written=0.5, interval=interval)
 
 
 def test_a_status_this_process_never_wrote_is_written_at_once() -> None:
