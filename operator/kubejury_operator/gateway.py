@@ -34,6 +34,7 @@ import aiohttp
 from kubejury import __version__
 from kubejury.records.timestamps import format_time
 from kubejury.redact import redact, redact_tree
+from kubejury_operator.lanes import Lane, Lanes
 from kubejury_operator.status import FULL_STATUS
 from kubejury_operator.vocabulary import API_GROUP, API_VERSION, MANAGED_BY, namespace_of
 
@@ -45,6 +46,7 @@ SECRET_TTL_SECONDS = 300.0
 # per EvalRun status patch (p50 5.7 s against 0.5 s; nearly every patch conflicted once with its
 # lagging watch cache and went to etcd twice) and the operator saw its writes no sooner; the queue
 # only moved from this process into the API server, where every other client waits in it too.
+# Waiting requests go by lane (:mod:`.lanes`): a status patch or a scale before other runs' creates.
 MAX_CONNECTIONS = 16
 #: The one field manager of every write the operator makes; the API server also derives it from
 #: the User-Agent (up to its first "/") of a request that names none, as kopf's do.
@@ -228,6 +230,7 @@ class KubeGateway:
         self._secret_ttl = secret_ttl_s
         self._clock = clock
         self._secrets: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}
+        self._lanes = Lanes(MAX_CONNECTIONS)
 
     async def __aenter__(self) -> Self:
         return self
@@ -279,10 +282,28 @@ class KubeGateway:
         ok_missing: bool = False,
         ok_conflict: bool = False,
         want_body: bool = True,
+        lane: Lane = Lane.WORK,
     ) -> dict[str, Any] | None:
         """The answer's JSON object; ``None`` for a 404 with ``ok_missing`` and a 409 with
         ``ok_conflict``; ``{}`` without ``want_body`` (a create's, patch's or delete's answer echoes the
-        whole object, which no caller reads: decoding it was a tenth of a busy operator's CPU)."""
+        whole object, which no caller reads: decoding it was a tenth of a busy operator's CPU). It
+        waits for a place among the requests in flight in its ``lane`` (:mod:`.lanes`)."""
+        async with self._lanes.slot(lane):
+            return await self._send(
+                method, url, json, params, content_type, ok_missing, ok_conflict, want_body
+            )
+
+    async def _send(
+        self,
+        method: str,
+        url: str,
+        json: Any,
+        params: Mapping[str, str] | None,
+        content_type: str | None,
+        ok_missing: bool,
+        ok_conflict: bool,
+        want_body: bool,
+    ) -> dict[str, Any] | None:
         headers = {"Content-Type": content_type} if content_type else None
         if method in _WRITE_METHODS and not FULL_STATUS:
             params = {**(params or {}), "fieldManager": FIELD_MANAGER}
@@ -333,6 +354,7 @@ class KubeGateway:
         *,
         subresource: str | None = None,
         want_body: bool = True,
+        lane: Lane = Lane.WORK,
     ) -> dict[str, Any] | None:
         """JSON merge patch; ``None`` when the object is gone (``{}`` without ``want_body``)."""
         url = self._url(kind, namespace, name, subresource)
@@ -343,10 +365,14 @@ class KubeGateway:
             content_type="application/merge-patch+json",
             ok_missing=True,
             want_body=want_body,
+            lane=lane,
         )
 
     async def scale(self, kind: str, namespace: str, name: str, replicas: int) -> None:
-        await self.patch(kind, namespace, name, {"spec": {"replicas": replicas}}, want_body=False)
+        """A server scaled up or released: ahead of other runs' creates (:mod:`.lanes`)."""
+        await self.patch(
+            kind, namespace, name, {"spec": {"replicas": replicas}}, want_body=False, lane=Lane.DECISION
+        )
 
     async def patch_status(self, kind: str, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         """Status is readable by every viewer of the run: its strings are redacted here, the one
@@ -358,6 +384,7 @@ class KubeGateway:
             {"status": redact_tree(dict(status))},
             subresource="status",
             want_body=False,
+            lane=Lane.DECISION,
         )
 
     async def delete(self, kind: str, namespace: str | None, name: str) -> bool:
@@ -424,4 +451,5 @@ class KubeGateway:
     ) -> None:
         """A core/v1 Event about ``involved`` (:func:`event_manifest`)."""
         event = event_manifest(involved, type_, reason, message, now=now)
-        await self._request("POST", self._url("Event", event["metadata"]["namespace"]), json=event)
+        url = self._url("Event", event["metadata"]["namespace"])
+        await self._request("POST", url, json=event, lane=Lane.BACKGROUND)

@@ -232,6 +232,7 @@ OPERATOR_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
             "gpu_accounting",
             "images",
             "kube_api",
+            "lanes",
             "looks",
             "manifests",
             "memory",
