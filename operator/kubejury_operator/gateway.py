@@ -34,6 +34,7 @@ import aiohttp
 from kubejury import __version__
 from kubejury.records.timestamps import format_time
 from kubejury.redact import redact, redact_tree
+from kubejury_operator import metrics
 from kubejury_operator.lanes import Lane, Lanes
 from kubejury_operator.status import FULL_STATUS
 from kubejury_operator.vocabulary import API_GROUP, API_VERSION, MANAGED_BY, namespace_of
@@ -288,10 +289,15 @@ class KubeGateway:
         ``ok_conflict``; ``{}`` without ``want_body`` (a create's, patch's or delete's answer echoes the
         whole object, which no caller reads: decoding it was a tenth of a busy operator's CPU). It
         waits for a place among the requests in flight in its ``lane`` (:mod:`.lanes`)."""
+        asked = time.monotonic()
         async with self._lanes.slot(lane):
-            return await self._send(
-                method, url, json, params, content_type, ok_missing, ok_conflict, want_body
-            )
+            sent = time.monotonic()
+            try:
+                return await self._send(
+                    method, url, json, params, content_type, ok_missing, ok_conflict, want_body
+                )
+            finally:
+                metrics.observe_api_request(lane.name.lower(), method, sent - asked, time.monotonic() - sent)
 
     async def _send(
         self,

@@ -84,6 +84,8 @@ STAGE_DURATION_BUCKETS: tuple[float, ...] = (
 """Stage durations range from seconds (aggregation) to a day (generation of a 120B model)."""
 
 RECONCILE_DURATION_BUCKETS: tuple[float, ...] = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+API_SECONDS_BUCKETS: tuple[float, ...] = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+"""A request to the Kubernetes API: milliseconds on an idle API server, seconds behind a queue."""
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 """The registry ``start_metrics_server`` serves; tests introspect it."""
@@ -168,6 +170,20 @@ RECONCILE_DURATION = Histogram(
     "Time spent in one reconcile handler invocation, by handler.",
     ["handler"],
     buckets=RECONCILE_DURATION_BUCKETS,
+    registry=REGISTRY,
+)
+API_QUEUE = Histogram(
+    "kubejury_api_queue_seconds",
+    "Time a request of the operator to the Kubernetes API waited for a place in flight, by lane.",
+    ["lane"],
+    buckets=API_SECONDS_BUCKETS,
+    registry=REGISTRY,
+)
+API_REQUEST = Histogram(
+    "kubejury_api_request_seconds",
+    "Time a request of the operator to the Kubernetes API took once sent, by HTTP method.",
+    ["method"],
+    buckets=API_SECONDS_BUCKETS,
     registry=REGISTRY,
 )
 BUILD_INFO = Gauge(
@@ -519,6 +535,13 @@ def track_reconcile(handler: str) -> Iterator[None]:
         RECONCILE_DURATION.labels(handler=handler).observe(time.monotonic() - started)
 
 
+def observe_api_request(lane: str, method: str, waited: float, took: float) -> None:
+    """One request of the gateway: ``waited`` seconds for its place in ``lane``
+    (:mod:`kubejury_operator.lanes`), then ``took`` seconds on the wire. Labels are fixed in code."""
+    API_QUEUE.labels(lane=lane).observe(waited)
+    API_REQUEST.labels(method=method).observe(took)
+
+
 def set_build_info(version: str) -> None:
     """Publish the running operator version as ``kubejury_build_info{version=...} 1``."""
     BUILD_INFO.clear()
@@ -555,6 +578,8 @@ _FAMILIES: tuple[Gauge | Counter | Histogram, ...] = (
     RECONCILES,
     RECONCILE_ERRORS,
     RECONCILE_DURATION,
+    API_QUEUE,
+    API_REQUEST,
     BUILD_INFO,
 )
 

@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 
 import pytest
 
+from kubejury_operator import metrics
 from kubejury_operator.gateway import MAX_CONNECTIONS, ApiCredentials, GatewayError, KubeGateway
 from kubejury_operator.lanes import Lane, Lanes
 
@@ -30,7 +31,12 @@ class RecordingLanes(Lanes):
 RUN = {"apiVersion": "kubejury.io/v1alpha1", "kind": "EvalRun", "metadata": {"name": "r", "namespace": "ns"}}
 
 
+def observed(lane: str) -> float:
+    return metrics.REGISTRY.get_sample_value("kubejury_api_queue_seconds_count", {"lane": lane}) or 0.0
+
+
 async def test_status_patches_and_scales_are_decisions_events_background_the_rest_work() -> None:
+    before = {lane: observed(lane) for lane in ("decision", "work", "background")}
     async with KubeGateway(ApiCredentials(server="http://127.0.0.1:1"), timeout_s=5.0) as gateway:
         lanes = gateway._lanes = RecordingLanes()
         calls = (
@@ -48,3 +54,9 @@ async def test_status_patches_and_scales_are_decisions_events_background_the_res
                 await call
     assert lanes.asked == [Lane.DECISION, Lane.DECISION, Lane.BACKGROUND, Lane.WORK, Lane.WORK, Lane.WORK]
     assert lanes.in_flight == 0
+    # each request's wait is in the metrics under its lane, also when the API did not answer
+    assert {lane: observed(lane) - n for lane, n in before.items()} == {
+        "decision": 2,
+        "work": 3,
+        "background": 1,
+    }
