@@ -50,6 +50,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import aiohttp
+
 from . import measure, nodemix, procstat, report_template, workload
 from .kube import Credentials, Kube, KubeError
 
@@ -586,6 +588,7 @@ async def run_round(bench: Bench, scale: int, design: str = "lean") -> dict[str,
         all_done = await wait_finished(observed, options.round_timeout_s)
         t_done = time.time()
         at_done = cpu_samples(bench, state.operator_pid, extra)
+        histograms = await operator_histograms(state.metrics_port)
         log.info(
             "  %s: %s after %.0f s; idle window %.0f s",
             round_id,
@@ -633,7 +636,23 @@ async def run_round(bench: Bench, scale: int, design: str = "lean") -> dict[str,
     result["source"] = bench.source.to_json()
     result["evalrun_bytes"] = observed.sizes.to_json()
     result["status_writes"] = observed.writes.to_json()
+    result["operator_histograms"] = histograms
     return result
+
+
+async def operator_histograms(port: int) -> dict[str, Any]:
+    """The operator's reconcile and API request histograms (:func:`measure.operator_histograms`),
+    read from its ``/metrics`` at the end of the active window; empty when it does not answer."""
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session,
+            session.get(f"http://127.0.0.1:{port}/metrics") as response,
+        ):
+            text = await response.text()
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        log.warning("  the operator's /metrics did not answer: %s", exc)
+        return {}
+    return measure.operator_histograms(text)
 
 
 def summarize_round(

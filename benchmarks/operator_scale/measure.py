@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+from prometheus_client.parser import text_string_to_metric_families
 
 OPERATOR_USER = "system:serviceaccount:kubejury:kubejury"
 
@@ -621,3 +622,55 @@ class WriteTally:
                 c: per_run(n) for c, n in sorted(self.alone.items(), key=lambda kv: -kv[1])
             },
         }
+
+
+# ----------------------------------------------------------------- the operator's own histograms
+
+#: The operator's histograms read at the end of a round's active window, and the label each is by
+OPERATOR_HISTOGRAMS = (
+    ("kubejury_reconcile_duration_seconds", "handler"),
+    ("kubejury_api_queue_seconds", "lane"),
+    ("kubejury_api_request_seconds", "method"),
+)
+
+
+def _bucket_quantile(buckets: Sequence[tuple[float, float]], q: float) -> float | None:
+    """The upper bound of the bucket holding quantile ``q`` (cumulative ``(le, count)`` pairs)."""
+    ordered = sorted(buckets)
+    total = ordered[-1][1] if ordered else 0.0
+    if not total:
+        return None
+    for upper, count in ordered:
+        if count >= q * total:
+            return upper
+    return ordered[-1][0]
+
+
+def operator_histograms(text: str) -> dict[str, dict[str, dict[str, float | None]]]:
+    """Count, mean and bucket-bound p50/p99 of each :data:`OPERATOR_HISTOGRAMS` per label value,
+    from the operator's ``/metrics`` text (a p99 of ``inf`` is beyond the last bucket)."""
+    found: dict[str, dict[str, dict[str, float | None]]] = {}
+    wanted = dict(OPERATOR_HISTOGRAMS)
+    for family in text_string_to_metric_families(text):
+        label = wanted.get(family.name)
+        if label is None:
+            continue
+        parts: dict[str, dict[str, Any]] = {}
+        for sample in family.samples:
+            part = parts.setdefault(sample.labels.get(label, ""), {"buckets": []})
+            if sample.name.endswith("_bucket"):
+                part["buckets"].append((float(sample.labels["le"]), sample.value))
+            elif sample.name.endswith("_count"):
+                part["count"] = sample.value
+            elif sample.name.endswith("_sum"):
+                part["sum"] = sample.value
+        found[family.name] = {
+            value: {
+                "count": part.get("count", 0.0),
+                "mean": round(part["sum"] / part["count"], 4) if part.get("count") else None,
+                "p50": _bucket_quantile(part["buckets"], 0.5),
+                "p99": _bucket_quantile(part["buckets"], 0.99),
+            }
+            for value, part in sorted(parts.items())
+        }
+    return found

@@ -203,6 +203,25 @@ def _get(round_: Mapping[str, Any] | None, *path: str) -> Any:
     return value
 
 
+def _histogram_rows() -> list[tuple[str, tuple[str, ...], int]]:
+    """Rows of the operator's own histograms (bucket bounds: a p99 is the bucket it falls in)."""
+    rows: list[tuple[str, tuple[str, ...], int]] = []
+    for label, name, part in (
+        ("reconcile on a child's change", "kubejury_reconcile_duration_seconds", "child-event"),
+        ("reconcile on the timer", "kubejury_reconcile_duration_seconds", "timer"),
+        ("API request's wait for a place, decision lane", "kubejury_api_queue_seconds", "decision"),
+        ("API request's wait for a place, work lane", "kubejury_api_queue_seconds", "work"),
+        ("API PATCH once sent", "kubejury_api_request_seconds", "PATCH"),
+        ("API POST once sent", "kubejury_api_request_seconds", "POST"),
+    ):
+        path = ("operator_histograms", name, part)
+        rows += [
+            (f"{label}: mean (s)", (*path, "mean"), 3),
+            (f"{label}: p99 (s, bucket bound)", (*path, "p99"), 3),
+        ]
+    return rows
+
+
 def _rows() -> list[tuple[str, tuple[str, ...], int]]:
     """(label, path into a round, digits) of the side-by-side table."""
     return [
@@ -280,6 +299,7 @@ def _rows() -> list[tuple[str, tuple[str, ...], int]]:
         ),
         ("status changes per run, seen by the benchmark's watch", ("status_writes", "writes_per_run"), 1),
         ("… of them counters only", ("status_writes", "counters_only_per_run"), 1),
+        *_histogram_rows(),
         ("load average (1 min), mean during the round", ("load_average_1m", "mean"), 2),
         ("EvalRun bytes, mean of the versions watched", ("evalrun_bytes", "mean", "total"), 0),
         ("… without managedFields", ("evalrun_bytes", "mean", "without_managed_fields"), 0),

@@ -542,3 +542,25 @@ def test_status_delays_on_the_api_servers_clock_leave_the_benchmarks_watch_lag_o
     }
     assert measure.completed_at(done) == measure.parse_time("2026-12-01T10:00:05Z")
     assert measure.completed_at({"conditions": [{"type": "Complete", "status": "False"}]}) is None
+
+
+def test_the_operators_histograms_give_count_mean_and_bucket_bound_percentiles() -> None:
+    text = "\n".join(
+        [
+            "# HELP kubejury_api_queue_seconds waited",
+            "# TYPE kubejury_api_queue_seconds histogram",
+            'kubejury_api_queue_seconds_bucket{lane="work",le="0.1"} 90.0',
+            'kubejury_api_queue_seconds_bucket{lane="work",le="1.0"} 99.0',
+            'kubejury_api_queue_seconds_bucket{lane="work",le="10.0"} 100.0',
+            'kubejury_api_queue_seconds_bucket{lane="work",le="+Inf"} 100.0',
+            'kubejury_api_queue_seconds_count{lane="work"} 100.0',
+            'kubejury_api_queue_seconds_sum{lane="work"} 25.0',
+            "# HELP kubejury_items_judged_total judged",
+            "# TYPE kubejury_items_judged_total counter",
+            'kubejury_items_judged_total{namespace="n",name="r"} 3.0',
+        ]
+    )
+    found = measure.operator_histograms(text + "\n")
+    assert found == {
+        "kubejury_api_queue_seconds": {"work": {"count": 100.0, "mean": 0.25, "p50": 0.1, "p99": 1.0}}
+    }
