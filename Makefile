@@ -110,8 +110,9 @@ typecheck: $(DEV_STAMP)
 	@set -e; for dir in $(MYPY_OWN_ROOTS); do \
 	  echo "mypy $$dir"; MYPYPATH=$$dir $(BIN)/mypy $$(find $$dir -name '*.py'); done
 
+# --durations: CI's log names the slowest tests and fixtures (the warm run's budget is 25 min)
 pytest: $(STAMP) $(HELM) $(HELM_DOCS_STAMP) $(CHROMIUM) $(PROMETHEUS) kube-bins node-bins kueue-bins image llama-image
-	PATH="$(CACHE)/bin:$$PATH" $(BIN)/pytest -q
+	PATH="$(CACHE)/bin:$$PATH" $(BIN)/pytest -q --durations=40
 
 # ruff and mypy only: no llama.cpp build, no helm, no cluster (seconds once the venv exists).
 check: lint typecheck
