@@ -18,19 +18,21 @@ CHUNK = 16 * 1024
 
 
 class ThrottledProxy:
-    """127.0.0.1:<free port> → ``upstream`` (host, port), answers at ``bytes_per_second``."""
+    """``host``:<free port> → ``upstream`` (host, port), answers at ``bytes_per_second``. ``host`` is
+    loopback unless a caller names another local address (a real node's pods reach the host's end
+    of its veth, never its loopback)."""
 
-    def __init__(self, upstream: tuple[str, int], bytes_per_second: float) -> None:
+    def __init__(self, upstream: tuple[str, int], bytes_per_second: float, host: str = "127.0.0.1") -> None:
         self.upstream, self.rate = upstream, float(bytes_per_second)
         self._lock = threading.Lock()
         self._next = time.monotonic()
-        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener = socket.create_server((host, 0))
         self._closed = threading.Event()
         threading.Thread(target=self._accept, daemon=True).start()
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        return "http://{}:{}".format(*self._listener.getsockname()[:2])
 
     def close(self) -> None:
         self._closed.set()
