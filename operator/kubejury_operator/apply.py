@@ -131,12 +131,17 @@ async def apply_plan(
 
 
 async def post_events(api: KubeApi, obj: Mapping[str, Any], decided: Plan, logger: kopf.Logger) -> None:
-    """The plan's Events; one that cannot be posted is logged (an Event is informational)."""
-    for event in decided.events:
+    """The plan's Events, posted at once (one round trip, not one per Event: the run's next
+    reconcile waits for this one to end); one that cannot be posted is logged (an Event is
+    informational)."""
+
+    async def post(event: st.Event) -> None:
         try:
             await api.post_event(obj, event.type, event.reason, event.message)
         except GatewayError as exc:  # never fail a reconcile over one
             logger.warning("cannot post Event %s for %s/%s: %s", event.reason, *run_key(obj), exc)
+
+    await asyncio.gather(*(post(event) for event in decided.events))
 
 
 def run_labels(name: str) -> dict[str, str]:

@@ -458,4 +458,4 @@ class KubeGateway:
         """A core/v1 Event about ``involved`` (:func:`event_manifest`)."""
         event = event_manifest(involved, type_, reason, message, now=now)
         url = self._url("Event", event["metadata"]["namespace"])
-        await self._request("POST", url, json=event, lane=Lane.BACKGROUND)
+        await self._request("POST", url, json=event)

@@ -6,8 +6,9 @@ server). With one first-come queue, a run's status patch — what a user and the
 status delay wait on — queued behind other runs' bursts of creates: at a hundred runs a judging
 round or a wave of servers is hundreds of Jobs, Deployments and Services at once. Here the waiting
 requests are served by lane: a status patch or a scale (a server released) first, then the rest in
-arrival order, Events last. Nothing is dropped or reordered within a lane, and the bound on
-requests in flight stays what it was. The API server's own priority and fairness still applies
+arrival order. Nothing is dropped or reordered within a lane, and the bound on requests in flight
+stays what it was. Events wait with the work, not behind it: a lane that can starve would hold its
+reconcile open — and a run's next reconcile, with its status, waits for the one running. The API server's own priority and fairness still applies
 across its clients; this orders one client's own requests.
 """
 
@@ -25,8 +26,7 @@ class Lane(IntEnum):
     """A request's place in line; lower goes first."""
 
     DECISION = 0  # a status patch, a scale: small writes a reader or a GPU waits on
-    WORK = 1  # creates, reads, deletes: in arrival order
-    BACKGROUND = 2  # Events: informational, never ahead of work
+    WORK = 1  # creates, reads, deletes, Events: in arrival order
 
 
 class Lanes:

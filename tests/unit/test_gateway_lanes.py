@@ -1,5 +1,5 @@
 """Which lane each of the gateway's requests waits in (kubejury_operator.lanes): a status patch and
-a scale as decisions, an Event in the background, everything else as work. The requests go to a
+a scale as decisions, everything else (Events too) as work. The requests go to a
 closed loopback port; only the lane each asked for is read."""
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ def observed(lane: str) -> float:
     return metrics.REGISTRY.get_sample_value("kubejury_api_queue_seconds_count", {"lane": lane}) or 0.0
 
 
-async def test_status_patches_and_scales_are_decisions_events_background_the_rest_work() -> None:
-    before = {lane: observed(lane) for lane in ("decision", "work", "background")}
+async def test_status_patches_and_scales_are_decisions_the_rest_work() -> None:
+    before = {lane: observed(lane) for lane in ("decision", "work")}
     async with KubeGateway(ApiCredentials(server="http://127.0.0.1:1"), timeout_s=5.0) as gateway:
         lanes = gateway._lanes = RecordingLanes()
         calls = (
@@ -52,11 +52,7 @@ async def test_status_patches_and_scales_are_decisions_events_background_the_res
         for call in calls:
             with pytest.raises(GatewayError):
                 await call
-    assert lanes.asked == [Lane.DECISION, Lane.DECISION, Lane.BACKGROUND, Lane.WORK, Lane.WORK, Lane.WORK]
+    assert lanes.asked == [Lane.DECISION, Lane.DECISION, Lane.WORK, Lane.WORK, Lane.WORK, Lane.WORK]
     assert lanes.in_flight == 0
     # each request's wait is in the metrics under its lane, also when the API did not answer
-    assert {lane: observed(lane) - n for lane, n in before.items()} == {
-        "decision": 2,
-        "work": 3,
-        "background": 1,
-    }
+    assert {lane: observed(lane) - n for lane, n in before.items()} == {"decision": 2, "work": 4}
