@@ -582,6 +582,7 @@ async def run_round(bench: Bench, scale: int, design: str = "lean") -> dict[str,
         extra = {"fast-kubelet": kubelet.pid, "benchmark": os.getpid()}
         audit_start = audit_mark(bench)
         t_start = time.time()
+        apiserver_before = await apiserver_metrics(bench)
         before = cpu_samples(bench, state.operator_pid, extra)
         await create_runs(bench, names, round_id, observed)
         t_created = time.time()
@@ -589,6 +590,7 @@ async def run_round(bench: Bench, scale: int, design: str = "lean") -> dict[str,
         t_done = time.time()
         at_done = cpu_samples(bench, state.operator_pid, extra)
         histograms = await operator_histograms(state.metrics_port)
+        apiserver_times = measure.apiserver_request_seconds(apiserver_before, await apiserver_metrics(bench))
         log.info(
             "  %s: %s after %.0f s; idle window %.0f s",
             round_id,
@@ -637,7 +639,17 @@ async def run_round(bench: Bench, scale: int, design: str = "lean") -> dict[str,
     result["evalrun_bytes"] = observed.sizes.to_json()
     result["status_writes"] = observed.writes.to_json()
     result["operator_histograms"] = histograms
+    result["apiserver_request_seconds"] = apiserver_times
     return result
+
+
+async def apiserver_metrics(bench: Bench) -> str:
+    """The API server's ``/metrics`` text; empty when it cannot be read (the figures are then absent)."""
+    try:
+        return await bench.kube.text("/metrics")
+    except (KubeError, aiohttp.ClientError, TimeoutError) as exc:
+        log.warning("  the API server's /metrics could not be read: %s", exc)
+        return ""
 
 
 async def operator_histograms(port: int) -> dict[str, Any]:

@@ -156,6 +156,14 @@ class Kube:
                 raise KubeError(response.status, message)
             return orjson.loads(raw) if raw else None
 
+    async def text(self, path: str) -> str:
+        """A plain-text answer (e.g. the API server's ``/metrics``)."""
+        async with self.session.get(self.credentials.server + path) as response:
+            body = await response.text()
+            if response.status >= 400:
+                raise KubeError(response.status, body[:500])
+            return body
+
     async def get(self, resource: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         try:
             found: dict[str, Any] = await self.request("GET", path_of(resource, namespace, name))

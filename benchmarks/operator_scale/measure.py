@@ -674,3 +674,53 @@ def operator_histograms(text: str) -> dict[str, dict[str, dict[str, float | None
             for value, part in sorted(parts.items())
         }
     return found
+
+
+# ------------------------------------------------------------- the API server's time per request
+
+#: Long-running verbs: their duration is how long a client stayed connected, not work
+LONG_RUNNING_VERBS = frozenset({"WATCH", "CONNECT"})
+
+
+def _request_seconds(text: str) -> dict[tuple[str, str, str], tuple[float, float]]:
+    """(verb, resource, subresource) → (seconds, requests) of ``apiserver_request_duration_seconds``."""
+    found: dict[tuple[str, str, str], tuple[float, float]] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name != "apiserver_request_duration_seconds":
+            continue
+        for sample in family.samples:
+            if not sample.name.endswith(("_sum", "_count")):
+                continue
+            labels = sample.labels
+            key = (labels.get("verb", ""), labels.get("resource", ""), labels.get("subresource", ""))
+            seconds, count = found.get(key, (0.0, 0.0))
+            if sample.name.endswith("_sum"):
+                seconds += sample.value
+            else:
+                count += sample.value
+            found[key] = (seconds, count)
+    return found
+
+
+def apiserver_request_seconds(before: str, after: str, top: int = 12) -> list[dict[str, Any]]:
+    """The API server's own time per request between two reads of its ``/metrics`` (the active
+    window): the ``top`` (verb, resource) pairs by total seconds, with requests and mean seconds.
+    Watches and other long-running requests are left out."""
+    start, end = _request_seconds(before), _request_seconds(after)
+    rows: list[dict[str, Any]] = []
+    for key, (seconds, count) in end.items():
+        was_seconds, was_count = start.get(key, (0.0, 0.0))
+        requests = count - was_count
+        if key[0] in LONG_RUNNING_VERBS or requests <= 0:
+            continue
+        total = seconds - was_seconds
+        rows.append(
+            {
+                "verb": key[0],
+                "resource": key[1] + (f"/{key[2]}" if key[2] else ""),
+                "requests": int(requests),
+                "seconds": round(total, 1),
+                "mean_s": round(total / requests, 4),
+            }
+        )
+    return sorted(rows, key=lambda row: -float(row["seconds"]))[:top]

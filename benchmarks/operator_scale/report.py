@@ -514,6 +514,35 @@ def growth(rounds: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
+def apiserver_time(rounds: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Where the API server's time went in each round's active window: its own
+    ``apiserver_request_duration_seconds`` per verb and resource (watches left out)."""
+    measured = [r for r in rounds if r.get("apiserver_request_seconds")]
+    if not measured:
+        return []
+    lines = [
+        "## Where the API server's time went (its own request durations, active window)",
+        "",
+        "Mean seconds per request as the API server timed them, for the verbs and resources it spent",
+        "the most request-seconds on; every client's requests (the operator's are EvalRuns, Deployments,",
+        "Services, Jobs, Events; Pods and Job statuses are the controllers', KWOK's and the fast kubelet's).",
+        "",
+    ]
+    for round_ in measured:
+        lines += [
+            f"### {NAMES.get(str(round_.get('design')), round_.get('design'))}, {round_.get('runs')} runs",
+            "",
+            "| verb | resource | requests | mean s | request-seconds |",
+            "|---|---|---:|---:|---:|",
+        ]
+        lines += [
+            f"| {row['verb']} | {row['resource']} | {row['requests']} | {row['mean_s']:.3f} | {row['seconds']:.0f} |"
+            for row in round_["apiserver_request_seconds"]
+        ]
+        lines.append("")
+    return lines
+
+
 def render(document: Mapping[str, Any]) -> str:
     meta = document.get("meta") or {}
     options = meta.get("options") or {}
@@ -584,6 +613,7 @@ def render(document: Mapping[str, Any]) -> str:
     for scale, by_design in _by_scale(rounds).items():
         lines += side_by_side(scale, by_design, pair)
     lines += growth(rounds)
+    lines += apiserver_time(rounds)
     if pair == ("full", "lean"):
         lines += _earlier_lines(document)
     if unfinished:

@@ -564,3 +564,29 @@ def test_the_operators_histograms_give_count_mean_and_bucket_bound_percentiles()
     assert found == {
         "kubejury_api_queue_seconds": {"work": {"count": 100.0, "mean": 0.25, "p50": 0.1, "p99": 1.0}}
     }
+
+
+def apiserver_text(patch_seconds: float, patches: int, watch_seconds: float) -> str:
+    return "\n".join(
+        [
+            "# HELP apiserver_request_duration_seconds latency",
+            "# TYPE apiserver_request_duration_seconds histogram",
+            'apiserver_request_duration_seconds_bucket{verb="PATCH",resource="evalruns",subresource="status",le="+Inf"} '
+            f"{patches}",
+            f'apiserver_request_duration_seconds_sum{{verb="PATCH",resource="evalruns",subresource="status"}} {patch_seconds}',
+            f'apiserver_request_duration_seconds_count{{verb="PATCH",resource="evalruns",subresource="status"}} {patches}',
+            f'apiserver_request_duration_seconds_sum{{verb="WATCH",resource="pods",subresource=""}} {watch_seconds}',
+            'apiserver_request_duration_seconds_count{verb="WATCH",resource="pods",subresource=""} 3',
+            "",
+        ]
+    )
+
+
+def test_the_api_servers_time_per_request_is_taken_over_the_window_and_leaves_watches_out() -> None:
+    rows = measure.apiserver_request_seconds(apiserver_text(10.0, 20, 5.0), apiserver_text(70.0, 60, 900.0))
+    assert rows == [
+        {"verb": "PATCH", "resource": "evalruns/status", "requests": 40, "seconds": 60.0, "mean_s": 1.5}
+    ]
+    assert measure.apiserver_request_seconds("", "") == []
+    lines = report.apiserver_time([{"design": "lean", "runs": 100, "apiserver_request_seconds": rows}])
+    assert "| PATCH | evalruns/status | 40 | 1.500 | 60 |" in lines
