@@ -111,6 +111,7 @@ class Record:
     gguf_path: str
     hub_commit: str
     runs: dict[str, Bringup] = field(default_factory=dict)
+    started: str = ""  # UTC, when the first run was applied
     load_start: str = ""
     load_end: str = ""
 
@@ -271,7 +272,7 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Record]:
         proxy = ThrottledProxy(stub.address, RATE, host=node.network.host_ip)
         folder = model_dir(CACHE_MOUNT, SOURCE, _selection())
         record = Record(User(cluster), node, proxy.url, gguf.stat().st_size, folder, stub.repo.commit)
-        record.load_start = _load()
+        record.started, record.load_start = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), _load()
         install(record)
         for run, prefetch in ((SELF_DOWNLOAD, False), (PREFETCHED, True)):
             record.runs[run] = bring_up(record, stub, run, prefetch)
@@ -301,7 +302,7 @@ def _print_figures(record: Record) -> None:
         parse_time(job["completionTime"]) - parse_time(job["startTime"]) if job.get("completionTime") else 0.0
     )
     print(
-        f"\nprefetch real-pods e2e ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {record.load_start} → {record.load_end}): "
+        f"\nprefetch real-pods e2e ({record.started}, load {record.load_start} → {record.load_end}): "
         f"{record.weight_bytes / 2**20:.1f} MiB GGUF at {RATE / 2**20:g} MiB/s = {record.download_s:.1f} s; "
         f"bringUpSeconds self-download {own.server['bringUpSeconds']} s, "
         f"prefetched {pre.server['bringUpSeconds']} s (prefetch Job {job_s:.0f} s, CPU only)"
