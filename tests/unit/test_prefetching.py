@@ -114,7 +114,9 @@ def test_the_charts_hub_mirror_reaches_every_hf_download_and_no_run_spec_changes
     assert "--hf-repo" in pulling["args"] and _env(pulling)["HF_ENDPOINT"] == MIRROR
     assert "HF_ENDPOINT" not in _env(_container(mf.model_deployment(RUN_REF, gguf, 1, CACHE)))
     # a run that names its own cache claim and hub token still downloads from the chart's mirror
-    body = build_evalrun(modelCache={"claimName": "mine"}, hfTokenSecretRef={"name": "tok", "key": "HF_TOKEN"})
+    body = build_evalrun(
+        modelCache={"claimName": "mine"}, hfTokenSecretRef={"name": "tok", "key": "HF_TOKEN"}
+    )
     assert cluster_run(body, parse_evalrun(body), {}, settings).settings.hub_endpoint == MIRROR
 
 
