@@ -14,8 +14,9 @@ Rules (the definitions are in :mod:`kubejury.records.gpu_usage`):
   Closed intervals only ever add up.
 * Used time is the union of its Jobs' [startTime, completion] intervals; what is finished is
   never lowered again, even if someone deletes a finished Job.
-* Bring-up held (GPU-seconds before Ready) is added once per held interval opened: the GPUs × the
-  Ready Pod's creation → Ready time, when its Ready transition is first seen.
+* Bring-up held (GPU-seconds before Ready) is added once per Ready transition: the GPUs × the
+  Ready Pod's creation → Ready time, when the transition is first seen — not again while a
+  scaled-down Pod stays Ready and its closed interval gains the time it still holds the GPUs.
 * A run with nothing in the cluster (external endpoints only) has no entries.
 """
 
@@ -86,8 +87,10 @@ def _server(
     until = prior.held_until if prior else None
     bring_up_held = prior.bring_up_gpu_seconds if prior else 0.0
     if since is None and ready is not None:
-        # A bring-up ends at this Ready transition: its Pod held the GPUs from creation to here.
-        bring_up_held += gpus * observed.servers_bringup_seconds.get(label, 0.0)
+        if until is None or seconds_between(until, ready) > 0:
+            # A bring-up ends at this Ready transition: its Pod held the GPUs from creation to here.
+            # Not again for the transition an interval closed after (a scaled-down Pod still Ready).
+            bring_up_held += gpus * observed.servers_bringup_seconds.get(label, 0.0)
         # A Ready Pod opens the interval at its Ready transition — also when this very reconcile
         # scales it down (an operator restarted late still counts that time) — but never before
         # the last close: a Pod still Ready just after its scale-down is not counted twice.

@@ -29,7 +29,7 @@ from kubejury_operator.observed import (
     servers_ready_since,
 )
 from kubejury_operator.reconcile import plan
-from kubejury_operator.status import status_changed
+from kubejury_operator.status import MINOR_STATUS_INTERVAL, due_patch, status_changed
 
 T0 = "2026-12-01T10:00:00Z"
 T1 = "2026-12-01T10:00:10Z"
@@ -246,6 +246,40 @@ def test_a_pod_still_ready_after_its_scale_down_is_not_counted_twice() -> None:
     a = server(later.status["gpu"], "a")
     assert a["heldGpuSeconds"] == 4 * (80 + 220)  # only T3 → T4 added: the Pod really still holds GPUs
     assert a["readySince"] is None and a["heldUntil"] == T4
+
+
+def test_a_pod_still_ready_after_its_scale_down_adds_its_bring_up_once() -> None:
+    run = one_model_run()
+    up = Observed(
+        deployments=ready_servers("m-a"),
+        present=present_for("m-a"),
+        servers_ready_since={"m-a": T0},
+        servers_bringup_seconds={"m-a": 30.0},
+    )
+    first = plan(run, up, {}, T1)
+    assert server(first.status["gpu"], "a")["bringUpGpuSeconds"] == 4 * 30
+    finished = JobState(succeeded=True, server="m-a", started_at=T1, finished_at=T2)
+    lingering = replace(up, jobs=generation_jobs(["a"], finished, ONE_SERIES))
+    down = plan(run, lingering, first.status, T3)
+    later = plan(run, lingering, down.status, T4)  # the same Ready transition, seen again
+    assert server(down.status["gpu"], "a")["bringUpGpuSeconds"] == 4 * 30
+    assert server(later.status["gpu"], "a")["bringUpGpuSeconds"] == 4 * 30
+
+
+def test_a_lingering_pods_held_time_waits_like_a_counter_its_scale_down_does_not() -> None:
+    run = one_model_run()
+    up = Observed(
+        deployments=ready_servers("m-a"), present=present_for("m-a"), servers_ready_since={"m-a": T0}
+    )
+    first = plan(run, up, {}, T1)
+    finished = JobState(succeeded=True, server="m-a", started_at=T1, finished_at=T2)
+    lingering = replace(up, jobs=generation_jobs(["a"], finished, ONE_SERIES))
+    down = plan(run, lingering, first.status, T3)
+    assert due_patch(first.status, down.status, since_written=0.5)  # the interval closes: at once
+    later = plan(run, lingering, down.status, T4)
+    assert status_changed(down.status, later.status)  # held time still grows while the Pod holds GPUs
+    assert not due_patch(down.status, later.status, since_written=0.5)  # … written with the next write
+    assert due_patch(down.status, later.status, since_written=MINOR_STATUS_INTERVAL)
 
 
 def test_bring_up_time_is_pod_creation_to_ready_of_ready_server_pods() -> None:
