@@ -232,54 +232,47 @@ def test_a_closed_interval_is_gone_from_the_stored_status_after_the_merge_patch(
     assert stored["gpu"]["idleShare"] == round(1 - 60 / 80, 4)
 
 
-def test_a_pod_still_ready_after_its_scale_down_is_not_counted_twice() -> None:
-    run = one_model_run()
-    up = Observed(
-        deployments=ready_servers("m-a"), present=present_for("m-a"), servers_ready_since={"m-a": T0}
-    )
-    first = plan(run, up, {}, T1)
-    finished = JobState(succeeded=True, server="m-a", started_at=T1, finished_at=T2)
-    lingering = replace(up, jobs=generation_jobs(["a"], finished, ONE_SERIES))  # not wanted, Pod still Ready
-    down = plan(run, lingering, first.status, T3)
-    assert server(down.status["gpu"], "a")["heldGpuSeconds"] == 4 * 80
-    later = plan(run, lingering, down.status, T4)
-    a = server(later.status["gpu"], "a")
-    assert a["heldGpuSeconds"] == 4 * (80 + 220)  # only T3 → T4 added: the Pod really still holds GPUs
-    assert a["readySince"] is None and a["heldUntil"] == T4
-
-
-def test_a_pod_still_ready_after_its_scale_down_adds_its_bring_up_once() -> None:
+def lingering_statuses(
+    bring_up_seconds: float = 0.0,
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The statuses of a one-model run whose server became Ready at T0 (after ``bring_up_seconds``
+    of bring-up), whose Job ran T1 → T2, and whose Pod is still Ready after its scale-down: planned
+    at T1 (serving), T3 (scaled down) and T4 (the Pod still Ready)."""
     run = one_model_run()
     up = Observed(
         deployments=ready_servers("m-a"),
         present=present_for("m-a"),
         servers_ready_since={"m-a": T0},
-        servers_bringup_seconds={"m-a": 30.0},
+        servers_bringup_seconds={"m-a": bring_up_seconds},
     )
-    first = plan(run, up, {}, T1)
-    assert server(first.status["gpu"], "a")["bringUpGpuSeconds"] == 4 * 30
+    first = plan(run, up, {}, T1).status
     finished = JobState(succeeded=True, server="m-a", started_at=T1, finished_at=T2)
-    lingering = replace(up, jobs=generation_jobs(["a"], finished, ONE_SERIES))
-    down = plan(run, lingering, first.status, T3)
-    later = plan(run, lingering, down.status, T4)  # the same Ready transition, seen again
-    assert server(down.status["gpu"], "a")["bringUpGpuSeconds"] == 4 * 30
-    assert server(later.status["gpu"], "a")["bringUpGpuSeconds"] == 4 * 30
+    lingering = replace(up, jobs=generation_jobs(["a"], finished, ONE_SERIES))  # not wanted, Pod still Ready
+    down = plan(run, lingering, first, T3).status
+    return first, down, plan(run, lingering, down, T4).status
+
+
+def test_a_pod_still_ready_after_its_scale_down_is_not_counted_twice() -> None:
+    _first, down, later = lingering_statuses()
+    assert server(down["gpu"], "a")["heldGpuSeconds"] == 4 * 80
+    a = server(later["gpu"], "a")
+    assert a["heldGpuSeconds"] == 4 * (80 + 220)  # only T3 → T4 added: the Pod really still holds GPUs
+    assert a["readySince"] is None and a["heldUntil"] == T4
+
+
+def test_a_pod_still_ready_after_its_scale_down_adds_its_bring_up_once() -> None:
+    first, down, later = lingering_statuses(bring_up_seconds=30.0)
+    assert server(first["gpu"], "a")["bringUpGpuSeconds"] == 4 * 30
+    assert server(down["gpu"], "a")["bringUpGpuSeconds"] == 4 * 30
+    assert server(later["gpu"], "a")["bringUpGpuSeconds"] == 4 * 30  # the same Ready transition, seen again
 
 
 def test_a_lingering_pods_held_time_waits_like_a_counter_its_scale_down_does_not() -> None:
-    run = one_model_run()
-    up = Observed(
-        deployments=ready_servers("m-a"), present=present_for("m-a"), servers_ready_since={"m-a": T0}
-    )
-    first = plan(run, up, {}, T1)
-    finished = JobState(succeeded=True, server="m-a", started_at=T1, finished_at=T2)
-    lingering = replace(up, jobs=generation_jobs(["a"], finished, ONE_SERIES))
-    down = plan(run, lingering, first.status, T3)
-    assert due_patch(first.status, down.status, since_written=0.5)  # the interval closes: at once
-    later = plan(run, lingering, down.status, T4)
-    assert status_changed(down.status, later.status)  # held time still grows while the Pod holds GPUs
-    assert not due_patch(down.status, later.status, since_written=0.5)  # … written with the next write
-    assert due_patch(down.status, later.status, since_written=MINOR_STATUS_INTERVAL)
+    first, down, later = lingering_statuses()
+    assert due_patch(first, down, since_written=0.5)  # the interval closes: at once
+    assert status_changed(down, later)  # held time still grows while the Pod holds GPUs
+    assert not due_patch(down, later, since_written=0.5)  # … written with the next write
+    assert due_patch(down, later, since_written=MINOR_STATUS_INTERVAL)
 
 
 def test_bring_up_time_is_pod_creation_to_ready_of_ready_server_pods() -> None:
